@@ -1,0 +1,46 @@
+# coring: the README's two commands. Everything else is meson.
+#   make test    install what is missing, build (gcc, clang, ASan+UBSan, TSan), run every test
+#   make bench   install what is missing, build optimised, run the benchmarks
+# QUICK=1 / FULL=1 pick the benchmark length (see docs/benchmarks.md).
+
+MESON ?= meson
+JOBS ?= $(shell nproc)
+
+.PHONY: all test bench deps-test deps-bench build clean
+
+all: build
+
+deps-test:
+	@sh tools/deps.sh test
+
+deps-bench:
+	@sh tools/deps.sh bench
+
+# configure a build dir once: $(call setup,DIR,ENV,ARGS)
+define setup
+	@if [ ! -f $(1)/build.ninja ]; then $(2) $(MESON) setup $(1) $(3) >/dev/null || exit 1; fi
+endef
+
+build: deps-test
+	$(call setup,build,,)
+	$(MESON) compile -C build
+
+test: deps-test
+	$(call setup,build,,)
+	$(call setup,build-clang,CC=clang,-Dlabel_backend=goto)
+	$(call setup,build-asan,,-Db_sanitize=address,undefined -Db_lundef=false -Dbench=false)
+	$(call setup,build-tsan,CC=clang,-Db_sanitize=thread -Db_lundef=false -Dbench=false)
+	@set -e; for d in build build-clang build-asan build-tsan; do \
+		echo "== $$d"; \
+		$(MESON) compile -C $$d >/dev/null; \
+		$(MESON) test -C $$d --print-errorlogs --num-processes $(JOBS); \
+	done
+	@echo "make test: all build configurations passed"
+
+bench: deps-bench
+	$(call setup,build-release,,--buildtype=release -Dtests=false)
+	$(MESON) compile -C build-release
+	@sh bench/run.sh build-release
+
+clean:
+	rm -rf build build-clang build-asan build-tsan build-release

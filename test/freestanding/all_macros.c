@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+/* Every co.h macro and the co_loop, compiled with -ffreestanding -nostdlib.
+ * The object must need no symbol at all. With CO_FREESTANDING_START on
+ * x86-64 Linux it also links with no libc and runs: its exit status is
+ * co_freestanding_demo()'s result (0 when every check held). */
+#include <coring/co.h>
+
+struct gen { co_frame co; int i, value; };
+static int gen_fn(co_frame *f)
+{
+	struct gen *g = (struct gen *)f;
+	CO_BEGIN(f);
+	for (g->i = 1; g->i <= 4; g->i++)
+		CO_YIELD_VALUE(f, g->value, g->i * 10);
+	CO_END(f);
+}
+
+struct sig { co_awaiter aw; co_frame *parked; int value; };
+static int sig_suspend(co_awaiter *a, co_frame *f) { ((struct sig *)a)->parked = f; return 1; }
+static int sig_resume(co_awaiter *a, co_frame *f) { (void)f; return ((struct sig *)a)->value; }
+static const co_awaiter_ops sig_ops = { 0, sig_suspend, sig_resume, 0 };
+
+struct child { co_frame co; int in; };
+static int child_fn(co_frame *f)
+{
+	struct child *c = (struct child *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	CO_RETURN(f, c->in + 1);
+	CO_END(f);
+}
+
+struct task { co_frame co; struct child kid; struct sig *s; volatile int *flag; int sum; };
+static int task_fn(co_frame *f)
+{
+	struct task *t = (struct task *)f;
+	CO_BEGIN(f);
+	t->kid.in = 1;
+	co_init(&t->kid.co, child_fn);
+	CO_AWAIT_TASK(f, &t->kid.co);
+	t->sum = co_result(f);
+	CO_AWAIT(f, &t->s->aw);
+	t->sum += co_result(f);
+	CO_AWAIT_UNTIL(f, *t->flag);
+	CO_END(f);
+}
+
+struct poke { co_frame co; struct sig *s; volatile int *flag; };
+static int poke_fn(co_frame *f)
+{
+	struct poke *p = (struct poke *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	p->s->value = 40;
+	co_wake(p->s->parked);
+	CO_YIELD(f);
+	*p->flag = 1;
+	CO_END(f);
+}
+
+int co_freestanding_demo(void);
+int co_freestanding_demo(void)
+{
+	struct gen g;
+	struct sig s;
+	struct task t;
+	struct poke p;
+	co_loop loop;
+	volatile int flag = 0;
+	int total = 0, bad = 0;
+
+	co_init(&g.co, gen_fn);
+	while (co_next(&g.co))
+		total += g.value;
+	bad |= total != 100;
+
+	s.aw.ops = &sig_ops;
+	s.parked = 0;
+	s.value = 0;
+	t.s = p.s = &s;
+	t.flag = p.flag = &flag;
+	co_init(&t.co, task_fn);
+	co_init(&p.co, poke_fn);
+	co_loop_init(&loop);
+	bad |= co_loop_spawn(&loop, &t.co) != 0;
+	bad |= co_loop_spawn(&loop, &p.co) != 0;
+	bad |= co_loop_run(&loop) != 0;
+	bad |= t.sum != 42;
+	return bad;
+}
+
+#if defined(CO_FREESTANDING_START) && defined(__x86_64__) && defined(__linux__)
+__attribute__((force_align_arg_pointer, noreturn)) void co_start(void);
+void co_start(void)
+{
+	long status = co_freestanding_demo();
+	__asm__ volatile("syscall" : : "a"(60L), "D"(status) : "rcx", "r11", "memory");
+	__builtin_unreachable();
+}
+#endif

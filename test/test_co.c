@@ -1,0 +1,882 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of include/coring/co.h: every macro, built once per label backend
+ * (meson compiles this file with and without CO_USE_COMPUTED_GOTO=1). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include <coring/co.h>
+
+/* ---- yield, return, status --------------------------------------------- */
+
+struct counter {
+	co_frame co;
+	int i, n, hits;
+};
+
+static int counter_fn(co_frame *f)
+{
+	struct counter *c = (struct counter *)f;
+	CO_BEGIN(f);
+	for (c->i = 0; c->i < c->n; c->i++) {
+		c->hits++;
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static void test_yield_and_end(void **state)
+{
+	struct counter c = { .n = 3 };
+	(void)state;
+	co_init(&c.co, counter_fn);
+	assert_false(co_done(&c.co));
+	assert_int_equal(c.hits, 0); /* created suspended */
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(c.hits, 1);
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(c.hits, 3);
+	assert_false(co_done(&c.co));
+	assert_int_equal(co_resume(&c.co), CO_DONE);
+	assert_true(co_done(&c.co));
+	assert_true((!co_done(&c.co)) == 0);
+	assert_int_equal(co_status(&c.co), 0);
+
+	/* a finished frame can be initialised and run again */
+	c.hits = 0;
+	c.n = 1;
+	co_init(&c.co, counter_fn);
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(co_resume(&c.co), CO_DONE);
+	assert_int_equal(c.hits, 1);
+}
+
+struct early {
+	co_frame co;
+	int arg, after;
+};
+
+static int early_fn(co_frame *f)
+{
+	struct early *e = (struct early *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	if (e->arg < 0)
+		CO_RETURN(f, -EINVAL);
+	e->after = 1;
+	CO_RETURN(f, e->arg);
+	e->after = 2; /* never reached */
+	CO_END(f);
+}
+
+static void test_return_status(void **state)
+{
+	struct early e = { .arg = -1 };
+	(void)state;
+	co_init(&e.co, early_fn);
+	assert_int_equal(co_resume(&e.co), CO_YIELDED);
+	assert_int_equal(co_resume(&e.co), CO_DONE);
+	assert_int_equal(co_status(&e.co), -EINVAL);
+	assert_int_equal(e.after, 0);
+
+	e.arg = 42;
+	co_init(&e.co, early_fn);
+	while (co_resume(&e.co) != CO_DONE)
+		;
+	assert_int_equal(co_status(&e.co), 42);
+	assert_int_equal(e.after, 1);
+}
+
+/* ---- generators ---------------------------------------------------------- */
+
+struct squares {
+	co_frame co;
+	int i, n;
+	long value;
+};
+
+static int squares_fn(co_frame *f)
+{
+	struct squares *s = (struct squares *)f;
+	CO_BEGIN(f);
+	for (s->i = 1; s->i <= s->n; s->i++)
+		CO_YIELD_VALUE(f, s->value, (long)s->i * s->i);
+	CO_END(f);
+}
+
+static void test_generator(void **state)
+{
+	struct squares sq = { .n = 5 };
+	long got[8];
+	int k = 0;
+	(void)state;
+	co_init(&sq.co, squares_fn);
+	while (co_next(&sq.co))
+		got[k++] = sq.value;
+	assert_int_equal(k, 5);
+	assert_int_equal(got[0], 1);
+	assert_int_equal(got[1], 4);
+	assert_int_equal(got[4], 25);
+	assert_true(co_done(&sq.co));
+
+	sq.n = 0; /* an empty generator yields nothing */
+	co_init(&sq.co, squares_fn);
+	assert_false(co_next(&sq.co));
+}
+
+/* ---- awaiters ------------------------------------------------------------- */
+
+/* A manual awaiter that logs the protocol calls. */
+struct probe {
+	co_awaiter aw;
+	int is_ready, suspends, value;
+	co_frame *waiter;
+	char log[32];
+	int nlog;
+};
+
+static void probe_log(struct probe *p, char c)
+{
+	p->log[p->nlog++] = c;
+	p->log[p->nlog] = 0;
+}
+
+static int probe_ready(co_awaiter *a, co_frame *f)
+{
+	struct probe *p = (struct probe *)a;
+	(void)f;
+	probe_log(p, 'r');
+	return p->is_ready;
+}
+
+static int probe_suspend(co_awaiter *a, co_frame *f)
+{
+	struct probe *p = (struct probe *)a;
+	probe_log(p, 's');
+	p->waiter = f;
+	return p->suspends;
+}
+
+static int probe_resume(co_awaiter *a, co_frame *f)
+{
+	struct probe *p = (struct probe *)a;
+	(void)f;
+	probe_log(p, 'R');
+	return p->value;
+}
+
+static int probe_cancel(co_awaiter *a, co_frame *f)
+{
+	struct probe *p = (struct probe *)a;
+	probe_log(p, 'c');
+	p->value = -ECANCELED;
+	co_wake(f);
+	return 0;
+}
+
+static const co_awaiter_ops probe_ops = { probe_ready, probe_suspend, probe_resume,
+					  probe_cancel };
+static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL };
+
+struct awaiting {
+	co_frame co;
+	struct probe *p;
+	int got, after;
+};
+
+static int awaiting_fn(co_frame *f)
+{
+	struct awaiting *w = (struct awaiting *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &w->p->aw);
+	w->got = co_result(f);
+	w->after = 1;
+	CO_END(f);
+}
+
+static void test_await_suspends_then_wakes(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 7 };
+	struct awaiting w = { .p = &p };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_string_equal(p.log, "rs");
+	assert_ptr_equal(p.waiter, &w.co);
+	assert_int_equal(w.after, 0);
+	co_wake(p.waiter);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_string_equal(p.log, "rsR");
+	assert_int_equal(w.got, 7);
+	assert_int_equal(co_result(&w.co), 7);
+}
+
+static void test_await_ready_skips_suspend(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .is_ready = 1, .value = -5 };
+	struct awaiting w = { .p = &p };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_string_equal(p.log, "rR");
+	assert_int_equal(w.got, -5);
+}
+
+static void test_await_suspend_declines(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 0, .value = 3 };
+	struct awaiting w = { .p = &p };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_string_equal(p.log, "rsR");
+	assert_int_equal(w.got, 3);
+}
+
+static void test_await_optional_ops(void **state)
+{
+	struct probe p = { .aw = { &bare_ops }, .suspends = 1, .value = 9 };
+	struct awaiting w = { .p = &p, .got = -1 };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_string_equal(p.log, "s");
+	co_wake(&w.co);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_int_equal(w.got, 0); /* no resume op: the value is 0 */
+}
+
+struct until {
+	co_frame co;
+	volatile int flag;
+	int polls;
+};
+
+static int until_fn(co_frame *f)
+{
+	struct until *u = (struct until *)f;
+	CO_BEGIN(f);
+	CO_AWAIT_UNTIL(f, (u->polls++, u->flag));
+	CO_RETURN(f, u->polls);
+	CO_END(f);
+}
+
+static void test_await_until(void **state)
+{
+	struct until u = { .flag = 0 };
+	(void)state;
+	co_init(&u.co, until_fn);
+	assert_int_equal(co_resume(&u.co), CO_YIELDED);
+	assert_int_equal(co_resume(&u.co), CO_YIELDED);
+	u.flag = 1;
+	assert_int_equal(co_resume(&u.co), CO_DONE);
+	assert_int_equal(co_status(&u.co), 3);
+
+	u.polls = 0; /* a condition that already holds does not suspend */
+	co_init(&u.co, until_fn);
+	assert_int_equal(co_resume(&u.co), CO_DONE);
+	assert_int_equal(co_status(&u.co), 1);
+}
+
+/* ---- cancellation -------------------------------------------------------- */
+
+static void test_cancel_waiting_await(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 1 };
+	struct awaiting w = { .p = &p };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_false(co_cancelled(&w.co));
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_int_equal(co_cancel(&w.co), 0);
+	assert_true(co_cancelled(&w.co));
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_string_equal(p.log, "rscR");
+	assert_int_equal(w.got, -ECANCELED);
+	assert_int_equal(co_cancel(&w.co), -EALREADY);
+}
+
+static void test_cancel_without_cancel_op(void **state)
+{
+	struct probe p = { .aw = { &bare_ops }, .suspends = 1 };
+	struct awaiting w = { .p = &p };
+	struct counter c = { .n = 2 };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_int_equal(co_cancel(&w.co), -EBUSY);
+	assert_true(co_cancelled(&w.co)); /* the flag is set anyway */
+	co_wake(&w.co);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+
+	/* a frame that is not waiting just gets the flag */
+	co_init(&c.co, counter_fn);
+	assert_int_equal(co_cancel(&c.co), 0);
+	assert_true(co_cancelled(&c.co));
+}
+
+/* ---- child await ------------------------------------------------------- */
+
+struct child {
+	co_frame co;
+	int in, out, yields, k;
+};
+
+static int child_fn(co_frame *f)
+{
+	struct child *c = (struct child *)f;
+	CO_BEGIN(f);
+	for (c->k = 0; c->k < c->yields; c->k++)
+		CO_YIELD(f);
+	if (c->in < 0)
+		CO_RETURN(f, c->in);
+	c->out = c->in * 2;
+	CO_END(f);
+}
+
+struct parent {
+	co_frame co;
+	struct child a, b;
+	int steps, ra, rb;
+};
+
+static int parent_fn(co_frame *f)
+{
+	struct parent *p = (struct parent *)f;
+	CO_BEGIN(f);
+	p->steps = 1;
+	CO_AWAIT_TASK(f, &p->a.co);
+	p->ra = co_result(f);
+	p->steps = 2;
+	CO_AWAIT_TASK(f, &p->b.co);
+	p->rb = co_result(f);
+	p->steps = 3;
+	CO_RETURN(f, p->a.out + p->b.out);
+	CO_END(f);
+}
+
+static void test_child_results_and_errors(void **state)
+{
+	struct parent p = { .a = { .in = 5 }, .b = { .in = -ENOENT } };
+	(void)state;
+	co_init(&p.co, parent_fn);
+	co_init(&p.a.co, child_fn);
+	co_init(&p.b.co, child_fn);
+	assert_int_equal(co_resume(&p.co), CO_DONE); /* no suspension anywhere */
+	assert_int_equal(p.steps, 3);
+	assert_int_equal(p.ra, 0);
+	assert_int_equal(p.a.out, 10);
+	assert_int_equal(p.rb, -ENOENT);
+	assert_int_equal(co_status(&p.b.co), -ENOENT);
+	assert_int_equal(co_status(&p.co), 10);
+	assert_true(co_done(&p.a.co) && co_done(&p.b.co));
+}
+
+static void test_child_suspends_and_transfers_back(void **state)
+{
+	struct parent p = { .a = { .in = 1, .yields = 2 }, .b = { .in = 2, .yields = 1 } };
+	(void)state;
+	co_init(&p.co, parent_fn);
+	co_init(&p.a.co, child_fn);
+	co_init(&p.b.co, child_fn);
+	assert_int_equal(co_resume(&p.co), CO_YIELDED);
+	assert_int_equal(p.steps, 1);
+	assert_ptr_equal(co_root(&p.a.co), &p.co);
+	assert_int_equal(co_resume(&p.co), CO_YIELDED); /* a's second yield */
+	assert_int_equal(p.steps, 1);
+	/* a ends: the parent continues in the same resume and enters b */
+	assert_int_equal(co_resume(&p.co), CO_YIELDED);
+	assert_int_equal(p.steps, 2);
+	assert_true(co_done(&p.a.co));
+	assert_int_equal(p.a.out, 2);
+	assert_int_equal(co_resume(&p.co), CO_DONE);
+	assert_int_equal(p.steps, 3);
+	assert_int_equal(co_status(&p.co), 6);
+	assert_ptr_equal(co_root(&p.a.co), &p.a.co); /* detached from the chain */
+}
+
+static void test_child_already_done(void **state)
+{
+	struct parent p = { .a = { .in = 3 }, .b = { .in = 4 } };
+	(void)state;
+	co_init(&p.a.co, child_fn);
+	assert_int_equal(co_resume(&p.a.co), CO_DONE);
+	co_init(&p.co, parent_fn);
+	co_init(&p.b.co, child_fn);
+	assert_int_equal(co_resume(&p.co), CO_DONE);
+	assert_int_equal(p.a.out, 6);
+	assert_int_equal(co_status(&p.co), 14);
+}
+
+/* A child waiting on an awaiter: co_wake(child) readies the root. */
+struct awaiting_parent {
+	co_frame co;
+	struct awaiting kid;
+	int after;
+};
+
+static int awaiting_parent_fn(co_frame *f)
+{
+	struct awaiting_parent *ap = (struct awaiting_parent *)f;
+	CO_BEGIN(f);
+	co_init(&ap->kid.co, awaiting_fn);
+	CO_AWAIT_TASK(f, &ap->kid.co);
+	ap->after = ap->kid.got + 1;
+	CO_END(f);
+}
+
+static void test_child_waits_on_awaiter(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 41 };
+	struct awaiting_parent ap = { .kid = { .p = &p } };
+	(void)state;
+	co_init(&ap.co, awaiting_parent_fn);
+	assert_int_equal(co_resume(&ap.co), CO_WAITING);
+	assert_ptr_equal(p.waiter, &ap.kid.co);
+	co_wake(p.waiter);
+	assert_int_equal(co_resume(&ap.co), CO_DONE);
+	assert_int_equal(ap.after, 42);
+
+	/* cancelling the root reaches the awaiter of its innermost child */
+	memset(&p, 0, sizeof p);
+	p.aw.ops = &probe_ops;
+	p.suspends = 1;
+	co_init(&ap.co, awaiting_parent_fn);
+	assert_int_equal(co_resume(&ap.co), CO_WAITING);
+	assert_int_equal(co_cancel(&ap.co), 0);
+	assert_true(co_cancelled(&ap.kid.co));
+	assert_int_equal(co_resume(&ap.co), CO_DONE);
+	assert_int_equal(ap.after, -ECANCELED + 1);
+}
+
+/* ---- 1,000,000 nested awaits: a trampoline, not recursion ---------------- */
+
+#define DEPTH 1000000
+
+struct level {
+	co_frame co;
+	struct level *next; /* the child this level awaits, NULL at the leaf */
+};
+
+static int level_fn(co_frame *f)
+{
+	struct level *l = (struct level *)f;
+	CO_BEGIN(f);
+	if (l->next == NULL) {
+		CO_YIELD(f); /* suspend at the bottom of the chain */
+		CO_RETURN(f, 7);
+	}
+	co_init(&l->next->co, level_fn);
+	CO_AWAIT_TASK(f, &l->next->co);
+	CO_RETURN(f, co_result(f) + 1);
+	CO_END(f);
+}
+
+static void test_deep_await_chain(void **state)
+{
+	struct level *lv = calloc(DEPTH, sizeof *lv);
+	(void)state;
+	assert_non_null(lv);
+	for (size_t i = 0; i + 1 < DEPTH; i++)
+		lv[i].next = &lv[i + 1];
+	co_init(&lv[0].co, level_fn);
+	assert_int_equal(co_resume(&lv[0].co), CO_YIELDED); /* down to the leaf */
+	assert_ptr_equal(lv[0].co.top, &lv[DEPTH - 1].co);
+	assert_int_equal(co_resume(&lv[0].co), CO_DONE); /* and all the way up */
+	assert_int_equal(co_status(&lv[0].co), 7 + DEPTH - 1);
+	assert_true(co_done(&lv[DEPTH / 2].co));
+	free(lv);
+}
+
+/* ---- co_loop ------------------------------------------------------------- */
+
+struct worker {
+	co_frame co;
+	int id, rounds, k;
+	char *trace;
+	int *len;
+};
+
+static int worker_fn(co_frame *f)
+{
+	struct worker *w = (struct worker *)f;
+	CO_BEGIN(f);
+	for (w->k = 0; w->k < w->rounds; w->k++) {
+		w->trace[(*w->len)++] = (char)('a' + w->id);
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static int done_count;
+static void count_done(co_frame *f)
+{
+	(void)f;
+	done_count++;
+}
+
+static void test_loop_round_robin(void **state)
+{
+	co_loop loop;
+	struct worker w[3];
+	char trace[32] = { 0 };
+	int len = 0;
+	(void)state;
+	co_loop_init(&loop);
+	done_count = 0;
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct worker){ .id = i, .rounds = 2 + i, .trace = trace, .len = &len };
+		co_init(&w[i].co, worker_fn);
+		w[i].co.on_done = count_done;
+		assert_int_equal(co_loop_spawn(&loop, &w[i].co), 0);
+	}
+	assert_int_equal(loop.live, 3);
+	assert_int_equal(co_loop_step(&loop), 3); /* one pass: each ran once */
+	assert_string_equal(trace, "abc");
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_string_equal(trace, "abcabcbcc");
+	assert_int_equal(done_count, 3);
+	assert_int_equal(loop.live, 0);
+}
+
+static void test_loop_spawn_errors(void **state)
+{
+	co_loop loop;
+	struct counter c = { .n = 1 };
+	(void)state;
+	co_loop_init(&loop);
+	co_init(&c.co, counter_fn);
+	assert_int_equal(co_loop_spawn(NULL, &c.co), -EINVAL);
+	assert_int_equal(co_loop_spawn(&loop, NULL), -EINVAL);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), 0);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL); /* twice */
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL); /* finished */
+	co_init(&c.co, NULL);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL); /* no body */
+}
+
+/* A one-shot signal awaiter: frames park on it, a producer fires it. */
+struct signal {
+	co_awaiter aw;
+	co_frame *parked;
+	int fired, value;
+};
+
+static int signal_ready(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct signal *)a)->fired;
+}
+
+static int signal_suspend(co_awaiter *a, co_frame *f)
+{
+	((struct signal *)a)->parked = f;
+	return 1;
+}
+
+static int signal_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct signal *)a)->value;
+}
+
+static const co_awaiter_ops signal_ops = { signal_ready, signal_suspend, signal_resume, NULL };
+
+static void signal_fire(struct signal *s, int value)
+{
+	s->fired = 1;
+	s->value = value;
+	if (s->parked) {
+		co_frame *f = s->parked;
+		s->parked = NULL;
+		co_wake(f);
+	}
+}
+
+struct consumer {
+	co_frame co;
+	struct signal *sig;
+	int got;
+};
+
+static int consumer_fn(co_frame *f)
+{
+	struct consumer *c = (struct consumer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &c->sig->aw);
+	c->got = co_result(f);
+	CO_END(f);
+}
+
+struct producer {
+	co_frame co;
+	struct signal *sig;
+};
+
+static int producer_fn(co_frame *f)
+{
+	struct producer *p = (struct producer *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	CO_YIELD(f);
+	signal_fire(p->sig, 99);
+	CO_END(f);
+}
+
+static void test_loop_wake_through_awaiter(void **state)
+{
+	co_loop loop;
+	struct signal sig = { .aw = { &signal_ops } };
+	struct consumer c = { .sig = &sig };
+	struct producer p = { .sig = &sig };
+	(void)state;
+	co_loop_init(&loop);
+	co_init(&c.co, consumer_fn);
+	co_init(&p.co, producer_fn);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), 0);
+	assert_int_equal(co_loop_spawn(&loop, &p.co), 0);
+	assert_int_equal(co_loop_step(&loop), 1); /* consumer parked, producer yielded */
+	assert_ptr_equal(sig.parked, &c.co);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(c.got, 99);
+
+	/* a frame parked forever is reported as alive, not lost */
+	struct signal never = { .aw = { &signal_ops } };
+	struct consumer c2 = { .sig = &never };
+	co_init(&c2.co, consumer_fn);
+	assert_int_equal(co_loop_spawn(&loop, &c2.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1);
+	signal_fire(&never, 5);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(c2.got, 5);
+}
+
+/* ---- a suspension point inside a user switch ---------------------------- */
+
+struct sw {
+	co_frame co;
+	int mode, out;
+};
+
+static int switch_fn(co_frame *f)
+{
+	struct sw *s = (struct sw *)f;
+	CO_BEGIN(f);
+	switch (s->mode) {
+	case 1:
+		s->out = 10;
+		CO_YIELD(f);
+		s->out += 1;
+		break;
+	default:
+		s->out = 20;
+		break;
+	}
+	CO_END(f);
+}
+
+/* ---- programming errors trap loudly (CO_DEBUG) --------------------------- */
+
+/* Runs fn in a child process; returns its wait status, stderr in err. */
+static int run_in_child(void (*fn)(void), char *err, size_t size)
+{
+	int pipefd[2], status = -1;
+	ssize_t n;
+	size_t len = 0;
+	pid_t pid;
+
+	if (pipe(pipefd) != 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pipefd[1], 2);
+		fn();
+		_exit(0);
+	}
+	close(pipefd[1]);
+	while (len + 1 < size && (n = read(pipefd[0], err + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	err[len] = 0;
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+#if CO_DEBUG || !CO_USE_COMPUTED_GOTO
+/* 1 if fn aborts with msg on stderr (the switch-backend trap fires in
+ * release builds too). */
+static int traps_with(void (*fn)(void), const char *msg)
+{
+	char err[512];
+	int status = run_in_child(fn, err, sizeof err);
+
+	if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT)) {
+		print_error("child did not abort: status %d, stderr '%s'\n", status, err);
+		return 0;
+	}
+	if (strstr(err, msg) == NULL) {
+		print_error("stderr '%s' lacks '%s'\n", err, msg);
+		return 0;
+	}
+	return 1;
+}
+#endif
+
+#if !CO_DEBUG
+/* 1 if fn returns normally and prints nothing. */
+static int harmless(void (*fn)(void))
+{
+	char err[512];
+	int status = run_in_child(fn, err, sizeof err);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 && err[0] == 0;
+}
+#endif
+
+static void misuse_resume_finished(void)
+{
+	struct counter c = { .n = 0 };
+	co_init(&c.co, counter_fn);
+	co_resume(&c.co);
+	co_resume(&c.co);
+}
+
+static void misuse_wake_not_waiting(void)
+{
+	struct counter c = { .n = 1 };
+	co_init(&c.co, counter_fn);
+	co_resume(&c.co);
+	co_wake(&c.co);
+}
+
+static void misuse_resume_waiting(void)
+{
+	static struct probe p = { .aw = { &probe_ops }, .suspends = 1 };
+	static struct awaiting w = { .p = &p };
+	co_init(&w.co, awaiting_fn);
+	co_resume(&w.co);
+	co_resume(&w.co);
+}
+
+static void misuse_resume_child(void)
+{
+	static struct parent p = { .a = { .yields = 1 } };
+	co_init(&p.co, parent_fn);
+	co_init(&p.a.co, child_fn);
+	co_init(&p.b.co, child_fn);
+	co_resume(&p.co);
+	co_resume(&p.a.co);
+}
+
+struct borrower {
+	co_frame co;
+	co_frame *kid;
+};
+
+static int borrower_fn(co_frame *f)
+{
+	struct borrower *b = (struct borrower *)f;
+	CO_BEGIN(f);
+	CO_AWAIT_TASK(f, b->kid);
+	CO_END(f);
+}
+
+static void misuse_await_running_child(void)
+{
+	/* a second parent awaits a child that runs under the first */
+	static struct parent p = { .a = { .yields = 1 } };
+	static struct borrower b;
+	co_init(&p.co, parent_fn);
+	co_init(&p.a.co, child_fn);
+	co_init(&p.b.co, child_fn);
+	co_resume(&p.co);
+	b.kid = &p.a.co;
+	co_init(&b.co, borrower_fn);
+	co_resume(&b.co);
+}
+
+#if !CO_USE_COMPUTED_GOTO
+static void misuse_switch_suspension(void)
+{
+	struct sw s = { .mode = 1 };
+	co_init(&s.co, switch_fn);
+	co_resume(&s.co);
+	co_resume(&s.co);
+}
+#endif
+
+static void test_suspend_inside_user_switch(void **state)
+{
+	struct sw s = { .mode = 2 };
+	(void)state;
+	co_init(&s.co, switch_fn);
+	assert_int_equal(co_resume(&s.co), CO_DONE);
+	assert_int_equal(s.out, 20);
+#if CO_USE_COMPUTED_GOTO
+	/* computed goto: a suspension point inside a switch just works */
+	s.mode = 1;
+	co_init(&s.co, switch_fn);
+	assert_int_equal(co_resume(&s.co), CO_YIELDED);
+	assert_int_equal(s.out, 10);
+	assert_int_equal(co_resume(&s.co), CO_DONE);
+	assert_int_equal(s.out, 11);
+#else
+	/* switch backend: never a silent skip or restart, a loud trap */
+	assert_true(traps_with(misuse_switch_suspension, "suspension point inside a switch"));
+#endif
+}
+
+static void test_misuse(void **state)
+{
+	(void)state;
+#if CO_DEBUG
+	assert_true(traps_with(misuse_resume_finished, "co_resume: frame already finished"));
+	assert_true(traps_with(misuse_wake_not_waiting, "co_wake: frame is not waiting"));
+	assert_true(traps_with(misuse_resume_waiting, "only co_wake may make it ready"));
+	assert_true(traps_with(misuse_resume_child, "resume the root frame"));
+	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT_TASK: child already started"));
+#else
+	/* release builds: the detectable misuse is a harmless no-op */
+	assert_true(harmless(misuse_resume_finished));
+	assert_true(harmless(misuse_wake_not_waiting));
+	assert_true(harmless(misuse_resume_waiting));
+	(void)misuse_resume_child; /* undefined in release: checked in debug only */
+	(void)misuse_await_running_child;
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_yield_and_end),
+		cmocka_unit_test(test_return_status),
+		cmocka_unit_test(test_generator),
+		cmocka_unit_test(test_await_suspends_then_wakes),
+		cmocka_unit_test(test_await_ready_skips_suspend),
+		cmocka_unit_test(test_await_suspend_declines),
+		cmocka_unit_test(test_await_optional_ops),
+		cmocka_unit_test(test_await_until),
+		cmocka_unit_test(test_cancel_waiting_await),
+		cmocka_unit_test(test_cancel_without_cancel_op),
+		cmocka_unit_test(test_child_results_and_errors),
+		cmocka_unit_test(test_child_suspends_and_transfers_back),
+		cmocka_unit_test(test_child_already_done),
+		cmocka_unit_test(test_child_waits_on_awaiter),
+		cmocka_unit_test(test_deep_await_chain),
+		cmocka_unit_test(test_loop_round_robin),
+		cmocka_unit_test(test_loop_spawn_errors),
+		cmocka_unit_test(test_loop_wake_through_awaiter),
+		cmocka_unit_test(test_suspend_inside_user_switch),
+		cmocka_unit_test(test_misuse),
+	};
+	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
+					   tests, NULL, NULL);
+}

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs the Debian packages a make target needs: deps.sh test|bench
+# As root it runs apt-get; otherwise it prints the exact command and fails.
+set -eu
+common="meson ninja-build pkg-config gcc liburing-dev libck-dev"
+case "${1:-test}" in
+test)  want="$common libcmocka-dev clang gcc-arm-none-eabi valgrind" ;;
+bench) want="$common g++ wrk gnuplot-nox strace util-linux" ;;
+*) echo "usage: $0 test|bench" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "coring: missing Debian packages:$missing"
+if [ "$(id -u)" -ne 0 ]; then
+	echo "coring: run this, then try again:"
+	echo "  sudo apt-get update && sudo apt-get install -y$missing"
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
