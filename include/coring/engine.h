@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/engine.h - one engine per thread: a ready queue, an io_uring, and
+ * the loop that resumes coroutines when their I/O completes.
+ *
+ *     co_engine e;
+ *     int err = co_engine_init(&e, NULL);        // defaults
+ *     co_engine_spawn(&e, &server.co);           // from any thread
+ *     err = co_engine_run(&e, CO_RUN_UNTIL_IDLE);
+ *     co_engine_destroy(&e);
+ *
+ * Threading rule: the io_uring is driven only by the thread that runs the
+ * engine (the first thread to call co_engine_run owns it for life). Other
+ * threads reach it through co_engine_spawn, co_wake and co_engine_stop,
+ * which go through the ready queue (a Concurrency Kit MPMC ring) and wake
+ * the engine if it sleeps.
+ */
+#ifndef CORING_ENGINE_H
+#define CORING_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <liburing.h>
+#include <ck_ring.h>
+
+#include <coring/co.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CO_CACHELINE 64
+
+/* What every SQE that coring submits carries as user_data: the CQE goes to
+ * cb. Lives inside the awaiting frame (tinyCoro's io_info). The two low
+ * bits of user_data are a tag passed to cb (e.g. "the linked timeout"). */
+typedef struct co_io_info co_io_info;
+struct co_io_info {
+	void (*cb)(co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
+};
+
+typedef struct co_engine_opts {
+	unsigned ready_size;   /* ready ring slots, a power of two >= 2 (capacity
+	                          is one less); default 4096 */
+	unsigned sq_entries;   /* io_uring SQ size, default 256 */
+	unsigned cq_entries;   /* io_uring CQ size, >= sq_entries; default 4x SQ */
+	unsigned batch;        /* frames resumed per loop turn before I/O is
+	                          checked again; default 256 */
+	unsigned setup_flags;  /* extra IORING_SETUP_* flags for io_uring */
+	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
+} co_engine_opts;
+
+/* Counters, owned by the engine thread (read them from it, or after run). */
+typedef struct co_engine_stats {
+	uint64_t turns;        /* loop turns */
+	uint64_t waits;        /* turns that slept in io_uring_submit_and_wait */
+	uint64_t cqes;         /* completions handled */
+	uint64_t resumed;      /* frames resumed */
+	uint64_t spilled;      /* frames that went to the overflow list */
+	uint64_t wake_writes;  /* eventfd writes by other threads (wake-ups) */
+	uint64_t sq_full;      /* times the SQ was full and was submitted early */
+} co_engine_stats;
+
+typedef struct co_engine co_engine;
+struct co_engine {
+	co_sched sched;                 /* private: must stay first */
+
+	/* Owner-thread state. */
+	struct io_uring ring;           /* private: driven by the owner only */
+	ck_ring_t ready;                /* private: MPMC ring of co_frame * */
+	ck_ring_buffer_t *ready_buf;    /* private */
+	unsigned batch;                 /* read-only */
+	unsigned inflight;              /* read-only: SQEs whose CQE is due */
+	unsigned features;              /* read-only: CO_ENGINE_F_* */
+	int wake_fd;                    /* private: eventfd for wake-ups */
+	uint64_t wake_val;              /* private: the eventfd read's buffer */
+	co_io_info wake_info;           /* private */
+	int wake_armed;                 /* private */
+	int cancel_requested;           /* private: co_engine_stop(e, 1) seen */
+	pthread_t owner;                /* private */
+	int has_owner;                  /* private */
+	co_engine_stats stats;          /* read-only */
+
+	/* Written by other threads: one cache line apart from the above. */
+	_Alignas(CO_CACHELINE) atomic_uint live;  /* spawned, not finished */
+	atomic_uint parked;             /* frames parked on sync primitives */
+	atomic_int sleeping;            /* owner is (about to be) in the wait */
+	atomic_int wake_pending;        /* an eventfd write is on its way */
+	atomic_int stop;                /* 0, 1: drain and stop, 2: also cancel */
+	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
+
+	/* Overflow of the ready ring: never drop a frame (DESIGN invariant 3). */
+	_Alignas(CO_CACHELINE) pthread_mutex_t ov_lock;
+	co_frame *ov_head, *ov_tail;    /* private: under ov_lock */
+	atomic_uint ov_count;           /* frames in the overflow list */
+	atomic_uint spilled;            /* stats.spilled, counted by producers */
+};
+
+/* co_engine.features */
+enum {
+	CO_ENGINE_F_SINGLE_ISSUER = 1u << 0,  /* SINGLE_ISSUER|DEFER_TASKRUN on */
+	CO_ENGINE_F_NODROP = 1u << 1,         /* kernel keeps overflowed CQEs */
+};
+
+/* co_engine_run modes */
+enum co_run_mode {
+	CO_RUN_UNTIL_IDLE = 0,   /* return when nothing can make progress */
+	CO_RUN_UNTIL_STOP = 1,   /* also sleep while idle, until co_engine_stop */
+};
+
+/*
+ * Set up an engine (opts may be NULL for defaults). The io_uring is created
+ * disabled and enabled by the first co_engine_run, so the engine may be set
+ * up on one thread and run on another.
+ * Errors: -EINVAL (NULL e, ready_size not a power of two >= 2, zero batch,
+ * cq_entries < sq_entries), -ENOMEM, or io_uring_setup's error (-ENOSYS
+ * when the kernel lacks io_uring, -EPERM when it is disabled, -EMFILE ...).
+ */
+int co_engine_init(co_engine *e, const co_engine_opts *opts);
+
+/*
+ * Release the engine's ring and memory. Refuses (-EBUSY) while spawned
+ * frames have not finished, so no frame is silently abandoned; -EINVAL
+ * for NULL. Call it from the owner thread or after that thread ended.
+ */
+int co_engine_destroy(co_engine *e);
+
+/*
+ * Hand a root frame (co_init'ed, not started) to the engine; from any
+ * thread. Its on_done, if set, runs on the engine thread when it finishes,
+ * after which the engine no longer touches it (on_done may free it).
+ * Errors: -EINVAL (NULL, no body, started, already spawned, or a child),
+ * -ESHUTDOWN (co_engine_stop was called).
+ */
+int co_engine_spawn(co_engine *e, co_frame *f);
+
+/*
+ * Run the loop on the calling thread: resume ready frames, submit their
+ * I/O, wait, dispatch completions. CO_RUN_UNTIL_IDLE returns once no frame
+ * is ready and no I/O or parked frame is pending; CO_RUN_UNTIL_STOP keeps
+ * waiting for spawns until co_engine_stop, then drains the same way.
+ * Returns 0 when every spawned frame finished; -EDEADLK when frames remain
+ * that nothing can wake (waiting on an awaiter that is neither I/O nor
+ * registered with co_engine_park); -EINVAL for NULL or a bad mode; -EBUSY
+ * if another engine already runs on this thread; -EPERM when called from a
+ * thread other than the engine's owner; or io_uring's error.
+ */
+int co_engine_run(co_engine *e, int mode);
+
+/*
+ * Ask the engine to stop, from any thread (signal handlers excepted): new
+ * spawns fail with -ESHUTDOWN and co_engine_run returns once every frame
+ * has finished. With cancel_io nonzero, all in-flight I/O is cancelled
+ * first (awaits end with -ECANCELED), so servers can shut down.
+ * Returns 0, or -EINVAL for NULL.
+ */
+int co_engine_stop(co_engine *e, int cancel_io);
+
+/* The engine running on the calling thread, or NULL. */
+co_engine *co_engine_current(void);
+
+/*
+ * Park counts (tinyCoro's register_wait/unregister_wait): a primitive that
+ * holds a frame of engine e and will co_wake it later from somewhere else
+ * calls co_engine_park(e) when it takes it and co_engine_unpark(e) when it
+ * wakes it, so the engine stays alive meanwhile. Safe from any thread.
+ */
+void co_engine_park(co_engine *e);
+void co_engine_unpark(co_engine *e);
+
+/*
+ * An SQE on e's ring, tagged with info (user_data = info | tag, tag < 4):
+ * the building block of every awaiter. Submits early when the SQ is full
+ * (never fails for that). NULL unless e runs on the calling thread. With
+ * info set, the CQE is counted as in flight until it arrives (a multishot
+ * until its last CQE); info NULL means fire-and-forget.
+ */
+struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
+
+/* The next SQE of a link chain started by co_engine_sqe (which keeps room
+ * for it): never submits early, so the chain is not cut. */
+struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_ENGINE_H */

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/io.h - I/O awaiters: each fills an io_uring SQE on the engine of
+ * the calling thread, tagged with the co_io's io_info, and returns the
+ * awaiter for CO_AWAIT. The await's value (co_result) is what the kernel
+ * returned: bytes, a descriptor, 0, or a negative errno.
+ *
+ *     struct conn { co_frame co; co_io io; int fd; char buf[4096]; };
+ *
+ *     CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
+ *     if (co_result(f) <= 0)
+ *             CO_RETURN(f, co_result(f));
+ *
+ * Rules:
+ *   - a co_io (and every buffer, path, address or length pointer given to
+ *     it) must stay valid until its await completes: keep them in the
+ *     coroutine's struct, never in C locals;
+ *   - prepare and await in the same statement (the preps return the
+ *     awaiter for exactly that); one co_io serves one await at a time;
+ *   - called from a thread with no running engine, the await completes at
+ *     once with -ENXIO.
+ */
+#ifndef CORING_IO_H
+#define CORING_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <coring/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct co_io {
+	co_awaiter aw;                /* private: first, returned by the preps */
+	co_io_info info;              /* private: the SQE's user_data */
+	co_frame *frame;              /* private: the awaiting frame */
+	co_engine *engine;            /* private: whose ring holds the SQE */
+	int res;                      /* read-only: the kernel's result */
+	int tres;                     /* private: the linked timeout's result */
+	unsigned cqe_flags;           /* read-only: the CQE's flags */
+	unsigned char pending;        /* private: CQEs still due (1 or 2) */
+	unsigned char kind;           /* private: CO_IO_K_* */
+	struct io_uring_sqe *sqe;     /* private: until the next submit */
+	struct __kernel_timespec ts;  /* private: read by the kernel at submit */
+} co_io;
+
+/* Operations. Errors are the kernel's (see docs/io.md). */
+co_awaiter *co_nop(co_io *io);
+co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off);
+co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off);
+co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
+co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
+co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags);
+co_awaiter *co_send(co_io *io, int fd, const void *buf, size_t len, int flags);
+co_awaiter *co_recvmsg(co_io *io, int fd, struct msghdr *msg, unsigned flags);
+co_awaiter *co_sendmsg(co_io *io, int fd, const struct msghdr *msg, unsigned flags);
+co_awaiter *co_accept(co_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+co_awaiter *co_connect(co_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen);
+co_awaiter *co_close(co_io *io, int fd);
+co_awaiter *co_openat(co_io *io, int dfd, const char *path, int flags, mode_t mode);
+co_awaiter *co_fsync(co_io *io, int fd, unsigned flags);
+co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, unsigned mask,
+		     struct statx *out);
+/* Readiness: the value is the ready events (POLLIN ...). */
+co_awaiter *co_poll(co_io *io, int fd, unsigned events);
+/* Sleep ns (relative), or until ns on CLOCK_MONOTONIC (absolute): 0 when
+ * the time came, -ECANCELED when cancelled. */
+co_awaiter *co_sleep(co_io *io, uint64_t ns);
+co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
+/* Ask the kernel to cancel target's pending operation: 0 if it was
+ * cancelled, -ENOENT if none was found, -EALREADY if it already runs. */
+co_awaiter *co_cancel_io(co_io *io, co_io *target);
+
+/*
+ * Deadline on the operation just prepared (a linked timeout):
+ *     CO_AWAIT(f, co_deadline(co_recv(&s->io, fd, buf, n, 0), 500 * CO_MS));
+ * If ns pass first, the await ends with -ETIME and the operation is
+ * cancelled (the await still waits for the kernel's answer, so the co_io
+ * and its buffer may be reused at once). Ignored on co_sleep and on a
+ * prep that failed.
+ */
+co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
+
+#define CO_US 1000ull
+#define CO_MS 1000000ull
+#define CO_S 1000000000ull
+
+/* Monotonic clock in ns (for co_sleep_until). */
+uint64_t co_now_ns(void);
+
+/*
+ * Transfer helpers that loop over short reads and writes: child
+ * coroutines for CO_AWAIT_TASK. The child's status (co_result after the
+ * await) is the byte count (less than len only at end of file for reads),
+ * or the first error; x->done holds the bytes moved before an error.
+ * len must not exceed INT_MAX.
+ *
+ *     CO_AWAIT_TASK(f, co_send_all(&s->x, s->fd, s->buf, s->n, MSG_NOSIGNAL));
+ */
+typedef struct co_xfer {
+	co_frame co;                  /* first: awaited as a child */
+	co_io io;
+	int fd, op, flags;
+	char *buf;
+	size_t len, done;
+	uint64_t off;
+} co_xfer;
+
+co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off);
+co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off);
+co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags);
+co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags);
+
+/*
+ * Multishot accept: one SQE keeps accepting; every new descriptor (or
+ * error) is handed to on_conn on the engine thread, where it typically
+ * sets up and spawns a connection coroutine. Nothing is buffered, so
+ * nothing is lost. When the kernel ends the multishot after a success it
+ * is re-armed; after an error (for example -EMFILE) on_conn gets the error
+ * and the acceptor stays stopped until co_acceptor_start is called again
+ * (back off first). co_acceptor_stop cancels it; the last call of on_conn
+ * is then -ECANCELED, after which the acceptor may be reused or freed.
+ */
+typedef struct co_acceptor co_acceptor;
+struct co_acceptor {
+	co_io_info info;              /* private */
+	co_engine *engine;            /* private */
+	int fd, flags;                /* private */
+	int armed;                    /* read-only: a multishot is in flight */
+	int stopping;                 /* private */
+	void (*on_conn)(co_acceptor *a, int fd_or_error); /* public */
+	void *user;                   /* public */
+	uint64_t accepted;            /* read-only: descriptors handed out */
+};
+
+/* From the engine thread. Errors: -EINVAL (NULL, bad fd, no callback),
+ * -EALREADY (armed), -ENXIO (no engine on this thread). */
+int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
+		      void (*on_conn)(co_acceptor *, int), void *user);
+/* From the engine thread. 0, or -EINVAL / -ENXIO as above. */
+int co_acceptor_stop(co_acceptor *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_IO_H */

@@ -1,0 +1,614 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-thread engine: ready queue (ck_ring MPMC + ordered overflow),
+ * io_uring, wake-up, loop. See docs/engine.md for the loop and the
+ * threading rule.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+
+#include <coring/engine.h>
+#include "internal.h"
+
+/* The live count and the STOPPED bit share one word, so that a spawn is
+ * either counted before the stop (and runs) or refused: never both. */
+#define LIVE_STOPPED 0x80000000u
+#define LIVE_COUNT(v) ((v) & ~LIVE_STOPPED)
+
+/* A frame that nothing wakes within this grace period, while the engine
+ * is otherwise idle, makes co_engine_run return -EDEADLK. */
+#define DEADLOCK_GRACE_NS 50000000LL
+
+int (*co__uring_setup_hook)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+
+static _Thread_local co_engine *co__current __attribute__((tls_model("initial-exec")));
+
+co_engine *co_engine_current(void)
+{
+	return co__current;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ready queue                                                              */
+/* ------------------------------------------------------------------------ */
+
+CO_NO_TSAN static int ring_push(co_engine *e, co_frame *f)
+{
+	int ok;
+
+	co__hb_release(f); /* pairs with ring_pop's acquire of the same frame */
+	co__tsan_ignore_begin();
+	ok = ck_ring_enqueue_mpmc(&e->ready, e->ready_buf, f);
+	co__tsan_ignore_end();
+	return ok;
+}
+
+CO_NO_TSAN static co_frame *ring_pop(co_engine *e)
+{
+	void *p;
+	int ok;
+
+	co__tsan_ignore_begin();
+	ok = ck_ring_dequeue_mpmc(&e->ready, e->ready_buf, &p);
+	co__tsan_ignore_end();
+	if (!ok)
+		return NULL;
+	co__hb_acquire(p);
+	return p;
+}
+
+CO_NO_TSAN static unsigned ring_size(co_engine *e)
+{
+	unsigned n;
+
+	co__tsan_ignore_begin();
+	n = ck_ring_size(&e->ready);
+	co__tsan_ignore_end();
+	return n;
+}
+
+/*
+ * Push a frame, from any thread. When the ring is full the frame goes to
+ * the overflow list; while that list is not empty every push goes there
+ * too, so each producer's frames keep their order.
+ */
+static void ready_push(co_engine *e, co_frame *f)
+{
+	if (co__likely(atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0) &&
+	    co__likely(ring_push(e, f)))
+		return;
+	pthread_mutex_lock(&e->ov_lock);
+	if (atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0 && ring_push(e, f)) {
+		pthread_mutex_unlock(&e->ov_lock);
+		return;
+	}
+	f->next = NULL;
+	if (e->ov_tail)
+		e->ov_tail->next = f;
+	else
+		e->ov_head = f;
+	e->ov_tail = f;
+	atomic_fetch_add_explicit(&e->ov_count, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&e->spilled, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&e->ov_lock);
+}
+
+/* Move overflowed frames back into the ring, oldest first. */
+static void ready_refill(co_engine *e)
+{
+	pthread_mutex_lock(&e->ov_lock);
+	while (e->ov_head) {
+		co_frame *f = e->ov_head, *next = f->next; /* read before the push
+							      hands f to a consumer */
+		if (!ring_push(e, f))
+			break;
+		e->ov_head = next;
+		if (next == NULL)
+			e->ov_tail = NULL;
+		atomic_fetch_sub_explicit(&e->ov_count, 1, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&e->ov_lock);
+}
+
+static co_frame *ready_pop(co_engine *e)
+{
+	co_frame *f = ring_pop(e);
+
+	if (co__likely(f != NULL))
+		return f;
+	if (atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0)
+		return NULL;
+	ready_refill(e);
+	return ring_pop(e);
+}
+
+static int ready_nonempty(co_engine *e)
+{
+	return ring_size(e) != 0 || atomic_load_explicit(&e->ov_count, memory_order_relaxed) != 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Wake-up                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Called by another thread after it queued work or asked to stop. Pairs
+ * with the engine's sleep check: the engine stores sleeping = 1, fences,
+ * then looks at the queue and the stop flag; we changed those, fence, then
+ * look at sleeping. One of the two sees the other's store (Dekker), so the
+ * engine never sleeps on queued work. At most one eventfd write is on its
+ * way at a time (wake_pending).
+ */
+static void engine_kick(co_engine *e)
+{
+	uint64_t one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (!atomic_load_explicit(&e->sleeping, memory_order_relaxed))
+		return;
+	if (atomic_exchange_explicit(&e->wake_pending, 1, memory_order_acq_rel))
+		return;
+	atomic_fetch_add_explicit(&e->wake_writes, 1, memory_order_relaxed);
+	while (write(e->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+/* co_sched.wake: a frame of this engine is runnable again. */
+static void engine_wake(co_sched *s, co_frame *f)
+{
+	co_engine *e = (co_engine *)s;
+
+	ready_push(e, f);
+	if (co__current != e)
+		engine_kick(e);
+}
+
+static struct io_uring_sqe *sqe_get(co_engine *e)
+{
+	struct io_uring_sqe *sqe;
+
+	while ((sqe = io_uring_get_sqe(&e->ring)) == NULL) {
+		e->stats.sq_full++;
+		io_uring_submit(&e->ring);
+	}
+	return sqe;
+}
+
+static void wake_arm(co_engine *e)
+{
+	struct io_uring_sqe *sqe = sqe_get(e);
+
+	io_uring_prep_read(sqe, e->wake_fd, &e->wake_val, sizeof e->wake_val, 0);
+	io_uring_sqe_set_data(sqe, &e->wake_info);
+	e->wake_armed = 1;
+}
+
+/* The eventfd read completed: a waker wrote, or a cancel-all hit it. */
+static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	co_engine *e = co__container_of(info, co_engine, wake_info);
+
+	(void)res;
+	(void)cqe_flags;
+	(void)tag;
+	e->wake_armed = 0;
+	/* Clear before re-arming: a waker that sees 0 writes again, and the
+	 * new read will see that write. */
+	atomic_store_explicit(&e->wake_pending, 0, memory_order_release);
+	if (e->wake_fd >= 0)
+		wake_arm(e);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup and teardown                                                       */
+/* ------------------------------------------------------------------------ */
+
+static int uring_setup(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
+{
+	if (co__uring_setup_hook)
+		return co__uring_setup_hook(entries, ring, p);
+	return io_uring_queue_init_params(entries, ring, p);
+}
+
+/*
+ * Create the ring disabled (enabled by the owner thread at its first run),
+ * with the fastest task-run mode the kernel accepts: SINGLE_ISSUER |
+ * DEFER_TASKRUN (measured 2x the echo rate of no flags), else COOP_TASKRUN,
+ * else none.
+ */
+static int engine_ring_init(co_engine *e, const co_engine_opts *o)
+{
+	static const unsigned modes[] = {
+		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+		IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+		0,
+	};
+	int ret = -EINVAL;
+
+	for (unsigned i = o->no_fast_flags ? 2 : 0; i < 3; i++) {
+		struct io_uring_params p;
+
+		memset(&p, 0, sizeof p);
+		p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE | modes[i] | o->setup_flags;
+		p.cq_entries = o->cq_entries;
+		ret = uring_setup(o->sq_entries, &e->ring, &p);
+		if (ret == -EINVAL)
+			continue; /* an older kernel: try the next mode */
+		if (ret < 0)
+			return ret;
+		if (i == 0)
+			e->features |= CO_ENGINE_F_SINGLE_ISSUER;
+		if (p.features & IORING_FEAT_NODROP)
+			e->features |= CO_ENGINE_F_NODROP;
+		return 0;
+	}
+	return ret;
+}
+
+int co_engine_init(co_engine *e, const co_engine_opts *opts)
+{
+	co_engine_opts o = { .ready_size = 4096, .sq_entries = 256, .batch = 256 };
+	int ret;
+
+	if (e == NULL)
+		return -EINVAL;
+	if (opts) {
+		o = *opts;
+		if (o.ready_size == 0)
+			o.ready_size = 4096;
+		if (o.sq_entries == 0)
+			o.sq_entries = 256;
+		if (o.batch == 0)
+			o.batch = 256;
+	}
+	if (o.cq_entries == 0)
+		o.cq_entries = 4 * o.sq_entries;
+	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
+	    o.cq_entries < o.sq_entries)
+		return -EINVAL;
+
+	memset(e, 0, sizeof *e);
+	e->sched.wake = engine_wake;
+	e->batch = o.batch;
+	e->wake_fd = -1;
+	e->wake_info.cb = wake_done;
+	e->ready_buf = calloc(o.ready_size, sizeof *e->ready_buf);
+	if (e->ready_buf == NULL)
+		return -ENOMEM;
+	ck_ring_init(&e->ready, o.ready_size);
+	ret = pthread_mutex_init(&e->ov_lock, NULL);
+	if (ret) {
+		free(e->ready_buf);
+		return -ret;
+	}
+	e->wake_fd = eventfd(0, EFD_CLOEXEC);
+	if (e->wake_fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = engine_ring_init(e, &o);
+	if (ret < 0)
+		goto fail;
+	return 0;
+fail:
+	if (e->wake_fd >= 0)
+		close(e->wake_fd);
+	pthread_mutex_destroy(&e->ov_lock);
+	free(e->ready_buf);
+	e->ready_buf = NULL;
+	return ret;
+}
+
+int co_engine_destroy(co_engine *e)
+{
+	if (e == NULL || e->ready_buf == NULL)
+		return -EINVAL;
+	if (LIVE_COUNT(atomic_load(&e->live)) != 0)
+		return -EBUSY;
+	/* From the owner thread, reap the armed eventfd read before the ring
+	 * goes, so the kernel holds no pointer into *e (invariant 6). */
+	if (e->wake_armed && e->has_owner && pthread_equal(e->owner, pthread_self())) {
+		struct io_uring_sqe *sqe = sqe_get(e);
+		struct io_uring_cqe *cqe;
+
+		io_uring_prep_cancel(sqe, &e->wake_info, 0);
+		io_uring_sqe_set_data(sqe, NULL);
+		io_uring_submit(&e->ring);
+		close(e->wake_fd);
+		e->wake_fd = -1; /* wake_done must not re-arm */
+		while (e->wake_armed && io_uring_wait_cqe(&e->ring, &cqe) == 0) {
+			co_io_info *info = io_uring_cqe_get_data(cqe);
+			if (info == &e->wake_info)
+				e->wake_armed = 0;
+			io_uring_cqe_seen(&e->ring, cqe);
+		}
+	}
+	io_uring_queue_exit(&e->ring);
+	if (e->wake_fd >= 0)
+		close(e->wake_fd);
+	pthread_mutex_destroy(&e->ov_lock);
+	free(e->ready_buf);
+	e->ready_buf = NULL;
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spawn, stop, park                                                        */
+/* ------------------------------------------------------------------------ */
+
+int co_engine_spawn(co_engine *e, co_frame *f)
+{
+	unsigned v;
+
+	if (e == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
+	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)) || e->ready_buf == NULL)
+		return -EINVAL;
+	v = atomic_load_explicit(&e->live, memory_order_relaxed);
+	do {
+		if (v & LIVE_STOPPED)
+			return -ESHUTDOWN;
+	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
+							memory_order_relaxed));
+	f->state |= CO__ST_SPAWNED;
+	f->sched = &e->sched;
+	engine_wake(&e->sched, f);
+	return 0;
+}
+
+int co_engine_stop(co_engine *e, int cancel_io)
+{
+	if (e == NULL)
+		return -EINVAL;
+	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
+	if (cancel_io)
+		atomic_store_explicit(&e->stop, 2, memory_order_release);
+	else {
+		int zero = 0;
+		atomic_compare_exchange_strong(&e->stop, &zero, 1);
+	}
+	if (co__current != e)
+		engine_kick(e);
+	return 0;
+}
+
+void co_engine_park(co_engine *e)
+{
+	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
+}
+
+void co_engine_unpark(co_engine *e)
+{
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	/* The engine may now be idle: let it see that, whichever of unpark and
+	 * the wake comes first. */
+	if (co__current != e)
+		engine_kick(e);
+}
+
+static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
+				     unsigned tag)
+{
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)info | (tag & 3));
+	if (info)
+		e->inflight++;
+	return sqe;
+}
+
+struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
+{
+	if (e == NULL || e != co__current)
+		return NULL;
+	/* Keep room for a linked timeout after this SQE, so a deadline never
+	 * finds its chain cut by an early submit. */
+	if (io_uring_sq_space_left(&e->ring) < 2) {
+		e->stats.sq_full++;
+		io_uring_submit(&e->ring);
+	}
+	return sqe_tag(e, sqe_get(e), info, tag);
+}
+
+struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
+{
+	struct io_uring_sqe *sqe;
+
+	if (e == NULL || e != co__current)
+		return NULL;
+	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
+	return sqe ? sqe_tag(e, sqe, info, tag) : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The loop                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void frame_finished(co_engine *e, co_frame *f)
+{
+	if (f->on_done)
+		f->on_done(f); /* may free f: not touched after this */
+	atomic_fetch_sub_explicit(&e->live, 1, memory_order_release);
+}
+
+/* Resume up to batch ready frames; a yield goes to the back of the queue. */
+static void run_ready(co_engine *e)
+{
+	for (unsigned n = 0; n < e->batch; n++) {
+		co_frame *f = ready_pop(e);
+		if (f == NULL)
+			break;
+		e->stats.resumed++;
+		switch (co_resume(f)) {
+		case CO_YIELDED:
+			ready_push(e, f);
+			break;
+		case CO_DONE:
+			frame_finished(e, f);
+			break;
+		default: /* CO_WAITING: its awaiter wakes it */
+			break;
+		}
+	}
+}
+
+/* Dispatch every CQE in the ring, in one batch. */
+static unsigned reap(co_engine *e)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, n = 0;
+
+	io_uring_for_each_cqe(&e->ring, head, cqe) {
+		uintptr_t ud = (uintptr_t)cqe->user_data;
+		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)3);
+
+		n++;
+		if (info == NULL || ud == (uintptr_t)LIBURING_UDATA_TIMEOUT)
+			continue; /* fire-and-forget (a cancel request), or liburing's
+				     own timeout on kernels without EXT_ARG */
+		if (info != &e->wake_info && !(cqe->flags & IORING_CQE_F_MORE))
+			e->inflight--;
+		info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & 3));
+	}
+	io_uring_cq_advance(&e->ring, n);
+	e->stats.cqes += n;
+	return n;
+}
+
+static void reap_all(co_engine *e)
+{
+	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
+	 * it in as soon as there is room. */
+	while (reap(e) && io_uring_cq_has_overflow(&e->ring))
+		io_uring_get_events(&e->ring);
+}
+
+/* co_engine_stop(e, 1): cancel all I/O once, from the owner thread. */
+static void cancel_all_io(co_engine *e)
+{
+	struct io_uring_sqe *sqe = sqe_get(e);
+
+	e->cancel_requested = 1;
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	io_uring_sqe_set_data(sqe, NULL);
+}
+
+static int first_run(co_engine *e)
+{
+	int ret;
+
+	e->owner = pthread_self();
+	e->has_owner = 1;
+	/* io_uring_enable_rings is declared but not exported by liburing 2.3 */
+	ret = io_uring_register(e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+	if (ret < 0)
+		return ret;
+	io_uring_register_ring_fd(&e->ring); /* optional: saves an fd lookup per enter */
+	wake_arm(e);
+	ret = io_uring_submit(&e->ring);
+	return ret < 0 ? ret : 0;
+}
+
+/* 1 if no frame is ready and no I/O or parked frame is pending. */
+static int engine_idle(co_engine *e)
+{
+	/* SQEs prepared by awaiters are counted in inflight; the rest (the
+	 * wake read, cancel requests) need no waiting for. */
+	return !ready_nonempty(e) && e->inflight == 0 &&
+	       atomic_load_explicit(&e->parked, memory_order_acquire) == 0;
+}
+
+/*
+ * Sleep in the kernel until a completion arrives (submitting what is
+ * queued in the same call), unless the Dekker check finds work or a stop
+ * request the loop has not seen yet. With a timeout (ns > 0) it returns
+ * -ETIME when nothing came.
+ */
+static int engine_wait(co_engine *e, int seen_stop, long long ns)
+{
+	int ret;
+
+	atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_seq_cst); /* pairs with engine_kick */
+	if (ready_nonempty(e) || atomic_load_explicit(&e->stop, memory_order_relaxed) != seen_stop) {
+		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+		return 0;
+	}
+	e->stats.waits++;
+	if (ns > 0) {
+		struct __kernel_timespec ts = { .tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL };
+		struct io_uring_cqe *cqe;
+		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+	} else {
+		ret = io_uring_submit_and_wait(&e->ring, 1);
+	}
+	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	return ret;
+}
+
+int co_engine_run(co_engine *e, int mode)
+{
+	int ret = 0, stalled = 0;
+
+	if (e == NULL || e->ready_buf == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
+		return -EINVAL;
+	if (co__current != NULL)
+		return -EBUSY;
+	if (!e->has_owner) {
+		ret = first_run(e);
+		if (ret < 0)
+			return ret;
+	} else if (!pthread_equal(e->owner, pthread_self())) {
+		return -EPERM;
+	}
+	co__current = e;
+
+	for (;;) {
+		int stop = atomic_load_explicit(&e->stop, memory_order_acquire);
+		uint64_t resumed = e->stats.resumed;
+
+		e->stats.turns++;
+		if (co__unlikely(stop == 2) && !e->cancel_requested)
+			cancel_all_io(e);
+		run_ready(e);
+		if (e->stats.resumed != resumed)
+			stalled = 0;
+
+		if (ready_nonempty(e)) {
+			/* Busy: flush SQEs and pick up completions without
+			 * waiting; liburing enters the kernel only if there is
+			 * something to submit or completions to run. */
+			ret = io_uring_submit(&e->ring);
+		} else if (!engine_idle(e)) {
+			ret = engine_wait(e, stop, 0); /* one syscall: submit + wait */
+		} else {
+			unsigned live = atomic_load_explicit(&e->live, memory_order_acquire);
+			int stopping = (live & LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
+
+			if (LIVE_COUNT(live) == 0 && stopping)
+				break; /* every frame finished */
+			if (LIVE_COUNT(live) != 0 && stopping) {
+				/* Frames that nothing can wake: give a push in
+				 * progress a grace period, then report them. */
+				if (stalled) {
+					ret = -EDEADLK;
+					break;
+				}
+				stalled = 1;
+				ret = engine_wait(e, stop, DEADLOCK_GRACE_NS);
+			} else {
+				ret = engine_wait(e, stop, 0); /* UNTIL_STOP: wait for work */
+			}
+		}
+		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
+		    ret != -EBUSY)
+			break;
+		ret = 0;
+		reap_all(e);
+	}
+	e->stats.spilled = atomic_load_explicit(&e->spilled, memory_order_relaxed);
+	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
+	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
+	co__current = NULL;
+	return ret;
+}

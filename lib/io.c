@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/* I/O awaiters: SQE in, CQE out, frame resumed. See docs/io.md. */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <time.h>
+
+#include <coring/io.h>
+#include "internal.h"
+
+enum {
+	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
+	K_DEADLINE = 1u << 1, /* a linked timeout follows the op */
+};
+
+enum { TAG_OP = 0, TAG_DEADLINE = 1 };
+
+/* ---- the awaiter ---------------------------------------------------------- */
+
+static int io_ready(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((co_io *)a)->pending == 0; /* a prep that failed has its result */
+}
+
+static int io_suspend(co_awaiter *a, co_frame *f)
+{
+	((co_io *)a)->frame = f;
+	return 1;
+}
+
+static int io_resume(co_awaiter *a, co_frame *f)
+{
+	co_io *io = (co_io *)a;
+
+	(void)f;
+	io->frame = NULL;
+	if ((io->kind & K_SLEEP) && io->res == -ETIME)
+		return 0;
+	if ((io->kind & K_DEADLINE) && io->tres == -ETIME &&
+	    (io->res == -ECANCELED || io->res == -EINTR))
+		return -ETIME;
+	return io->res;
+}
+
+/* co_cancel() on a frame waiting here: ask the kernel; the frame resumes
+ * when the operation's own CQE arrives (-ECANCELED, or its result if it
+ * won the race), never before (DESIGN invariant 6). */
+static int io_cancel(co_awaiter *a, co_frame *f)
+{
+	co_io *io = (co_io *)a;
+	struct io_uring_sqe *sqe;
+
+	(void)f;
+	if (io->engine != co_engine_current())
+		return -EPERM;
+	sqe = co_engine_sqe(io->engine, NULL, 0);
+	io_uring_prep_cancel(sqe, &io->info, 0);
+	return 0;
+}
+
+static const co_awaiter_ops io_ops = { io_ready, io_suspend, io_resume, io_cancel };
+
+static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	co_io *io = co__container_of(info, co_io, info);
+
+	if (tag == TAG_DEADLINE) {
+		io->tres = res;
+	} else {
+		io->res = res;
+		io->cqe_flags = cqe_flags;
+	}
+	if (--io->pending == 0 && io->frame)
+		co_wake(io->frame);
+}
+
+/* An await that completes at once with err (bad arguments, no engine):
+ * no SQE is taken. */
+static co_awaiter *io_fail(co_io *io, int err)
+{
+	io->aw.ops = &io_ops;
+	io->info.cb = io_done;
+	io->frame = NULL;
+	io->engine = NULL;
+	io->res = err;
+	io->tres = 0;
+	io->cqe_flags = 0;
+	io->pending = 0;
+	io->kind = 0;
+	io->sqe = NULL;
+	return &io->aw;
+}
+
+/* Start an operation: an SQE of the current engine, or a failed await. */
+static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
+{
+	co_engine *e = co_engine_current();
+
+	if (e == NULL) {
+		io_fail(io, -ENXIO);
+		return NULL;
+	}
+	io->aw.ops = &io_ops;
+	io->info.cb = io_done;
+	io->frame = NULL;
+	io->engine = e;
+	io->res = 0;
+	io->tres = 0;
+	io->cqe_flags = 0;
+	io->pending = 1;
+	io->kind = (unsigned char)kind;
+	io->sqe = co_engine_sqe(e, &io->info, TAG_OP);
+	return io->sqe;
+}
+
+#define IO_PREP(io, kind, prep_call)                             \
+	do {                                                     \
+		struct io_uring_sqe *sqe = io_begin((io), (kind)); \
+		if (sqe)                                         \
+			prep_call;                               \
+		return &(io)->aw;                                \
+	} while (0)
+
+co_awaiter *co_nop(co_io *io)
+{
+	IO_PREP(io, 0, io_uring_prep_nop(sqe));
+}
+
+co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off)
+{
+	IO_PREP(io, 0, io_uring_prep_read(sqe, fd, buf, len, off));
+}
+
+co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off)
+{
+	IO_PREP(io, 0, io_uring_prep_write(sqe, fd, buf, len, off));
+}
+
+co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off)
+{
+	IO_PREP(io, 0, io_uring_prep_readv(sqe, fd, iov, n, off));
+}
+
+co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off)
+{
+	IO_PREP(io, 0, io_uring_prep_writev(sqe, fd, iov, n, off));
+}
+
+co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags)
+{
+	IO_PREP(io, 0, io_uring_prep_recv(sqe, fd, buf, len, flags));
+}
+
+co_awaiter *co_send(co_io *io, int fd, const void *buf, size_t len, int flags)
+{
+	IO_PREP(io, 0, io_uring_prep_send(sqe, fd, buf, len, flags));
+}
+
+co_awaiter *co_recvmsg(co_io *io, int fd, struct msghdr *msg, unsigned flags)
+{
+	IO_PREP(io, 0, io_uring_prep_recvmsg(sqe, fd, msg, flags));
+}
+
+co_awaiter *co_sendmsg(co_io *io, int fd, const struct msghdr *msg, unsigned flags)
+{
+	IO_PREP(io, 0, io_uring_prep_sendmsg(sqe, fd, msg, flags));
+}
+
+co_awaiter *co_accept(co_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
+{
+	IO_PREP(io, 0, io_uring_prep_accept(sqe, fd, addr, addrlen, flags));
+}
+
+co_awaiter *co_connect(co_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+	IO_PREP(io, 0, io_uring_prep_connect(sqe, fd, addr, addrlen));
+}
+
+co_awaiter *co_close(co_io *io, int fd)
+{
+	IO_PREP(io, 0, io_uring_prep_close(sqe, fd));
+}
+
+co_awaiter *co_openat(co_io *io, int dfd, const char *path, int flags, mode_t mode)
+{
+	if (path == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP(io, 0, io_uring_prep_openat(sqe, dfd, path, flags, mode));
+}
+
+co_awaiter *co_fsync(co_io *io, int fd, unsigned flags)
+{
+	IO_PREP(io, 0, io_uring_prep_fsync(sqe, fd, flags));
+}
+
+co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, unsigned mask,
+		     struct statx *out)
+{
+	if (path == NULL || out == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP(io, 0, io_uring_prep_statx(sqe, dfd, path, flags, mask, out));
+}
+
+co_awaiter *co_poll(co_io *io, int fd, unsigned events)
+{
+	IO_PREP(io, 0, io_uring_prep_poll_add(sqe, fd, events));
+}
+
+static void ns_to_ts(struct __kernel_timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (long long)(ns / CO_S);
+	ts->tv_nsec = (long long)(ns % CO_S);
+}
+
+co_awaiter *co_sleep(co_io *io, uint64_t ns)
+{
+	ns_to_ts(&io->ts, ns);
+	IO_PREP(io, K_SLEEP, io_uring_prep_timeout(sqe, &io->ts, 0, 0));
+}
+
+co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns)
+{
+	ns_to_ts(&io->ts, monotonic_ns);
+	IO_PREP(io, K_SLEEP, io_uring_prep_timeout(sqe, &io->ts, 0, IORING_TIMEOUT_ABS));
+}
+
+co_awaiter *co_cancel_io(co_io *io, co_io *target)
+{
+	if (target == NULL)
+		return io_fail(io, -EINVAL);
+	IO_PREP(io, 0, io_uring_prep_cancel(sqe, &target->info, 0));
+}
+
+co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
+{
+	co_io *io = (co_io *)aw;
+	struct io_uring_sqe *sqe;
+
+	if (aw == NULL || aw->ops != &io_ops || io->sqe == NULL || (io->kind & (K_SLEEP | K_DEADLINE)))
+		return aw;
+	sqe = co_engine_sqe_link(io->engine, &io->info, TAG_DEADLINE);
+	if (sqe == NULL)
+		return aw;
+	ns_to_ts(&io->ts, ns);
+	io->sqe->flags |= IOSQE_IO_LINK;
+	io_uring_prep_link_timeout(sqe, &io->ts, 0);
+	io->pending = 2;
+	io->kind |= K_DEADLINE;
+	io->sqe = NULL;
+	return aw;
+}
+
+uint64_t co_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * CO_S + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- transfer helpers ------------------------------------------------------ */
+
+enum { X_READ, X_WRITE, X_RECV, X_SEND };
+
+static int xfer_fn(co_frame *f)
+{
+	co_xfer *x = (co_xfer *)f;
+
+	CO_BEGIN(f);
+	while (x->done < x->len) {
+		/* Each op is capped so its count fits the int result. */
+		switch (x->op) {
+		case X_READ:
+			co_read(&x->io, x->fd, x->buf + x->done, (unsigned)(x->len - x->done),
+				x->off + x->done);
+			break;
+		case X_WRITE:
+			co_write(&x->io, x->fd, x->buf + x->done, (unsigned)(x->len - x->done),
+				 x->off + x->done);
+			break;
+		case X_RECV:
+			co_recv(&x->io, x->fd, x->buf + x->done, x->len - x->done, x->flags);
+			break;
+		default:
+			co_send(&x->io, x->fd, x->buf + x->done, x->len - x->done, x->flags);
+			break;
+		}
+		CO_AWAIT(f, &x->io.aw);
+		if (co_result(f) < 0) {
+			if (co_result(f) == -EINTR || co_result(f) == -EAGAIN)
+				continue;
+			CO_RETURN(f, co_result(f));
+		}
+		if (co_result(f) == 0) {
+			if (x->op == X_READ || x->op == X_RECV)
+				break; /* end of file: a short count */
+			CO_RETURN(f, -EIO); /* a write that makes no progress */
+		}
+		x->done += (size_t)co_result(f);
+	}
+	CO_RETURN(f, (int)x->done);
+	CO_END(f);
+}
+
+static int xfer_fail(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_RETURN(f, -EINVAL);
+	CO_END(f);
+}
+
+static co_frame *xfer_init(co_xfer *x, int op, int fd, const void *buf, size_t len, uint64_t off,
+			   int flags)
+{
+	x->op = op;
+	x->fd = fd;
+	x->buf = (char *)(uintptr_t)buf;
+	x->len = len;
+	x->done = 0;
+	x->off = off;
+	x->flags = flags;
+	co_init(&x->co, (len > INT_MAX || (buf == NULL && len)) ? xfer_fail : xfer_fn);
+	return &x->co;
+}
+
+co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off)
+{
+	return xfer_init(x, X_READ, fd, buf, len, off, 0);
+}
+
+co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off)
+{
+	return xfer_init(x, X_WRITE, fd, buf, len, off, 0);
+}
+
+co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags)
+{
+	return xfer_init(x, X_RECV, fd, buf, len, 0, flags);
+}
+
+co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags)
+{
+	return xfer_init(x, X_SEND, fd, buf, len, 0, flags);
+}
+
+/* ---- multishot accept ------------------------------------------------------ */
+
+static void acceptor_arm(co_acceptor *a)
+{
+	struct io_uring_sqe *sqe = co_engine_sqe(a->engine, &a->info, 0);
+
+	io_uring_prep_multishot_accept(sqe, a->fd, NULL, NULL, a->flags);
+	a->armed = 1;
+}
+
+static void acceptor_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	co_acceptor *a = co__container_of(info, co_acceptor, info);
+
+	(void)tag;
+	if (res >= 0)
+		a->accepted++;
+	if (res >= 0 || (cqe_flags & IORING_CQE_F_MORE))
+		a->on_conn(a, res); /* a descriptor, or an error it goes on after */
+	if (cqe_flags & IORING_CQE_F_MORE)
+		return;
+	/* The multishot ended. */
+	a->armed = 0;
+	if (a->stopping) {
+		a->stopping = 0;
+		a->on_conn(a, -ECANCELED);
+	} else if (res >= 0) {
+		acceptor_arm(a); /* the kernel ended it after a success */
+	} else {
+		a->on_conn(a, res); /* why it ended, e.g. -EMFILE: back off */
+	}
+}
+
+int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
+		      void (*on_conn)(co_acceptor *, int), void *user)
+{
+	co_engine *e = co_engine_current();
+
+	if (a == NULL || listen_fd < 0 || on_conn == NULL)
+		return -EINVAL;
+	if (e == NULL)
+		return -ENXIO;
+	if (a->armed && a->engine == e)
+		return -EALREADY;
+	a->info.cb = acceptor_done;
+	a->engine = e;
+	a->fd = listen_fd;
+	a->flags = flags;
+	a->stopping = 0;
+	a->on_conn = on_conn;
+	a->user = user;
+	a->accepted = 0;
+	acceptor_arm(a);
+	return 0;
+}
+
+int co_acceptor_stop(co_acceptor *a)
+{
+	struct io_uring_sqe *sqe;
+
+	if (a == NULL)
+		return -EINVAL;
+	if (!a->armed || a->stopping)
+		return 0;
+	if (a->engine != co_engine_current())
+		return -ENXIO;
+	a->stopping = 1;
+	sqe = co_engine_sqe(a->engine, NULL, 0);
+	io_uring_prep_cancel(sqe, &a->info, 0);
+	return 0;
+}

@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of the engine (lib/engine.c): spawn, run, wake-up across threads,
+ * the ready ring past capacity, stop, park counts, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <coring/engine.h>
+#include <coring/io.h>
+
+extern int (*co__uring_setup_hook)(unsigned, struct io_uring *, struct io_uring_params *);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+struct task {
+	co_frame co;
+	int id, yields, k;
+	atomic_int *runs;   /* runs[id] counts executions */
+	int *order;         /* order[n++] = id, when it finishes */
+	atomic_int *n;
+};
+
+static int task_fn(co_frame *f)
+{
+	struct task *t = (struct task *)f;
+	CO_BEGIN(f);
+	for (t->k = 0; t->k < t->yields; t->k++)
+		CO_YIELD(f);
+	atomic_fetch_add(&t->runs[t->id], 1);
+	if (t->order)
+		t->order[atomic_fetch_add(t->n, 1)] = t->id;
+	CO_END(f);
+}
+
+static atomic_int done_calls;
+static void on_done_count(co_frame *f)
+{
+	(void)f;
+	atomic_fetch_add(&done_calls, 1);
+}
+
+/* ---- setup errors ---------------------------------------------------------- */
+
+static void test_init_errors(void **state)
+{
+	co_engine e;
+	co_engine_opts o;
+	(void)state;
+	assert_int_equal(co_engine_init(NULL, NULL), -EINVAL);
+	o = (co_engine_opts){ .ready_size = 3 };
+	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	o = (co_engine_opts){ .ready_size = 1 };
+	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	o = (co_engine_opts){ .sq_entries = 64, .cq_entries = 32 };
+	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	assert_int_equal(co_engine_destroy(NULL), -EINVAL);
+	assert_int_equal(co_engine_run(NULL, CO_RUN_UNTIL_IDLE), -EINVAL);
+	assert_int_equal(co_engine_stop(NULL, 0), -EINVAL);
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_run(&e, 7), -EINVAL);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_destroy(&e), -EINVAL); /* twice */
+}
+
+static int fail_setup_errno;
+static int failing_setup(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
+{
+	(void)entries;
+	(void)ring;
+	(void)p;
+	return -fail_setup_errno;
+}
+
+static void test_uring_unavailable(void **state)
+{
+	/* io_uring_setup refused (no kernel support, or disabled by policy):
+	 * a clear error, nothing leaked (ASan checks), nothing crashes. */
+	co_engine e;
+	(void)state;
+	co__uring_setup_hook = failing_setup;
+	fail_setup_errno = ENOSYS;
+	assert_int_equal(co_engine_init(&e, NULL), -ENOSYS);
+	fail_setup_errno = EPERM;
+	assert_int_equal(co_engine_init(&e, NULL), -EPERM);
+	fail_setup_errno = EINVAL; /* every mode refused */
+	assert_int_equal(co_engine_init(&e, NULL), -EINVAL);
+	co__uring_setup_hook = NULL;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_spawn_errors(void **state)
+{
+	co_engine e;
+	struct task t = { 0 };
+	atomic_int runs[1] = { 0 };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	t.runs = runs;
+	co_init(&t.co, task_fn);
+	assert_int_equal(co_engine_spawn(NULL, &t.co), -EINVAL);
+	assert_int_equal(co_engine_spawn(&e, NULL), -EINVAL);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &t.co), -EINVAL); /* twice */
+	assert_int_equal(co_engine_destroy(&e), -EBUSY);        /* not finished */
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&runs[0]), 1);
+	assert_int_equal(co_engine_spawn(&e, &t.co), -EINVAL); /* finished */
+	co_init(&t.co, task_fn);
+	assert_int_equal(co_engine_stop(&e, 0), 0);
+	assert_int_equal(co_engine_spawn(&e, &t.co), -ESHUTDOWN);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+static void test_run_round_robin(void **state)
+{
+	co_engine e;
+	struct task t[4];
+	atomic_int runs[4] = { 0 };
+	int order[4];
+	atomic_int n = 0;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	atomic_store(&done_calls, 0);
+	for (int i = 0; i < 4; i++) {
+		/* yields 3,2,1,0: finishing order is the reverse of spawning */
+		t[i] = (struct task){ .id = i, .yields = 3 - i, .runs = runs, .order = order, .n = &n };
+		co_init(&t[i].co, task_fn);
+		t[i].co.on_done = on_done_count;
+		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+	}
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(atomic_load(&runs[i]), 1);
+		assert_int_equal(order[i], 3 - i);
+	}
+	assert_int_equal(atomic_load(&done_calls), 4);
+	assert_int_equal(atomic_load(&e.live), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+#define MANY 20000
+
+static void test_ready_ring_past_capacity(void **state)
+{
+	/* a 4-slot ring (capacity 3) and 20,000 frames: the overflow keeps
+	 * every frame, in order */
+	co_engine e;
+	co_engine_opts o = { .ready_size = 4, .batch = 64 };
+	struct task *t = calloc(MANY, sizeof *t);
+	atomic_int *runs = calloc(MANY, sizeof *runs);
+	int *order = calloc(MANY, sizeof *order);
+	atomic_int n = 0;
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	for (int i = 0; i < MANY; i++) {
+		t[i] = (struct task){ .id = i, .runs = runs, .order = order, .n = &n };
+		co_init(&t[i].co, task_fn);
+		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+	}
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&n), MANY);
+	for (int i = 0; i < MANY; i++) {
+		assert_int_equal(atomic_load(&runs[i]), 1);
+		assert_int_equal(order[i], i);
+	}
+	assert_true(e.stats.spilled > 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	free(t);
+	free(runs);
+	free(order);
+}
+
+/* ---- other threads -------------------------------------------------------- */
+
+struct runner {
+	co_engine *e;
+	int mode, ret;
+};
+
+static void *run_thread(void *arg)
+{
+	struct runner *r = arg;
+	r->ret = co_engine_run(r->e, r->mode);
+	return NULL;
+}
+
+struct stopper {
+	co_frame co;
+	co_engine *e;
+	atomic_int *ran;
+};
+
+static int stopper_fn(co_frame *f)
+{
+	struct stopper *s = (struct stopper *)f;
+	CO_BEGIN(f);
+	atomic_store(s->ran, 1);
+	co_engine_stop(s->e, 0);
+	CO_END(f);
+}
+
+static void test_spawn_from_other_thread_wakes(void **state)
+{
+	co_engine e;
+	struct runner r = { &e, CO_RUN_UNTIL_STOP, -1 };
+	struct stopper s;
+	atomic_int ran = 0;
+	pthread_t th;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(pthread_create(&th, NULL, run_thread, &r), 0);
+	/* let the engine go to sleep with nothing to do (not required for
+	 * correctness: the spawn must work whether it sleeps or not) */
+	for (int i = 0; i < 1000 && !atomic_load(&e.sleeping); i++)
+		usleep(1000);
+	co_init(&s.co, stopper_fn);
+	s.e = &e;
+	s.ran = &ran;
+	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(r.ret, 0);
+	assert_int_equal(atomic_load(&ran), 1);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EPERM); /* not the owner */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+#define PRODUCERS 4
+#define PER_PRODUCER 5000
+
+struct seq_task {
+	co_frame co;
+	int producer, seq;
+	int *last; /* last[producer]: the last seq run */
+	atomic_int *bad;
+	atomic_int *count;
+};
+
+static int seq_fn(co_frame *f)
+{
+	struct seq_task *t = (struct seq_task *)f;
+	CO_BEGIN(f);
+	/* only the engine thread runs these: plain reads and writes are fine */
+	if (t->last[t->producer] + 1 != t->seq)
+		atomic_fetch_add(t->bad, 1);
+	t->last[t->producer] = t->seq;
+	atomic_fetch_add(t->count, 1);
+	CO_END(f);
+}
+
+struct producer_arg {
+	co_engine *e;
+	struct seq_task *tasks;
+	int id;
+};
+
+static void *producer(void *arg)
+{
+	struct producer_arg *p = arg;
+	for (int i = 0; i < PER_PRODUCER; i++)
+		if (co_engine_spawn(p->e, &p->tasks[i].co) != 0)
+			abort();
+	return NULL;
+}
+
+static void test_many_producers_tiny_ring(void **state)
+{
+	/* 4 threads spawn 5,000 frames each into an 8-slot ring while the
+	 * engine runs: every frame runs exactly once, each producer's in order */
+	co_engine e;
+	co_engine_opts o = { .ready_size = 8 };
+	struct runner r = { &e, CO_RUN_UNTIL_STOP, -1 };
+	static struct seq_task tasks[PRODUCERS][PER_PRODUCER];
+	struct producer_arg pa[PRODUCERS];
+	pthread_t th, pt[PRODUCERS];
+	int last[PRODUCERS];
+	atomic_int bad = 0, count = 0;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	for (int p = 0; p < PRODUCERS; p++) {
+		last[p] = -1;
+		for (int i = 0; i < PER_PRODUCER; i++) {
+			tasks[p][i] = (struct seq_task){ .producer = p, .seq = i, .last = last,
+							 .bad = &bad, .count = &count };
+			co_init(&tasks[p][i].co, seq_fn);
+		}
+	}
+	assert_int_equal(pthread_create(&th, NULL, run_thread, &r), 0);
+	for (int p = 0; p < PRODUCERS; p++) {
+		pa[p] = (struct producer_arg){ &e, tasks[p], p };
+		assert_int_equal(pthread_create(&pt[p], NULL, producer, &pa[p]), 0);
+	}
+	for (int p = 0; p < PRODUCERS; p++)
+		pthread_join(pt[p], NULL);
+	assert_int_equal(co_engine_stop(&e, 0), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(r.ret, 0);
+	assert_int_equal(atomic_load(&count), PRODUCERS * PER_PRODUCER);
+	assert_int_equal(atomic_load(&bad), 0);
+	for (int p = 0; p < PRODUCERS; p++)
+		assert_int_equal(last[p], PER_PRODUCER - 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- deadlock, park, stop -------------------------------------------------- */
+
+struct gate {
+	co_awaiter aw;
+	co_frame *parked;
+	co_engine *engine;
+	int use_park;
+};
+
+static int gate_suspend(co_awaiter *a, co_frame *f)
+{
+	struct gate *g = (struct gate *)a;
+	g->engine = co_engine_current();
+	if (g->use_park)
+		co_engine_park(g->engine);
+	__atomic_store_n(&g->parked, f, __ATOMIC_RELEASE); /* the opener polls it */
+	return 1;
+}
+
+static const co_awaiter_ops gate_ops = { NULL, gate_suspend, NULL, NULL };
+
+struct waiter {
+	co_frame co;
+	struct gate *g;
+	int passed;
+};
+
+static int waiter_fn(co_frame *f)
+{
+	struct waiter *w = (struct waiter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &w->g->aw);
+	w->passed = 1;
+	CO_END(f);
+}
+
+static void test_deadlock_reported(void **state)
+{
+	co_engine e;
+	struct gate g = { .aw = { &gate_ops } };
+	struct waiter w = { .g = &g };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&w.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EDEADLK);
+	assert_ptr_equal(g.parked, &w.co);
+	assert_int_equal(co_engine_destroy(&e), -EBUSY); /* nothing abandoned */
+	co_wake(g.parked); /* from the engine's thread: queued for the next run */
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(w.passed, 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void *opener(void *arg)
+{
+	struct gate *g = arg;
+	co_frame *f;
+	/* wait until the frame is parked, then wake it from this thread */
+	while ((f = __atomic_load_n(&g->parked, __ATOMIC_ACQUIRE)) == NULL)
+		usleep(100);
+	usleep(20000); /* longer than the engine's deadlock grace period */
+	co_engine_unpark(g->engine);
+	co_wake(f);
+	return NULL;
+}
+
+static void test_parked_frame_keeps_engine_alive(void **state)
+{
+	co_engine e;
+	struct gate g = { .aw = { &gate_ops }, .use_park = 1 };
+	struct waiter w = { .g = &g };
+	pthread_t th;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&w.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
+	assert_int_equal(pthread_create(&th, NULL, opener, &g), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(w.passed, 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+struct sleeper {
+	co_frame co;
+	co_io io;
+	int res;
+};
+
+static int sleeper_fn(co_frame *f)
+{
+	struct sleeper *s = (struct sleeper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&s->io, 30 * CO_S));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+struct killer {
+	co_frame co;
+	co_io io;
+};
+
+static int killer_fn(co_frame *f)
+{
+	struct killer *k = (struct killer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&k->io));
+	co_engine_stop(co_engine_current(), 1);
+	CO_END(f);
+}
+
+static void test_stop_cancels_io(void **state)
+{
+	/* a 30 s sleep, then a stop with cancel_io: the sleep ends with
+	 * -ECANCELED and the run returns (the hang guard is meson's timeout) */
+	co_engine e;
+	struct sleeper s = { .res = 1 };
+	struct killer k;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&s.co, sleeper_fn);
+	co_init(&k.co, killer_fn);
+	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &k.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(s.res, -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+struct nester {
+	co_frame co;
+	co_engine *other;
+	int ret;
+};
+
+static int nester_fn(co_frame *f)
+{
+	struct nester *n = (struct nester *)f;
+	CO_BEGIN(f);
+	n->ret = co_engine_run(n->other, CO_RUN_UNTIL_IDLE);
+	CO_END(f);
+}
+
+static void test_nested_run_refused(void **state)
+{
+	co_engine e, other;
+	struct nester n;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_init(&other, NULL), 0);
+	co_init(&n.co, nester_fn);
+	n.other = &other;
+	assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+	assert_null(co_engine_current());
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(n.ret, -EBUSY);
+	assert_null(co_engine_current());
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_destroy(&other), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_init_errors),
+		cmocka_unit_test(test_uring_unavailable),
+		cmocka_unit_test(test_spawn_errors),
+		cmocka_unit_test(test_run_round_robin),
+		cmocka_unit_test(test_ready_ring_past_capacity),
+		cmocka_unit_test(test_spawn_from_other_thread_wakes),
+		cmocka_unit_test(test_many_producers_tiny_ring),
+		cmocka_unit_test(test_deadlock_reported),
+		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
+		cmocka_unit_test(test_stop_cancels_io),
+		cmocka_unit_test(test_nested_run_refused),
+	};
+	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
+}
