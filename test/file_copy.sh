@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runs docs/examples/file_copy: copies of several sizes must be identical,
+# and its errors must be reported with a non-zero exit.
+set -eu
+copy=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for size in 0 1 262143 262144 5242881; do
+	head -c "$size" /dev/urandom >"$tmp/src"
+	"$copy" "$tmp/src" "$tmp/dst"
+	cmp "$tmp/src" "$tmp/dst" || { echo "FAIL: copy of $size bytes differs"; exit 1; }
+	echo "ok: $size bytes"
+done
+if "$copy" "$tmp/missing" "$tmp/dst" 2>/dev/null; then echo "FAIL: missing source accepted"; exit 1; fi
+if "$copy" "$tmp/src" "$tmp/no/such/dir/dst" 2>/dev/null; then echo "FAIL: bad destination accepted"; exit 1; fi
+if "$copy" 2>/dev/null; then echo "FAIL: no arguments accepted"; exit 1; fi
+echo "ok: errors reported"
