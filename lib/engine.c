@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 #include <sys/eventfd.h>
 
@@ -156,14 +157,36 @@ static void engine_kick(co_engine *e)
 		;
 }
 
+/*
+ * Another thread is about to touch e. Once its frame is pushed, that frame
+ * may run and finish and the engine may stop and be destroyed while the
+ * thread is still kicking it: the visitor count makes destroy wait. The
+ * increment precedes the push, which precedes everything that leads to
+ * destroy, so destroy sees it.
+ */
+static void visit_begin(co_engine *e)
+{
+	atomic_fetch_add_explicit(&e->visitors, 1, memory_order_seq_cst);
+}
+
+static void visit_end(co_engine *e)
+{
+	atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
+}
+
 /* co_sched.wake: a frame of this engine is runnable again. */
 static void engine_wake(co_sched *s, co_frame *f)
 {
 	co_engine *e = (co_engine *)s;
 
+	if (co__current == e) {
+		ready_push(e, f); /* the hot path: no fence, no syscall */
+		return;
+	}
+	visit_begin(e);
 	ready_push(e, f);
-	if (co__current != e)
-		engine_kick(e);
+	engine_kick(e);
+	visit_end(e);
 }
 
 static struct io_uring_sqe *sqe_get(co_engine *e)
@@ -308,6 +331,8 @@ int co_engine_destroy(co_engine *e)
 		return -EINVAL;
 	if (LIVE_COUNT(atomic_load(&e->live)) != 0)
 		return -EBUSY;
+	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
+		sched_yield(); /* a waker is still returning from a kick */
 	/* From the owner thread, reap the armed eventfd read before the ring
 	 * goes, so the kernel holds no pointer into *e (invariant 6). */
 	if (e->wake_armed && e->has_owner && pthread_equal(e->owner, pthread_self())) {
@@ -360,17 +385,24 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 
 int co_engine_stop(co_engine *e, int cancel_io)
 {
+	int remote;
+
 	if (e == NULL)
 		return -EINVAL;
+	remote = co__current != e;
+	if (remote)
+		visit_begin(e); /* before the engine can see the stop and leave */
 	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
-	if (cancel_io)
+	if (cancel_io) {
 		atomic_store_explicit(&e->stop, 2, memory_order_release);
-	else {
+	} else {
 		int zero = 0;
 		atomic_compare_exchange_strong(&e->stop, &zero, 1);
 	}
-	if (co__current != e)
+	if (remote) {
 		engine_kick(e);
+		visit_end(e);
+	}
 	return 0;
 }
 
@@ -381,11 +413,17 @@ void co_engine_park(co_engine *e)
 
 void co_engine_unpark(co_engine *e)
 {
+	int remote = co__current != e;
+
+	if (remote)
+		visit_begin(e);
 	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
 	/* The engine may now be idle: let it see that, whichever of unpark and
 	 * the wake comes first. */
-	if (co__current != e)
+	if (remote) {
 		engine_kick(e);
+		visit_end(e);
+	}
 }
 
 static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
@@ -426,9 +464,13 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 
 static void frame_finished(co_engine *e, co_frame *f)
 {
+	int task = (f->state & CO__ST_TASK) != 0;
+
 	if (f->on_done)
 		f->on_done(f); /* may free f: not touched after this */
 	atomic_fetch_sub_explicit(&e->live, 1, memory_order_release);
+	if (task && e->task_done)
+		e->task_done(e->hook_arg);
 }
 
 /* Resume up to batch ready frames; a yield goes to the back of the queue. */
@@ -578,7 +620,12 @@ int co_engine_run(co_engine *e, int mode)
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is
 			 * something to submit or completions to run. */
+			if (e->backlog && ring_size(e) > 1)
+				e->backlog(e, e->hook_arg);
 			ret = io_uring_submit(&e->ring);
+		} else if (e->steal && e->steal(e, e->hook_arg) > 0) {
+			stalled = 0;
+			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
 			ret = engine_wait(e, stop, 0); /* one syscall: submit + wait */
 		} else {
@@ -611,4 +658,82 @@ int co_engine_run(co_engine *e, int mode)
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
 	co__current = NULL;
 	return ret;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Moving frames between engines (lib/scheduler.c)                          */
+/* ------------------------------------------------------------------------ */
+
+void co__engine_kick(co_engine *e)
+{
+	if (co__current != e) {
+		visit_begin(e);
+		engine_kick(e);
+		visit_end(e);
+	}
+}
+
+unsigned co__engine_ready(co_engine *e)
+{
+	return ring_size(e);
+}
+
+unsigned co__engine_live(co_engine *e)
+{
+	return LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_relaxed));
+}
+
+int co__engine_sleeping(co_engine *e)
+{
+	return atomic_load_explicit(&e->sleeping, memory_order_relaxed);
+}
+
+/* Count one more frame on e unless it stopped. */
+static int live_get(co_engine *e)
+{
+	unsigned v = atomic_load_explicit(&e->live, memory_order_relaxed);
+
+	do {
+		if (v & LIVE_STOPPED)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
+							memory_order_relaxed));
+	return 1;
+}
+
+/*
+ * Take up to max ready frames from victim's ring into thief's. Only frames
+ * in a ready ring move: none of them has I/O in flight (their awaits have
+ * completed), so no SQE or CQE refers to another ring than the one that
+ * will resume them. Returns how many moved.
+ */
+unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
+{
+	unsigned n = 0;
+	co_frame *f;
+
+	while (n < max && (f = ring_pop(victim)) != NULL) {
+		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
+		f->sched = &thief->sched;
+		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
+		ready_push(thief, f);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Move a waiting root frame (it is suspended in an awaiter's suspend) from
+ * the engine running it to target, and wake it there. Fails with
+ * -ESHUTDOWN, leaving everything as it was, if target has stopped.
+ */
+int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
+{
+	if (!live_get(target))
+		return -ESHUTDOWN;
+	root->sched = &target->sched;
+	if (from)
+		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+	co_wake(root);
+	return 0;
 }

@@ -59,4 +59,14 @@ struct io_uring_params;
 extern int (*co__uring_setup_hook)(unsigned entries, struct io_uring *ring,
 				   struct io_uring_params *p);
 
+/* Engine internals used by the scheduler (lib/engine.c). */
+struct co_engine;
+struct co_frame;
+void co__engine_kick(struct co_engine *e);
+int co__engine_sleeping(struct co_engine *e);
+unsigned co__engine_ready(struct co_engine *e);
+unsigned co__engine_live(struct co_engine *e);
+unsigned co__engine_steal(struct co_engine *thief, struct co_engine *victim, unsigned max);
+int co__engine_move(struct co_frame *root, struct co_engine *from, struct co_engine *target);
+
 #endif

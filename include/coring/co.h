@@ -164,6 +164,7 @@ enum {
 	CO__ST_CANCEL = 1u << 2,     /* root: co_cancel() was requested */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a scheduler (loop/engine) */
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
+	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 };
 
 /*

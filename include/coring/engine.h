@@ -82,6 +82,12 @@ struct co_engine {
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
 
+	/* Hooks for a scheduler (private; set before the engine runs). */
+	void (*task_done)(void *arg);   /* a frame marked as a task finished */
+	int (*steal)(co_engine *e, void *arg);   /* idle: take frames, return count */
+	void (*backlog)(co_engine *e, void *arg); /* busy: frames are waiting */
+	void *hook_arg;
+
 	/* Written by other threads: one cache line apart from the above. */
 	_Alignas(CO_CACHELINE) atomic_uint live;  /* spawned, not finished */
 	atomic_uint parked;             /* frames parked on sync primitives */
@@ -89,6 +95,8 @@ struct co_engine {
 	atomic_int wake_pending;        /* an eventfd write is on its way */
 	atomic_int stop;                /* 0, 1: drain and stop, 2: also cancel */
 	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
+	atomic_uint visitors;           /* other threads inside spawn/wake/stop:
+	                                   destroy waits for them to leave */
 
 	/* Overflow of the ready ring: never drop a frame (DESIGN invariant 3). */
 	_Alignas(CO_CACHELINE) pthread_mutex_t ov_lock;
@@ -122,7 +130,9 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts);
 /*
  * Release the engine's ring and memory. Refuses (-EBUSY) while spawned
  * frames have not finished, so no frame is silently abandoned; -EINVAL
- * for NULL. Call it from the owner thread or after that thread ended.
+ * for NULL. Call it from the owner thread or after that thread ended; it
+ * waits for other threads still returning from co_engine_spawn, co_wake,
+ * co_engine_stop or co_engine_unpark on it.
  */
 int co_engine_destroy(co_engine *e);
 

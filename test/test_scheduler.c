@@ -1,0 +1,653 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of contexts and the scheduler (lib/context.c, lib/scheduler.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <coring/scheduler.h>
+#include <coring/io.h>
+
+/* ---- 1,000,000 tiny coroutines over 2 contexts ---------------------------- */
+
+#define MILLION 1000000
+
+struct tiny {
+	co_frame co;
+	atomic_uchar *ran;
+	unsigned id;
+};
+
+static int tiny_fn(co_frame *f)
+{
+	struct tiny *t = (struct tiny *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add_explicit(&t->ran[t->id], 1, memory_order_relaxed);
+	CO_END(f);
+}
+
+static void test_million_tasks(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	struct tiny *t = calloc(MILLION, sizeof *t);
+	atomic_uchar *ran = calloc(MILLION, 1);
+	(void)state;
+	assert_non_null(t);
+	assert_non_null(ran);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (unsigned i = 0; i < MILLION; i++) {
+		t[i].ran = ran;
+		t[i].id = i;
+		co_init(&t[i].co, tiny_fn);
+		assert_int_equal(co_sched_submit(&s, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_tasks(&s), MILLION);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_tasks(&s), 0);
+	for (unsigned i = 0; i < MILLION; i++)
+		if (atomic_load(&ran[i]) != 1)
+			fail_msg("task %u ran %d times", i, atomic_load(&ran[i]));
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(t);
+	free(ran);
+}
+
+/* ---- submits racing with the end of a run -------------------------------- */
+
+#define RACE_ROUNDS 1500
+#define RACERS 3
+#define PER_RACER 4
+
+struct racer_task {
+	co_frame co;
+	atomic_int ran;
+};
+
+static int racer_task_fn(co_frame *f)
+{
+	struct racer_task *t = (struct racer_task *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&t->ran, 1);
+	CO_END(f);
+}
+
+struct racer {
+	co_scheduler *s;
+	struct racer_task tasks[PER_RACER];
+	int ret[PER_RACER];
+	unsigned seed;
+	atomic_int *go;
+};
+
+static void *racer_main(void *arg)
+{
+	struct racer *r = arg;
+	while (!atomic_load(r->go))
+		;
+	for (int i = 0; i < PER_RACER; i++) {
+		for (unsigned spin = rand_r(&r->seed) % 2000; spin; spin--)
+			atomic_signal_fence(memory_order_seq_cst);
+		r->ret[i] = co_sched_submit(r->s, &r->tasks[i].co);
+	}
+	return NULL;
+}
+
+static void test_submit_races_end_of_run(void **state)
+{
+	/* Each round: one quick task, and 3 threads submitting 4 tasks each
+	 * while the run ends. Every submit is accepted and runs exactly once
+	 * (in this run or the next), or is refused with -ESHUTDOWN and never
+	 * runs. The same scheduler serves every round. */
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2 };
+	static struct racer r[RACERS];
+	struct racer_task first;
+	long accepted = 0, refused = 0;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		pthread_t th[RACERS];
+		atomic_int go = 0;
+		memset(&first, 0, sizeof first);
+		co_init(&first.co, racer_task_fn);
+		assert_int_equal(co_sched_submit(&s, &first.co), 0);
+		for (int k = 0; k < RACERS; k++) {
+			memset(&r[k], 0, sizeof r[k]);
+			r[k].s = &s;
+			r[k].go = &go;
+			r[k].seed = (unsigned)(round * RACERS + k);
+			for (int i = 0; i < PER_RACER; i++)
+				co_init(&r[k].tasks[i].co, racer_task_fn);
+			assert_int_equal(pthread_create(&th[k], NULL, racer_main, &r[k]), 0);
+		}
+		atomic_store(&go, 1);
+		assert_int_equal(co_sched_run(&s), 0);
+		for (int k = 0; k < RACERS; k++)
+			pthread_join(th[k], NULL);
+		/* whatever was accepted after the run ended runs now */
+		assert_int_equal(co_sched_run(&s), 0);
+		assert_int_equal(atomic_load(&first.ran), 1);
+		for (int k = 0; k < RACERS; k++)
+			for (int i = 0; i < PER_RACER; i++) {
+				int ran = atomic_load(&r[k].tasks[i].ran);
+				if (r[k].ret[i] == 0) {
+					accepted++;
+					assert_int_equal(ran, 1);
+				} else {
+					refused++;
+					assert_int_equal(r[k].ret[i], -ESHUTDOWN);
+					assert_int_equal(ran, 0);
+				}
+			}
+	}
+	assert_int_equal(accepted + refused, (long)RACE_ROUNDS * RACERS * PER_RACER);
+	print_message("      %ld accepted, %ld refused\n", accepted, refused);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- transfer ---------------------------------------------------------------- */
+
+#define HOPPERS 200
+
+struct hopper {
+	co_frame co;
+	co_transfer_aw tr;
+	co_context *to;
+	int id, ok;
+	int *arrivals;
+	int *narrivals;
+};
+
+static int hopper_fn(co_frame *f)
+{
+	struct hopper *h = (struct hopper *)f;
+	CO_BEGIN(f);
+	if (co_context_current() == h->to)
+		CO_RETURN(f, -1); /* must start on the other context */
+	CO_AWAIT(f, co_transfer(&h->tr, h->to));
+	if (co_result(f) != 0 || co_context_current() != h->to)
+		CO_RETURN(f, -2);
+	/* on the target's thread: the arrival log needs no lock */
+	h->arrivals[(*h->narrivals)++] = h->id;
+	CO_AWAIT(f, co_transfer(&h->tr, h->to)); /* to itself: a yield */
+	if (co_result(f) != 0 || co_context_current() != h->to)
+		CO_RETURN(f, -3);
+	h->ok = 1;
+	CO_END(f);
+}
+
+static void test_transfer(void **state)
+{
+	/* 200 tasks all start on context 0 (FIFO) and hop to context 1: each
+	 * lands there, on that thread, in the order it left */
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2 };
+	static struct hopper h[HOPPERS];
+	int arrivals[HOPPERS], n = 0;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < HOPPERS; i++) {
+		h[i] = (struct hopper){ .to = &s.ctx[1], .id = i, .arrivals = arrivals, .narrivals = &n };
+		co_init(&h[i].co, hopper_fn);
+		assert_int_equal(co_sched_submit_to(&s, 0, &h[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(n, HOPPERS);
+	for (int i = 0; i < HOPPERS; i++) {
+		assert_int_equal(co_status(&h[i].co), 0);
+		assert_int_equal(h[i].ok, 1);
+		assert_int_equal(arrivals[i], i);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+struct stranger {
+	co_frame co;
+	co_transfer_aw tr;
+	co_context *to;
+};
+
+static int stranger_fn(co_frame *f)
+{
+	struct stranger *st = (struct stranger *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_transfer(&st->tr, st->to));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void test_transfer_errors(void **state)
+{
+	/* to a context that stopped: -ESHUTDOWN, and the task stays alive */
+	co_context a, b;
+	struct stranger st;
+	(void)state;
+	assert_int_equal(co_context_init(&a, NULL), 0);
+	assert_int_equal(co_context_init(&b, NULL), 0);
+	assert_int_equal(co_context_stop(&b, 0), 0);
+	co_init(&st.co, stranger_fn);
+	st.to = &b;
+	assert_int_equal(co_context_submit(&a, &st.co), 0);
+	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), -EALREADY);
+	assert_int_equal(co_context_join(&a), 0);
+	assert_int_equal(co_status(&st.co), -ESHUTDOWN);
+	/* outside any engine */
+	co_init(&st.co, stranger_fn);
+	while (co_resume(&st.co) != CO_DONE)
+		;
+	assert_int_equal(co_status(&st.co), -ENXIO);
+	assert_int_equal(co_context_destroy(&a), 0);
+	assert_int_equal(co_context_destroy(&b), 0);
+	assert_int_equal(co_context_join(&b), -EINVAL); /* never started */
+}
+
+/* ---- work stealing ------------------------------------------------------------ */
+
+#define STEAL_TASKS 400
+
+struct worker {
+	co_frame co;
+	int k;
+	co_context *ran_on;
+};
+
+static int worker_fn(co_frame *f)
+{
+	struct worker *w = (struct worker *)f;
+	CO_BEGIN(f);
+	for (w->k = 0; w->k < 20; w->k++) {
+		for (volatile int spin = 0; spin < 2000; spin++)
+			;
+		CO_YIELD(f); /* back in the ready ring: stealable */
+	}
+	w->ran_on = co_context_current();
+	CO_END(f);
+}
+
+static void test_stealing_spreads_work(void **state)
+{
+	/* every task submitted to context 0: the idle context steals a share */
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	static struct worker w[STEAL_TASKS];
+	int on[2] = { 0, 0 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < STEAL_TASKS; i++) {
+		co_init(&w[i].co, worker_fn);
+		w[i].ran_on = NULL;
+		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < STEAL_TASKS; i++) {
+		assert_non_null(w[i].ran_on);
+		on[w[i].ran_on == &s.ctx[1]]++;
+	}
+	print_message("      context 0 finished %d, context 1 finished %d\n", on[0], on[1]);
+	assert_true(on[1] > 0);
+	assert_int_equal(on[0] + on[1], STEAL_TASKS);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+static void test_no_stealing_keeps_work(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2, .steal = 0 };
+	static struct worker w[50];
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 50; i++) {
+		co_init(&w[i].co, worker_fn);
+		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 50; i++)
+		assert_ptr_equal(w[i].ran_on, &s.ctx[0]);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- dispatch ---------------------------------------------------------------- */
+
+static void test_dispatch_strategies(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2, .dispatch = CO_DISPATCH_ROUND_ROBIN };
+	static struct worker w[100];
+	int on[2] = { 0, 0 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 100; i++) {
+		co_init(&w[i].co, worker_fn);
+		assert_int_equal(co_sched_submit(&s, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 100; i++)
+		on[w[i].ran_on == &s.ctx[1]]++;
+	assert_int_equal(on[0], 50); /* in turn, and nothing stolen */
+	assert_int_equal(on[1], 50);
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	/* least loaded: context 0 already holds 30 tasks, so the next 20 all
+	 * go to context 1 */
+	o.dispatch = CO_DISPATCH_LEAST_LOADED;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	on[0] = on[1] = 0;
+	for (int i = 0; i < 30; i++) {
+		co_init(&w[i].co, worker_fn);
+		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+	}
+	for (int i = 30; i < 50; i++) {
+		co_init(&w[i].co, worker_fn);
+		assert_int_equal(co_sched_submit(&s, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 30; i < 50; i++)
+		assert_ptr_equal(w[i].ran_on, &s.ctx[1]);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- stop waits for I/O; parked frames keep their context alive -------------- */
+
+struct napper {
+	co_frame co;
+	co_io io;
+	int res;
+};
+
+static int napper_fn(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&n->io, 30 * CO_MS));
+	n->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_run_waits_for_io(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2 };
+	struct napper n[4];
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 4; i++) {
+		n[i].res = 1;
+		co_init(&n[i].co, napper_fn);
+		assert_int_equal(co_sched_submit(&s, &n[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(n[i].res, 0); /* slept in full, not cancelled */
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* A one-shot event between contexts, using the park counts. */
+struct event {
+	co_awaiter aw;
+	pthread_mutex_t lock;
+	int set;
+	co_frame *waiter;
+	co_engine *waiter_engine;
+};
+
+static int event_suspend(co_awaiter *a, co_frame *f)
+{
+	struct event *ev = (struct event *)a;
+	int parked = 0;
+	pthread_mutex_lock(&ev->lock);
+	if (!ev->set) {
+		__atomic_store_n(&ev->waiter, f, __ATOMIC_RELEASE); /* the test polls it */
+		ev->waiter_engine = co_engine_current();
+		co_engine_park(ev->waiter_engine);
+		parked = 1;
+	}
+	pthread_mutex_unlock(&ev->lock);
+	return parked;
+}
+
+static const co_awaiter_ops event_ops = { NULL, event_suspend, NULL, NULL };
+
+static void event_set(struct event *ev)
+{
+	co_frame *w;
+	co_engine *e;
+	pthread_mutex_lock(&ev->lock);
+	ev->set = 1;
+	w = ev->waiter;
+	e = ev->waiter_engine;
+	__atomic_store_n(&ev->waiter, NULL, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&ev->lock);
+	if (w) {
+		co_engine_unpark(e);
+		co_wake(w);
+	}
+}
+
+struct event_waiter {
+	co_frame co;
+	struct event *ev;
+	int woke;
+};
+
+static int event_waiter_fn(co_frame *f)
+{
+	struct event_waiter *w = (struct event_waiter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &w->ev->aw);
+	w->woke = 1;
+	CO_END(f);
+}
+
+struct event_setter {
+	co_frame co;
+	co_io io;
+	struct event *ev;
+};
+
+static int event_setter_fn(co_frame *f)
+{
+	struct event_setter *st = (struct event_setter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&st->io, 80 * CO_MS)); /* longer than the deadlock grace */
+	event_set(st->ev);
+	CO_END(f);
+}
+
+static void test_parked_frame_keeps_context_alive(void **state)
+{
+	/* two lone contexts that stop by themselves when idle: A's frame waits
+	 * on an event that B sets 80 ms later; A must not stop meanwhile */
+	co_context a, b;
+	struct event ev = { .aw = { &event_ops } };
+	struct event_waiter w = { .ev = &ev };
+	struct event_setter st = { .ev = &ev };
+	(void)state;
+	pthread_mutex_init(&ev.lock, NULL);
+	assert_int_equal(co_context_init(&a, NULL), 0);
+	assert_int_equal(co_context_init(&b, NULL), 0);
+	co_init(&w.co, event_waiter_fn);
+	co_init(&st.co, event_setter_fn);
+	assert_int_equal(co_context_submit(&a, &w.co), 0);
+	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), 0);
+	while (__atomic_load_n(&ev.waiter, __ATOMIC_ACQUIRE) == NULL)
+		usleep(100); /* A has parked it */
+	assert_int_equal(co_context_submit(&b, &st.co), 0);
+	assert_int_equal(co_context_start(&b, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_context_join(&a), 0);
+	assert_int_equal(co_context_join(&b), 0);
+	assert_int_equal(w.woke, 1);
+	assert_int_equal(co_context_destroy(&a), 0);
+	assert_int_equal(co_context_destroy(&b), 0);
+	pthread_mutex_destroy(&ev.lock);
+}
+
+/* ---- ownership, shutdown, errors ------------------------------------------- */
+
+static atomic_int freed;
+
+static void free_task(co_frame *f)
+{
+	free(f);
+	atomic_fetch_add(&freed, 1);
+}
+
+struct spawner {
+	co_frame co;
+	co_scheduler *s;
+	int rets[10];
+};
+
+static int spawner_fn(co_frame *f)
+{
+	struct spawner *sp = (struct spawner *)f;
+	CO_BEGIN(f);
+	/* tasks submitted from inside a task, freed by their on_done */
+	for (int i = 0; i < 10; i++) {
+		struct tiny *t = calloc(1, sizeof *t);
+		static atomic_uchar sink[1];
+		t->ran = sink;
+		co_init(&t->co, tiny_fn);
+		t->co.on_done = free_task;
+		sp->rets[i] = co_sched_submit(sp->s, &t->co);
+	}
+	CO_END(f);
+}
+
+static void test_submit_from_task_and_ownership(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2 };
+	struct spawner sp = { .s = &s };
+	(void)state;
+	atomic_store(&freed, 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	co_init(&sp.co, spawner_fn);
+	assert_int_equal(co_sched_submit(&s, &sp.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(sp.rets[i], 0);
+	assert_int_equal(atomic_load(&freed), 10); /* each exactly once (ASan) */
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+struct server_task {
+	co_frame co;
+	co_io io;
+	int p[2];
+	char c;
+	int res;
+};
+
+static int server_task_fn(co_frame *f)
+{
+	struct server_task *t = (struct server_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_read(&t->io, t->p[0], &t->c, 1, (uint64_t)-1)); /* never comes */
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+struct shutter {
+	co_frame co;
+	co_io io;
+	co_scheduler *s;
+};
+
+static int shutter_fn(co_frame *f)
+{
+	struct shutter *sh = (struct shutter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&sh->io, 10 * CO_MS));
+	co_sched_shutdown(sh->s);
+	CO_END(f);
+}
+
+static void test_shutdown_cancels_blocked_tasks(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2 };
+	struct server_task t[2];
+	struct shutter sh = { .s = &s };
+	struct tiny late;
+	atomic_uchar ran[1] = { 0 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pipe(t[i].p), 0);
+		t[i].res = 1;
+		co_init(&t[i].co, server_task_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)i, &t[i].co), 0);
+	}
+	co_init(&sh.co, shutter_fn);
+	assert_int_equal(co_sched_submit(&s, &sh.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(t[i].res, -ECANCELED);
+		close(t[i].p[0]);
+		close(t[i].p[1]);
+	}
+	/* the next run is a fresh start */
+	late.ran = ran;
+	late.id = 0;
+	co_init(&late.co, tiny_fn);
+	assert_int_equal(co_sched_submit(&s, &late.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&ran[0]), 1);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+static void test_errors(void **state)
+{
+	co_scheduler s;
+	co_sched_opts bad = { .dispatch = (co_dispatch)9 };
+	struct tiny t;
+	atomic_uchar ran[1] = { 0 };
+	(void)state;
+	assert_int_equal(co_sched_init(NULL, NULL), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad), -EINVAL);
+	assert_int_equal(co_sched_init(&s, NULL), 0);
+	assert_true(s.n >= 1); /* one per online CPU */
+	t.ran = ran;
+	t.id = 0;
+	co_init(&t.co, tiny_fn);
+	assert_int_equal(co_sched_submit(NULL, &t.co), -EINVAL);
+	assert_int_equal(co_sched_submit(&s, NULL), -EINVAL);
+	assert_int_equal(co_sched_submit_to(&s, s.n, &t.co), -EINVAL);
+	assert_int_equal(co_sched_submit(&s, &t.co), 0);
+	assert_int_equal(co_sched_submit(&s, &t.co), -EINVAL); /* twice */
+	assert_int_equal(co_sched_destroy(&s), -EBUSY);         /* a task pending */
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* nothing to do: returns at once */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), -EINVAL);
+	assert_int_equal(co_sched_run(NULL), -EINVAL);
+	assert_int_equal(co_sched_shutdown(NULL), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_million_tasks),
+		cmocka_unit_test(test_submit_races_end_of_run),
+		cmocka_unit_test(test_transfer),
+		cmocka_unit_test(test_transfer_errors),
+		cmocka_unit_test(test_stealing_spreads_work),
+		cmocka_unit_test(test_no_stealing_keeps_work),
+		cmocka_unit_test(test_dispatch_strategies),
+		cmocka_unit_test(test_run_waits_for_io),
+		cmocka_unit_test(test_parked_frame_keeps_context_alive),
+		cmocka_unit_test(test_submit_from_task_and_ownership),
+		cmocka_unit_test(test_shutdown_cancels_blocked_tasks),
+	};
+	return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
+}
