@@ -2,9 +2,10 @@
 /*
  * The coring echo server for the benchmarks: echo_coring --port P [--threads N]
  * Listens on 127.0.0.1:P, echoes every byte on every connection
- * (TCP_NODELAY), one engine per thread, each with its own SO_REUSEPORT
- * listener. SIGINT/SIGTERM: every engine stops (pending I/O is cancelled),
- * the threads are joined, exit 0.
+ * (TCP_NODELAY). Runs on a scheduler of N contexts, each with a listener
+ * task on its own SO_REUSEPORT socket; connections are coroutines spawned
+ * on the context that accepted them. SIGINT/SIGTERM: co_sched_shutdown
+ * cancels all I/O, the listeners end, co_sched_run returns, exit 0.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <coring/io.h>
+#include <coring/scheduler.h>
 
 #define BUF_SIZE 16384
 
@@ -92,13 +94,6 @@ static int listener_fn(co_frame *f)
 	CO_END(f);
 }
 
-struct worker {
-	pthread_t th;
-	co_engine e;
-	struct listener l;
-	int ret;
-};
-
 static int listen_on(int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -116,18 +111,27 @@ static int listen_on(int port)
 	return fd;
 }
 
-static void *worker_main(void *arg)
+static void *signal_main(void *arg)
 {
-	struct worker *w = arg;
+	co_scheduler *s = arg;
+	sigset_t sigs;
+	int sig;
 
-	w->ret = co_engine_run(&w->e, CO_RUN_UNTIL_STOP);
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigwait(&sigs, &sig);
+	co_sched_shutdown(s);
 	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-	int port = 0, threads = 1, status = 0, sig;
-	struct worker *ws;
+	int port = 0, threads = 1, err;
+	co_sched_opts o = { .engine = { .sq_entries = 1024, .ready_size = 8192 } };
+	struct listener *ls;
+	co_scheduler s;
+	pthread_t sig_thread;
 	sigset_t sigs;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
@@ -140,41 +144,39 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: echo_coring --port P [--threads N]\n");
 		return 2;
 	}
-	/* Signals go to the main thread only, which stops the engines. */
+	/* Signals go to one thread, which shuts the scheduler down. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	ws = calloc((size_t)threads, sizeof *ws);
+	o.contexts = (unsigned)threads;
+	if ((err = co_sched_init(&s, &o)) < 0) {
+		fprintf(stderr, "echo_coring: %s\n", strerror(-err));
+		return 1;
+	}
+	ls = calloc((size_t)threads, sizeof *ls);
 	for (int i = 0; i < threads; i++) {
-		struct worker *w = &ws[i];
-		co_engine_opts o = { .sq_entries = 1024, .ready_size = 8192 };
-		int err = co_engine_init(&w->e, &o);
-
-		w->l.lfd = listen_on(port);
-		if (err < 0 || w->l.lfd < 0) {
-			fprintf(stderr, "echo_coring: %s\n", err < 0 ? strerror(-err) : strerror(errno));
+		ls[i].lfd = listen_on(port);
+		if (ls[i].lfd < 0) {
+			fprintf(stderr, "echo_coring: listen: %s\n", strerror(errno));
 			return 1;
 		}
-		co_init(&w->l.co, listener_fn);
-		co_engine_spawn(&w->e, &w->l.co);
-		pthread_create(&w->th, NULL, worker_main, w);
+		co_init(&ls[i].co, listener_fn);
+		co_sched_submit_to(&s, (unsigned)i, &ls[i].co);
 	}
-	fprintf(stderr, "echo_coring: listening on 127.0.0.1:%d, %d thread(s)\n", port, threads);
-	sigwait(&sigs, &sig);
+	pthread_create(&sig_thread, NULL, signal_main, &s);
+	fprintf(stderr, "echo_coring: listening on 127.0.0.1:%d, %d context(s)\n", port, threads);
+	err = co_sched_run(&s);
+	pthread_join(sig_thread, NULL);
 	for (int i = 0; i < threads; i++)
-		co_engine_stop(&ws[i].e, 1);
-	for (int i = 0; i < threads; i++) {
-		pthread_join(ws[i].th, NULL);
-		if (ws[i].ret < 0) {
-			fprintf(stderr, "echo_coring: thread %d: %s\n", i, strerror(-ws[i].ret));
-			status = 1;
-		}
-		co_engine_destroy(&ws[i].e);
-		close(ws[i].l.lfd);
+		close(ls[i].lfd);
+	free(ls);
+	co_sched_destroy(&s);
+	if (err < 0) {
+		fprintf(stderr, "echo_coring: %s\n", strerror(-err));
+		return 1;
 	}
-	free(ws);
-	return status;
+	return 0;
 }
