@@ -603,6 +603,7 @@ static void test_read_write_all_file(void **state)
 
 #define ECHO_CONNS 5000 /* 5,000 clients + 5,000 server handlers */
 #define ECHO_ROUNDS 3
+#define BIG_MSG 65536
 
 struct echo_conn {
 	co_frame co;
@@ -633,7 +634,7 @@ static int echo_handler_fn(co_frame *f)
 struct echo_server {
 	co_acceptor acc;
 	struct echo_conn *conns;
-	int nconn, errors, cancelled;
+	int nconn, maxconn, errors, cancelled;
 };
 
 static void on_conn(co_acceptor *a, int fd)
@@ -647,7 +648,7 @@ static void on_conn(co_acceptor *a, int fd)
 			s->errors++;
 		return;
 	}
-	if (s->nconn == ECHO_CONNS) { /* more than the test opened */
+	if (s->nconn == s->maxconn) { /* more than the test opened */
 		s->errors++;
 		close(fd);
 		return;
@@ -662,11 +663,11 @@ struct echo_client {
 	co_frame co;
 	co_io io;
 	co_xfer x;
-	int fd, round, len, bad;
+	int fd, round, len, maxlen, bad;
 	uint16_t port;
 	struct sockaddr_in addr;
 	unsigned seed;
-	unsigned char out[3000], in[3000];
+	unsigned char *out, *in;
 	int *clients_left;
 	struct echo_server *srv;
 	int lfd;
@@ -684,7 +685,7 @@ static int echo_client_fn(co_frame *f)
 		goto out;
 	}
 	for (c->round = 0; c->round < ECHO_ROUNDS; c->round++) {
-		c->len = 1 + (int)(rand_r(&c->seed) % sizeof c->out);
+		c->len = 1 + (int)(rand_r(&c->seed) % (unsigned)c->maxlen);
 		for (int i = 0; i < c->len; i++)
 			c->out[i] = (unsigned char)rand_r(&c->seed);
 		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->len, MSG_NOSIGNAL));
@@ -720,36 +721,47 @@ static int starter_fn(co_frame *f)
 	CO_END(f);
 }
 
-static void test_echo_10000_coroutines(void **state)
+/* conns clients and conns server coroutines echo messages of random sizes
+ * from 1 to maxlen bytes over loopback; every byte is checked. */
+static void echo_run(int conns, int maxlen)
 {
 	struct rlimit rl;
 	struct echo_server srv = { 0 };
 	struct acceptor_starter st = { 0 };
 	struct echo_client *cl;
+	unsigned char *bufs;
 	co_engine e;
 	co_engine_opts o = { .ready_size = 16384, .sq_entries = 1024 };
 	uint16_t port;
-	int lfd, left = ECHO_CONNS, bad = 0;
-	(void)state;
+	int lfd, left = conns, bad = 0;
+
 	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_cur < 2 * ECHO_CONNS + 64) {
+	if (rl.rlim_cur < 2 * (rlim_t)conns + 64) {
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
-		if (rl.rlim_cur < 2 * ECHO_CONNS + 64)
+		if (rl.rlim_cur < 2 * (rlim_t)conns + 64)
 			skip();
 	}
 	lfd = listen_loopback(&port);
-	srv.conns = calloc(ECHO_CONNS, sizeof *srv.conns);
-	cl = calloc(ECHO_CONNS, sizeof *cl);
+	srv.conns = calloc((size_t)conns, sizeof *srv.conns);
+	srv.maxconn = conns;
+	cl = calloc((size_t)conns, sizeof *cl);
+	bufs = malloc((size_t)conns * 2 * (size_t)maxlen);
+	assert_non_null(srv.conns);
+	assert_non_null(cl);
+	assert_non_null(bufs);
 	assert_int_equal(co_engine_init(&e, &o), 0);
 	st.srv = &srv;
 	st.lfd = lfd;
 	co_init(&st.co, starter_fn);
 	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
-	for (int i = 0; i < ECHO_CONNS; i++) {
+	for (int i = 0; i < conns; i++) {
 		cl[i].port = port;
-		cl[i].seed = (unsigned)i * 2654435761u;
+		cl[i].seed = (unsigned)i * 2654435761u + (unsigned)maxlen;
+		cl[i].maxlen = maxlen;
+		cl[i].out = bufs + (size_t)i * 2 * (size_t)maxlen;
+		cl[i].in = cl[i].out + maxlen;
 		cl[i].clients_left = &left;
 		cl[i].srv = &srv;
 		co_init(&cl[i].co, echo_client_fn);
@@ -757,14 +769,14 @@ static void test_echo_10000_coroutines(void **state)
 	}
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(st.ret, 0);
-	for (int i = 0; i < ECHO_CONNS; i++)
+	for (int i = 0; i < conns; i++)
 		if (cl[i].bad) {
 			if (bad++ < 5)
 				print_error("client %d: %d\n", i, cl[i].bad);
 		}
 	assert_int_equal(bad, 0);
-	assert_int_equal(srv.nconn, ECHO_CONNS);
-	assert_int_equal(srv.acc.accepted, ECHO_CONNS);
+	assert_int_equal(srv.nconn, conns);
+	assert_int_equal(srv.acc.accepted, (uint64_t)conns);
 	assert_int_equal(srv.errors, 0);
 	assert_int_equal(srv.cancelled, 1);
 	assert_int_equal(srv.acc.armed, 0);
@@ -772,6 +784,19 @@ static void test_echo_10000_coroutines(void **state)
 	close(lfd);
 	free(srv.conns);
 	free(cl);
+	free(bufs);
+}
+
+static void test_echo_10000_coroutines(void **state)
+{
+	(void)state;
+	echo_run(ECHO_CONNS, 3000);
+}
+
+static void test_echo_random_sizes_to_64k(void **state)
+{
+	(void)state;
+	echo_run(300, BIG_MSG); /* 1 byte to 64 KiB: many short sends and reads */
 }
 
 int main(void)
@@ -790,6 +815,7 @@ int main(void)
 		cmocka_unit_test(test_send_recv_all),
 		cmocka_unit_test(test_read_write_all_file),
 		cmocka_unit_test(test_echo_10000_coroutines),
+		cmocka_unit_test(test_echo_random_sizes_to_64k),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("io", tests, NULL, NULL);
