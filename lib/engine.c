@@ -315,6 +315,12 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	ret = engine_ring_init(e, &o);
 	if (ret < 0)
 		goto fail;
+	e->ts = calloc(e->ring.sq.ring_entries, sizeof *e->ts);
+	if (e->ts == NULL) {
+		io_uring_queue_exit(&e->ring);
+		ret = -ENOMEM;
+		goto fail;
+	}
 	return 0;
 fail:
 	if (e->wake_fd >= 0)
@@ -356,7 +362,9 @@ int co_engine_destroy(co_engine *e)
 		close(e->wake_fd);
 	pthread_mutex_destroy(&e->ov_lock);
 	free(e->ready_buf);
+	free(e->ts);
 	e->ready_buf = NULL;
+	e->ts = NULL;
 	return 0;
 }
 
@@ -445,7 +453,9 @@ struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 		e->stats.sq_full++;
 		io_uring_submit(&e->ring);
 	}
-	return sqe_tag(e, sqe_get(e), info, tag);
+	e->last_info = info;
+	e->last_sqe = sqe_get(e);
+	return sqe_tag(e, e->last_sqe, info, tag);
 }
 
 struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
@@ -455,7 +465,20 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 	if (e == NULL || e != co__current)
 		return NULL;
 	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
+	e->last_info = NULL;
 	return sqe ? sqe_tag(e, sqe, info, tag) : NULL;
+}
+
+struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
+{
+	if (e == NULL || e != co__current || info == NULL || e->last_info != info)
+		return NULL;
+	return e->last_sqe;
+}
+
+struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
+{
+	return &e->ts[sqe - e->ring.sq.sqes];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -610,6 +633,7 @@ int co_engine_run(co_engine *e, int mode)
 		uint64_t resumed = e->stats.resumed;
 
 		e->stats.turns++;
+		e->last_info = NULL; /* SQEs of earlier turns are submitted */
 		if (co__unlikely(stop == 2) && !e->cancel_requested)
 			cancel_all_io(e);
 		run_ready(e);

@@ -49,12 +49,14 @@ static int io_resume(co_awaiter *a, co_frame *f)
 static int io_cancel(co_awaiter *a, co_frame *f)
 {
 	co_io *io = (co_io *)a;
+	co_engine *e = co_engine_current();
 	struct io_uring_sqe *sqe;
 
-	(void)f;
-	if (io->engine != co_engine_current())
+	/* A frame waiting on I/O never moves: its engine holds the SQE, and
+	 * only that engine's thread may submit the cancel. */
+	if (e == NULL || co_root(f)->sched != &e->sched)
 		return -EPERM;
-	sqe = co_engine_sqe(io->engine, NULL, 0);
+	sqe = co_engine_sqe(e, NULL, 0);
 	io_uring_prep_cancel(sqe, &io->info, 0);
 	return 0;
 }
@@ -82,13 +84,11 @@ static co_awaiter *io_fail(co_io *io, int err)
 	io->aw.ops = &io_ops;
 	io->info.cb = io_done;
 	io->frame = NULL;
-	io->engine = NULL;
 	io->res = err;
 	io->tres = 0;
 	io->cqe_flags = 0;
 	io->pending = 0;
 	io->kind = 0;
-	io->sqe = NULL;
 	return &io->aw;
 }
 
@@ -104,14 +104,12 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 	io->aw.ops = &io_ops;
 	io->info.cb = io_done;
 	io->frame = NULL;
-	io->engine = e;
 	io->res = 0;
 	io->tres = 0;
 	io->cqe_flags = 0;
 	io->pending = 1;
 	io->kind = (unsigned char)kind;
-	io->sqe = co_engine_sqe(e, &io->info, TAG_OP);
-	return io->sqe;
+	return co_engine_sqe(e, &io->info, TAG_OP);
 }
 
 #define IO_PREP(io, kind, prep_call)                             \
@@ -213,16 +211,23 @@ static void ns_to_ts(struct __kernel_timespec *ts, uint64_t ns)
 	ts->tv_nsec = (long long)(ns % CO_S);
 }
 
+/* A timeout SQE whose timespec lives in the engine's slot for that SQE. */
+static void prep_timeout(struct io_uring_sqe *sqe, uint64_t ns, unsigned flags)
+{
+	struct __kernel_timespec *ts = co_engine_sqe_ts(co_engine_current(), sqe);
+
+	ns_to_ts(ts, ns);
+	io_uring_prep_timeout(sqe, ts, 0, flags);
+}
+
 co_awaiter *co_sleep(co_io *io, uint64_t ns)
 {
-	ns_to_ts(&io->ts, ns);
-	IO_PREP(io, K_SLEEP, io_uring_prep_timeout(sqe, &io->ts, 0, 0));
+	IO_PREP(io, K_SLEEP, prep_timeout(sqe, ns, 0));
 }
 
 co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns)
 {
-	ns_to_ts(&io->ts, monotonic_ns);
-	IO_PREP(io, K_SLEEP, io_uring_prep_timeout(sqe, &io->ts, 0, IORING_TIMEOUT_ABS));
+	IO_PREP(io, K_SLEEP, prep_timeout(sqe, monotonic_ns, IORING_TIMEOUT_ABS));
 }
 
 co_awaiter *co_cancel_io(co_io *io, co_io *target)
@@ -235,19 +240,23 @@ co_awaiter *co_cancel_io(co_io *io, co_io *target)
 co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 {
 	co_io *io = (co_io *)aw;
-	struct io_uring_sqe *sqe;
+	co_engine *e = co_engine_current();
+	struct io_uring_sqe *op, *sqe;
+	struct __kernel_timespec *ts;
 
-	if (aw == NULL || aw->ops != &io_ops || io->sqe == NULL || (io->kind & (K_SLEEP | K_DEADLINE)))
+	/* Only right after the prep: the op's SQE must still be queued. */
+	if (aw == NULL || aw->ops != &io_ops || io->pending != 1 || io->frame != NULL ||
+	    (io->kind & (K_SLEEP | K_DEADLINE)) || (op = co_engine_last_sqe(e, &io->info)) == NULL)
 		return aw;
-	sqe = co_engine_sqe_link(io->engine, &io->info, TAG_DEADLINE);
+	sqe = co_engine_sqe_link(e, &io->info, TAG_DEADLINE);
 	if (sqe == NULL)
 		return aw;
-	ns_to_ts(&io->ts, ns);
-	io->sqe->flags |= IOSQE_IO_LINK;
-	io_uring_prep_link_timeout(sqe, &io->ts, 0);
+	ts = co_engine_sqe_ts(e, sqe);
+	ns_to_ts(ts, ns);
+	op->flags |= IOSQE_IO_LINK;
+	io_uring_prep_link_timeout(sqe, ts, 0);
 	io->pending = 2;
 	io->kind |= K_DEADLINE;
-	io->sqe = NULL;
 	return aw;
 }
 

@@ -78,6 +78,10 @@ struct co_engine {
 	co_io_info wake_info;           /* private */
 	int wake_armed;                 /* private */
 	int cancel_requested;           /* private: co_engine_stop(e, 1) seen */
+	struct __kernel_timespec *ts;   /* private: a timespec per SQ slot, read by
+	                                   the kernel when the SQE is submitted */
+	co_io_info *last_info;          /* private: the last SQE handed out ... */
+	struct io_uring_sqe *last_sqe;  /* private: ... before the next submit */
 	pthread_t owner;                /* private */
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
@@ -191,6 +195,14 @@ struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 /* The next SQE of a link chain started by co_engine_sqe (which keeps room
  * for it): never submits early, so the chain is not cut. */
 struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag);
+
+/* The SQE last handed out for info, if it has not been submitted yet (to
+ * add a link after it); NULL otherwise. */
+struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info);
+
+/* Storage for a timeout's timespec that lives as long as sqe is queued
+ * (the kernel copies it at submission): awaiters need not keep one. */
+struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe);
 
 #ifdef __cplusplus
 }

@@ -40,15 +40,12 @@ typedef struct co_io {
 	co_awaiter aw;                /* private: first, returned by the preps */
 	co_io_info info;              /* private: the SQE's user_data */
 	co_frame *frame;              /* private: the awaiting frame */
-	co_engine *engine;            /* private: whose ring holds the SQE */
 	int res;                      /* read-only: the kernel's result */
 	int tres;                     /* private: the linked timeout's result */
 	unsigned cqe_flags;           /* read-only: the CQE's flags */
 	unsigned char pending;        /* private: CQEs still due (1 or 2) */
-	unsigned char kind;           /* private: CO_IO_K_* */
-	struct io_uring_sqe *sqe;     /* private: until the next submit */
-	struct __kernel_timespec ts;  /* private: read by the kernel at submit */
-} co_io;
+	unsigned char kind;           /* private */
+} co_io;                              /* 40 bytes on LP64: with a co_frame, 128 */
 
 /* Operations. Errors are the kernel's (see docs/io.md). */
 co_awaiter *co_nop(co_io *io);
