@@ -27,9 +27,9 @@ build: deps-test
 
 test: deps-test
 	$(call setup,build,,)
-	$(call setup,build-clang,CC=clang,-Dlabel_backend=goto -Dfuzz=false)
-	$(call setup,build-asan,,-Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dfuzz=false)
-	$(call setup,build-tsan,CC=clang,-Db_sanitize=thread -Db_lundef=false -Dbench=false -Dfuzz=false)
+	$(call setup,build-clang,CC=clang,-Dlabel_backend=goto -Dextra_checks=false)
+	$(call setup,build-asan,,-Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dextra_checks=false)
+	$(call setup,build-tsan,CC=clang,-Db_sanitize=thread -Db_lundef=false -Dbench=false -Dextra_checks=false)
 	@set -e; for d in build build-clang build-asan build-tsan; do \
 		echo "== $$d"; \
 		$(MESON) compile -C $$d >/dev/null; \
