@@ -16,7 +16,10 @@ deps-test:
 deps-bench:
 	@sh tools/deps.sh bench
 
-# configure a build dir once: $(call setup,DIR,ENV,ARGS)
+comma := ,
+# configure a build dir once: $(call setup,DIR,ENV,ARGS); a comma inside ARGS
+# must be written $(comma), or call splits the argument there
+
 define setup
 	@if [ ! -f $(1)/build.ninja ]; then $(2) $(MESON) setup $(1) $(3) >/dev/null || exit 1; fi
 endef
@@ -28,7 +31,7 @@ build: deps-test
 test: deps-test
 	$(call setup,build,,)
 	$(call setup,build-clang,CC=clang,-Dlabel_backend=goto -Dextra_checks=false)
-	$(call setup,build-asan,,-Db_sanitize=address,undefined -Db_lundef=false -Dbench=false -Dextra_checks=false)
+	$(call setup,build-asan,,-Db_sanitize=address$(comma)undefined -Db_lundef=false -Dbench=false -Dextra_checks=false)
 	$(call setup,build-tsan,CC=clang,-Db_sanitize=thread -Db_lundef=false -Dbench=false -Dextra_checks=false)
 	@set -e; for d in build build-clang build-asan build-tsan; do \
 		echo "== $$d"; \
