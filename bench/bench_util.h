@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every benchmark server shares, so that they differ only in their
+ * I/O model: the command line (--port P [--threads N] [--header-timeout MS]),
+ * the listening socket (127.0.0.1, SO_REUSEPORT: one socket per thread,
+ * backlog 4096), the per-connection socket options (TCP_NODELAY), the
+ * buffer size, the "port=P" line the runner and the smoke test read
+ * (--port 0 picks a free port), and signal handling (SIGINT/SIGTERM to
+ * one thread that asks the server to stop; SIGPIPE ignored).
+ */
+#ifndef CORING_BENCH_UTIL_H
+#define CORING_BENCH_UTIL_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+/* Receive buffer of every echo server (one per connection). */
+#define BENCH_BUF_SIZE 16384
+
+struct bench_args {
+	int port;               /* 0: pick a free one */
+	int threads;            /* server threads (one listener + loop each) */
+	int header_timeout_ms;  /* HTTP servers: deadline for a request header */
+};
+
+static inline void bench_usage(const char *prog)
+{
+	fprintf(stderr, "usage: %s --port P [--threads N] [--header-timeout MS]\n", prog);
+	exit(2);
+}
+
+static inline struct bench_args bench_parse(int argc, char **argv)
+{
+	struct bench_args a = { .port = -1, .threads = 1, .header_timeout_ms = 10000 };
+
+	for (int i = 1; i < argc; i++) {
+		if (i + 1 >= argc)
+			bench_usage(argv[0]);
+		if (!strcmp(argv[i], "--port"))
+			a.port = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--threads"))
+			a.threads = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--header-timeout"))
+			a.header_timeout_ms = atoi(argv[++i]);
+		else
+			bench_usage(argv[0]);
+	}
+	if (a.port < 0 || a.port > 65535 || a.threads < 1 || a.threads > 256 ||
+	    a.header_timeout_ms < 1)
+		bench_usage(argv[0]);
+	return a;
+}
+
+/* A listening socket on 127.0.0.1:*port; *port 0 picks a free port and
+ * stores it, so the next thread's socket joins the same port. -1 on error. */
+static inline int bench_listen(int *port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)*port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 4096) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		close(fd);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Options of every accepted connection. */
+static inline void bench_conn_opts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* Tell the runner where we listen: one line on stdout, flushed. */
+static inline void bench_ready(const char *name, int port, int threads)
+{
+	printf("port=%d\n", port);
+	fflush(stdout);
+	fprintf(stderr, "%s: listening on 127.0.0.1:%d, %d thread(s)\n", name, port, threads);
+}
+
+/* Block SIGINT/SIGTERM in every thread (call before creating any) and
+ * ignore SIGPIPE; then bench_signal_thread runs stop(arg) on the first. */
+static inline void bench_block_signals(void)
+{
+	sigset_t s;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+struct bench_sig {
+	void (*stop)(void *arg);
+	void *arg;
+};
+
+static inline void *bench_sig_main(void *p)
+{
+	struct bench_sig *bs = p;
+	sigset_t s;
+	int sig;
+
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigwait(&s, &sig);
+	bs->stop(bs->arg);
+	return NULL;
+}
+
+static inline uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif
