@@ -1,0 +1,71 @@
+#!/bin/sh
+# Smoke round of every benchmark program (make test, suite "bench"):
+# each server starts on a free loopback port, serves correct bytes to
+# echo_load (which checks every byte, pipelined too) and exits 0 on
+# SIGTERM; the other programs run a tiny size. Numbers are not checked.
+#   smoke.sh BENCH_BUILD_DIR
+set -eu
+B=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+start() { # start NAME ARGS: sets pid, port
+	name=$1
+	shift
+	: >"$tmp/$name.out"
+	"$B/$name" --port 0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	pid=$!
+	i=0
+	until port=$(sed -n 's/^port=//p' "$tmp/$name.out") && [ -n "$port" ]; do
+		i=$((i + 1))
+		[ $i -le 200 ] && kill -0 "$pid" 2>/dev/null || { echo "FAIL: $name did not start"; cat "$tmp/$name.err"; exit 1; }
+		sleep 0.025
+	done
+}
+
+stop() { # stop NAME SIGNAL: must exit 0 within 5 s
+	kill -"$2" "$pid"
+	i=0
+	while kill -0 "$pid" 2>/dev/null; do
+		i=$((i + 1))
+		if [ $i -gt 200 ]; then
+			kill -KILL "$pid"
+			echo "FAIL: $1 did not exit on SIG$2"
+			exit 1
+		fi
+		sleep 0.025
+	done
+	wait "$pid" || { echo "FAIL: $1 exited with $? on SIG$2"; exit 1; }
+	echo "ok: $1 exits 0 on SIG$2"
+}
+
+load() { # load ARGS: echo_load must verify every byte
+	"$B/echo_load" --port "$port" --seconds 0.3 --warmup 0.1 "$@" >"$tmp/load.out" 2>"$tmp/load.err" ||
+		{ echo "FAIL: echo_load $* against $name"; cat "$tmp/load.err"; exit 1; }
+	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
+}
+
+for s in echo_coring echo_epoll echo_uring; do
+	start "$s"
+	load --conns 1 --size 1
+	load --conns 20 --size 1024
+	load --conns 10 --size 3000 --depth 8       # pipelined, messages split by TCP
+	load --conns 4 --size 60000                 # larger than every buffer
+	load --conns 30 --size 200 --churn 5        # random disconnects
+	stop "$s" TERM
+	start "$s" --threads 2
+	load --conns 20 --size 512
+	stop "$s" INT
+done
+for s in http_coring http_epoll; do
+	start "$s"
+	load --http --conns 20
+	load --http --conns 5 --depth 16            # pipelined requests
+	stop "$s" TERM
+done
+
+"$B/switch" --iters 100000 --rounds 1 >/dev/null && echo "ok: switch"
+"$B/memory" --count 20000 >/dev/null && echo "ok: memory"
+"$B/xsubmit" --frames 20000 --producers 1,2 >/dev/null && echo "ok: xsubmit"
+"$B/dispatch" --tasks 200 >/dev/null && echo "ok: dispatch"
+echo "bench smoke: all programs passed"

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The benchmark servers as a client sees them (issue 6 and 7):
+ *   - echo servers: a client that sends and never reads blocks only its own
+ *     connection; another client keeps getting every byte back;
+ *   - HTTP servers: keep-alive, pipelining, Connection: close, HTTP/1.0,
+ *     400 and 431 then close; a slowloris client (a header trickled forever)
+ *     does not hold up other clients and is closed after the header
+ *     deadline (--header-timeout);
+ *   - every server exits 0 on SIGTERM with clients still connected.
+ * Usage: test_bench_servers ECHO_SERVER... -- HTTP_SERVER...
+ * Durations are hang guards only: nothing here asserts a time.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <cmocka.h>
+
+#include "http_parse.h"
+
+#define GUARD_MS 5000
+
+static char **echo_servers, **http_servers;
+static pid_t running = -1; /* killed by the teardown if a test failed */
+static int n_echo, n_http;
+
+struct server {
+	pid_t pid;
+	int port;
+};
+
+static void server_start(struct server *s, const char *path, const char *extra)
+{
+	int fds[2];
+	char line[64];
+	ssize_t n;
+	size_t have = 0;
+
+	assert_int_equal(pipe(fds), 0);
+	s->pid = fork();
+	assert_true(s->pid >= 0);
+	if (s->pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		if (extra)
+			execl(path, path, "--port", "0", "--header-timeout", extra, (char *)NULL);
+		else
+			execl(path, path, "--port", "0", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	running = s->pid;
+	/* the first line is "port=P" */
+	while (have < sizeof line - 1 && (n = read(fds[0], line + have, 1)) == 1 && line[have] != '\n')
+		have++;
+	line[have] = 0;
+	close(fds[0]);
+	assert_int_equal(sscanf(line, "port=%d", &s->port), 1);
+}
+
+/* SIGTERM: the server must exit with status 0. */
+static void server_stop(struct server *s)
+{
+	int status = 0;
+
+	assert_int_equal(kill(s->pid, SIGTERM), 0);
+	for (int i = 0; i < GUARD_MS / 10; i++) {
+		if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
+			running = -1;
+			assert_true(WIFEXITED(status));
+			assert_int_equal(WEXITSTATUS(status), 0);
+			return;
+		}
+		usleep(10000);
+	}
+	kill(s->pid, SIGKILL);
+	waitpid(s->pid, &status, 0);
+	fail_msg("server did not exit on SIGTERM");
+}
+
+static int dial(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+		assert_true(k > 0);
+		p = (const char *)p + k;
+		n -= (size_t)k;
+	}
+}
+
+/* Read exactly n bytes (hang guard). */
+static void recv_exact(int fd, void *p, size_t n)
+{
+	while (n) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		assert_int_equal(poll(&pf, 1, GUARD_MS), 1);
+		ssize_t k = recv(fd, p, n, 0);
+		assert_true(k > 0);
+		p = (char *)p + k;
+		n -= (size_t)k;
+	}
+}
+
+/* 1 if the peer closed the connection (EOF or reset) within the guard. */
+static int closed_by_peer(int fd, int guard_ms)
+{
+	char c;
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	if (poll(&pf, 1, guard_ms) != 1)
+		return 0;
+	ssize_t k = recv(fd, &c, 1, MSG_DONTWAIT);
+	return k == 0 || (k < 0 && errno == ECONNRESET);
+}
+
+/* ---- echo -------------------------------------------------------------------- */
+
+static void echo_round_trips(int fd, int n)
+{
+	char out[700], in[700];
+
+	for (int i = 0; i < n; i++) {
+		for (size_t j = 0; j < sizeof out; j++)
+			out[j] = (char)(i * 31 + j * 7);
+		send_all(fd, out, sizeof out);
+		recv_exact(fd, in, sizeof in);
+		assert_memory_equal(in, out, sizeof out);
+	}
+}
+
+static void test_echo_reader_that_never_reads(void **state)
+{
+	(void)state;
+	for (int i = 0; i < n_echo; i++) {
+		struct server s;
+		static char junk[65536];
+		size_t pushed = 0;
+		int hog, good;
+
+		server_start(&s, echo_servers[i], NULL);
+		hog = dial(s.port);
+		fcntl(hog, F_SETFL, O_NONBLOCK);
+		/* Send until our socket is full: the server's send to us is
+		 * blocked then, and it stopped reading us. */
+		for (int idle = 0; idle < 20;) {
+			ssize_t k = send(hog, junk, sizeof junk, MSG_NOSIGNAL);
+			if (k > 0) {
+				pushed += (size_t)k;
+				idle = 0;
+			} else {
+				assert_int_equal(errno, EAGAIN);
+				idle++;
+				usleep(5000);
+			}
+		}
+		assert_true(pushed > 0);
+		good = dial(s.port);
+		echo_round_trips(good, 200); /* served while the hog is stuck */
+		close(good);
+		/* the stuck connection still gets its bytes once it reads */
+		char buf[4096];
+		size_t got = 0;
+		fcntl(hog, F_SETFL, 0);
+		while (got < 65536) {
+			ssize_t k = recv(hog, buf, sizeof buf, 0);
+			assert_true(k > 0);
+			got += (size_t)k;
+		}
+		/* SIGTERM with a client still connected */
+		server_stop(&s);
+		close(hog);
+	}
+}
+
+/* ---- HTTP ---------------------------------------------------------------------- */
+
+static const char get_root[] = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+
+static void expect_hello(int fd)
+{
+	char buf[sizeof HTTP_HELLO_RESPONSE];
+
+	recv_exact(fd, buf, sizeof buf - 1);
+	assert_memory_equal(buf, HTTP_HELLO_RESPONSE, sizeof buf - 1);
+}
+
+/* Read the answer up to the peer's close; it must start with prefix and
+ * hold needle (if any). */
+static void expect_answer_then_close(int fd, const char *prefix, const char *needle)
+{
+	char buf[1024];
+	size_t have = 0;
+
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		assert_int_equal(poll(&pf, 1, GUARD_MS), 1);
+		ssize_t k = recv(fd, buf + have, sizeof buf - 1 - have, 0);
+		if (k == 0 || (k < 0 && errno == ECONNRESET))
+			break;
+		assert_true(k > 0);
+		have += (size_t)k;
+	}
+	buf[have] = 0;
+	assert_true(have >= strlen(prefix));
+	assert_memory_equal(buf, prefix, strlen(prefix));
+	if (needle)
+		assert_non_null(strstr(buf, needle));
+}
+
+static void test_http_protocol(void **state)
+{
+	(void)state;
+	for (int i = 0; i < n_http; i++) {
+		struct server s;
+		int fd;
+
+		server_start(&s, http_servers[i], NULL);
+		/* keep-alive, then two pipelined requests in one write */
+		fd = dial(s.port);
+		send_all(fd, get_root, sizeof get_root - 1);
+		expect_hello(fd);
+		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", 54);
+		expect_hello(fd);
+		expect_hello(fd);
+		/* Connection: close is honoured */
+		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 46);
+		expect_answer_then_close(fd, "HTTP/1.1 200 OK", "Connection: close\r\n");
+		close(fd);
+		/* HTTP/1.0: closed unless keep-alive was asked for */
+		fd = dial(s.port);
+		const char *ka10 = "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
+		struct http_parser p;
+		struct http_req req;
+		char buf[512];
+		size_t n;
+		http_parser_init(&p);
+		assert_int_equal(http_parse(&p, ka10, strlen(ka10), &req), HTTP_DONE);
+		const char *want = http_response(&req, &n);
+		assert_non_null(strstr(want, "Connection: keep-alive\r\n"));
+		send_all(fd, ka10, strlen(ka10));
+		recv_exact(fd, buf, n);
+		assert_memory_equal(buf, want, n);
+		send_all(fd, "GET /x HTTP/1.0\r\n\r\n", 19);
+		expect_answer_then_close(fd, "HTTP/1.1 404 Not Found", "Connection: close\r\n");
+		close(fd);
+		/* malformed: 400 and close; too large: 431 and close */
+		fd = dial(s.port);
+		send_all(fd, "GARBAGE\r\n\r\n", 11);
+		expect_answer_then_close(fd, "HTTP/1.1 400 Bad Request", "Connection: close");
+		close(fd);
+		fd = dial(s.port);
+		static char big[HTTP_MAX_REQUEST + 16];
+		memcpy(big, "GET / HTTP/1.1\r\nHost: t\r\nX: ", 28);
+		memset(big + 28, 'a', sizeof big - 28);
+		send_all(fd, big, sizeof big);
+		expect_answer_then_close(fd, "HTTP/1.1 431 ", NULL);
+		close(fd);
+		server_stop(&s);
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_http_slowloris(void **state)
+{
+	(void)state;
+	for (int i = 0; i < n_http; i++) {
+		struct server s;
+		const char *trickle = "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+		int slow, good, served = 0, closed = 0;
+		uint64_t t0;
+
+		server_start(&s, http_servers[i], "300"); /* header deadline 300 ms */
+		slow = dial(s.port);
+		good = dial(s.port);
+		t0 = now_ms();
+		/* one header byte every 10 ms, forever (until the server closes
+		 * the connection); meanwhile the other client is served */
+		for (size_t k = 0; now_ms() - t0 < GUARD_MS; k++) {
+			if (send(slow, trickle + k % strlen(trickle), 1, MSG_NOSIGNAL) != 1 ||
+			    closed_by_peer(slow, 0)) {
+				closed = 1;
+				break;
+			}
+			send_all(good, get_root, sizeof get_root - 1);
+			expect_hello(good);
+			served++;
+			usleep(10000);
+		}
+		assert_true(closed);   /* the deadline closed it (no answer) */
+		assert_true(served > 0);
+		/* a client that sends nothing at all is timed the same way */
+		int mute = dial(s.port);
+		assert_true(closed_by_peer(mute, GUARD_MS));
+		close(mute);
+		/* and the server still serves */
+		send_all(good, get_root, sizeof get_root - 1);
+		expect_hello(good);
+		close(slow);
+		server_stop(&s); /* with a client still connected */
+		close(good);
+	}
+}
+
+/* A failed assertion leaves its server running: kill it, or it would keep
+ * the test's output open. */
+static int kill_running(void **state)
+{
+	(void)state;
+	if (running > 0) {
+		kill(running, SIGKILL);
+		waitpid(running, NULL, 0);
+		running = -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_echo_reader_that_never_reads, kill_running),
+		cmocka_unit_test_teardown(test_http_protocol, kill_running),
+		cmocka_unit_test_teardown(test_http_slowloris, kill_running),
+	};
+	int i = 1;
+
+	signal(SIGPIPE, SIG_IGN);
+	echo_servers = argv + i;
+	while (i < argc && strcmp(argv[i], "--"))
+		i++;
+	n_echo = (int)(argv + i - echo_servers);
+	http_servers = argv + i + (i < argc);
+	n_http = argc - i - (i < argc);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
