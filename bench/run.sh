@@ -32,6 +32,10 @@ else
 	http_conns="50 500" switch_iters=20000000 switch_rounds=7 mem_count=1000000 xs_frames=2000000
 fi
 
+# overrides, for a custom run: ROUNDS=5 SECONDS_PER_ROUND=3 make bench
+rounds=${ROUNDS:-$rounds}
+secs=${SECONDS_PER_ROUND:-$secs}
+
 # CPUs: the servers on one, the load on another; one CPU: no pinning.
 ncpu=$(nproc)
 if [ "$ncpu" -ge 2 ]; then
@@ -313,13 +317,14 @@ set style histogram clustered gap 1
 set style fill solid 0.85 border -1
 set boxwidth 0.9
 set grid ytics
-set key top left
+set key outside right top vertical
+set logscale y
 set xtics rotate by -25
 set multiplot layout 2,1 title "coring vs epoll vs raw liburing ($mode, $(date -u '+%Y-%m-%d'), $ncpu CPUs)"
-set ylabel "thousand requests/s (higher is better)"
+set ylabel "thousand requests/s (log; higher is better)"
 plot "$tmp/chart.dat" using 2:xtic(1) title "coring" lc rgb "#1b9e77", \
      "" using 3 title "epoll" lc rgb "#d95f02", "" using 4 title "raw liburing" lc rgb "#7570b3"
-set ylabel "server CPU us per request (lower is better)"
+set ylabel "server CPU us/request (log; lower is better)"
 plot "$tmp/chart.dat" using 5:xtic(1) title "coring" lc rgb "#1b9e77", \
      "" using 6 title "epoll" lc rgb "#d95f02", "" using 7 title "raw liburing" lc rgb "#7570b3"
 unset multiplot
