@@ -23,6 +23,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 /* Receive buffer of every echo server (one per connection). */
@@ -130,6 +132,44 @@ static inline void *bench_sig_main(void *p)
 	sigwait(&s, &sig);
 	bs->stop(bs->arg);
 	return NULL;
+}
+
+/* Run the server: thread i runs fn(workers + i * wsize), a signal thread
+ * calls sig->stop on SIGINT/SIGTERM; print the ready line; join them all. */
+static inline void bench_run(const char *name, const struct bench_args *a, void *workers,
+			     size_t wsize, void *(*fn)(void *), struct bench_sig *sig)
+{
+	pthread_t *t = calloc((size_t)a->threads, sizeof *t), st;
+
+	for (int i = 0; i < a->threads; i++)
+		pthread_create(&t[i], NULL, fn, (char *)workers + (size_t)i * wsize);
+	pthread_create(&st, NULL, bench_sig_main, sig);
+	bench_ready(name, a->port, a->threads);
+	for (int i = 0; i < a->threads; i++)
+		pthread_join(t[i], NULL);
+	pthread_join(st, NULL);
+	free(t);
+}
+
+/* The epoll servers' per-thread setup: a nonblocking listener on *port
+ * and an epoll set watching it (data.ptr = lfd_tag) and the shared stop
+ * eventfd (data.ptr = stop_tag). Exits on failure. */
+static inline void bench_epoll_init(const char *name, int *port, int stop_fd, int *lfd, int *ep,
+				    void *lfd_tag, void *stop_tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	*lfd = bench_listen(port);
+	*ep = epoll_create1(EPOLL_CLOEXEC);
+	if (*lfd < 0 || *ep < 0) {
+		fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+		exit(1);
+	}
+	fcntl(*lfd, F_SETFL, O_NONBLOCK);
+	ev.data.ptr = lfd_tag;
+	epoll_ctl(*ep, EPOLL_CTL_ADD, *lfd, &ev);
+	ev.data.ptr = stop_tag;
+	epoll_ctl(*ep, EPOLL_CTL_ADD, stop_fd, &ev);
 }
 
 static inline uint64_t bench_now_ns(void)

@@ -26,7 +26,6 @@ struct conn {
 } __attribute__((aligned(8)));
 
 struct worker {
-	pthread_t thread;
 	struct io_uring ring;
 	int lfd, stop_fd;
 	uint64_t stop_val;
@@ -188,7 +187,6 @@ int main(int argc, char **argv)
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
 	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 	struct bench_sig sig = { stop_all, &stop_fd };
-	pthread_t sig_thread;
 
 	if (ws == NULL || stop_fd < 0)
 		return 1;
@@ -207,16 +205,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	for (int i = 0; i < a.threads; i++)
-		pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
-	pthread_create(&sig_thread, NULL, bench_sig_main, &sig);
-	bench_ready("echo_uring", a.port, a.threads);
+	bench_run("echo_uring", &a, ws, sizeof *ws, worker_main, &sig);
 	for (int i = 0; i < a.threads; i++) {
-		pthread_join(ws[i].thread, NULL);
 		io_uring_queue_exit(&ws[i].ring);
 		close(ws[i].lfd);
 	}
-	pthread_join(sig_thread, NULL);
 	close(stop_fd);
 	free(ws);
 	return 0;

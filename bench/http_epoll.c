@@ -16,8 +16,6 @@
  * timed. A client that does not read its answers parks only its own
  * connection (EPOLLOUT, no more reading). SIGINT/SIGTERM: exit 0.
  */
-#include <fcntl.h>
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 
 #include "bench_util.h"
@@ -39,7 +37,6 @@ struct conn {
 };
 
 struct worker {
-	pthread_t thread;
 	int ep, lfd, stop_fd;
 	struct conn pending;            /* list head */
 	uint64_t timeout_ns, next_sweep;
@@ -230,40 +227,23 @@ int main(int argc, char **argv)
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
 	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct bench_sig sig = { stop_all, &stop_fd };
-	pthread_t sig_thread;
 
 	if (ws == NULL || stop_fd < 0)
 		return 1;
 	bench_block_signals();
 	for (int i = 0; i < a.threads; i++) {
 		struct worker *w = &ws[i];
-		struct epoll_event ev = { .events = EPOLLIN };
 
 		w->stop_fd = stop_fd;
 		w->timeout_ns = (uint64_t)a.header_timeout_ms * 1000000u;
 		w->pending.next = w->pending.prev = &w->pending;
-		w->lfd = bench_listen(&a.port);
-		w->ep = epoll_create1(EPOLL_CLOEXEC);
-		if (w->lfd < 0 || w->ep < 0) {
-			perror("http_epoll: listen");
-			return 1;
-		}
-		fcntl(w->lfd, F_SETFL, O_NONBLOCK);
-		ev.data.ptr = &w->lfd;
-		epoll_ctl(w->ep, EPOLL_CTL_ADD, w->lfd, &ev);
-		ev.data.ptr = &w->stop_fd;
-		epoll_ctl(w->ep, EPOLL_CTL_ADD, stop_fd, &ev);
+		bench_epoll_init("http_epoll", &a.port, stop_fd, &w->lfd, &w->ep, &w->lfd, &w->stop_fd);
 	}
-	for (int i = 0; i < a.threads; i++)
-		pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
-	pthread_create(&sig_thread, NULL, bench_sig_main, &sig);
-	bench_ready("http_epoll", a.port, a.threads);
+	bench_run("http_epoll", &a, ws, sizeof *ws, worker_main, &sig);
 	for (int i = 0; i < a.threads; i++) {
-		pthread_join(ws[i].thread, NULL);
 		close(ws[i].lfd);
 		close(ws[i].ep);
 	}
-	pthread_join(sig_thread, NULL);
 	close(stop_fd);
 	free(ws);
 	return 0;

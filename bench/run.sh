@@ -90,6 +90,21 @@ kv() { # kv KEY LINE: the value of key=value in a summary line
 	echo "$2" | tr ' ' '\n' | sed -n "s/^$1=//p"
 }
 
+# strace_calls PID LOAD...: run the load with strace -c attached to the
+# server; prints the server's syscall count (the load's output is in
+# $tmp/sload.txt). Never mixed with a measured round.
+strace_calls() {
+	sp=$1
+	shift
+	strace -c -f -p "$sp" -o "$tmp/strace.txt" 2>/dev/null &
+	spid=$!
+	sleep 0.5
+	"$@" >"$tmp/sload.txt" 2>/dev/null || true
+	kill -INT "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	awk '$NF == "total" { print $4 }' "$tmp/strace.txt" 2>/dev/null
+}
+
 noise_limit=$(awk -v s="$secs" 'BEGIN { print 0.10 * s }')
 hsecs=$(awk -v s="$secs" 'BEGIN { printf "%d", (s < 1) ? 1 : s + 0.5 }') # wrk takes whole seconds
 hnoise_limit=$(awk -v s="$hsecs" 'BEGIN { print 0.10 * s }')
@@ -139,15 +154,9 @@ for c in $conns_list; do
 		# syscalls per request: a separate short round under strace
 		for s in $servers; do
 			eval "p=\$pid_$s q=\$port_$s"
-			strace -c -f -p "$p" -o "$tmp/strace.txt" 2>/dev/null &
-			spid=$!
-			sleep 0.5
-			line=$($pin_l "$B/echo_load" --port "$q" --conns "$c" --size "$z" --seconds "$ssecs" \
-				--warmup 0 2>/dev/null) || line="requests=0"
-			kill -INT "$spid" 2>/dev/null || true
-			wait "$spid" 2>/dev/null || true
-			calls=$(awk '$NF == "total" { print $4 }' "$tmp/strace.txt" 2>/dev/null)
-			echo "echo,$c,$z,$s,${calls:-0},$(kv requests "$line")" >>"$tmp/sys.csv"
+			calls=$(strace_calls "$p" $pin_l "$B/echo_load" --port "$q" --conns "$c" --size "$z" \
+				--seconds "$ssecs" --warmup 0)
+			echo "echo,$c,$z,$s,${calls:-0},$(kv requests "$(cat "$tmp/sload.txt")")" >>"$tmp/sys.csv"
 			printf 's' >&2
 		done
 		echo >&2
@@ -218,14 +227,9 @@ if command -v wrk >/dev/null 2>&1; then
 		done
 		for s in $hservers; do
 			eval "p=\$pid_$s q=\$port_$s"
-			strace -c -f -p "$p" -o "$tmp/strace.txt" 2>/dev/null &
-			spid=$!
-			sleep 0.5
-			$pin_l wrk -t1 -c"$c" -d"$(awk -v s="$ssecs" 'BEGIN { printf "%d", (s < 1) ? 1 : s }')s" "http://127.0.0.1:$q/" >"$tmp/wrk.txt" 2>&1 || true
-			kill -INT "$spid" 2>/dev/null || true
-			wait "$spid" 2>/dev/null || true
-			calls=$(awk '$NF == "total" { print $4 }' "$tmp/strace.txt" 2>/dev/null)
-			n=$(awk '/requests in/ { print $1 }' "$tmp/wrk.txt")
+			calls=$(strace_calls "$p" $pin_l wrk -t1 -c"$c" \
+				-d"$(awk -v s="$ssecs" 'BEGIN { printf "%d", (s < 1) ? 1 : s }')s" "http://127.0.0.1:$q/")
+			n=$(awk '/requests in/ { print $1 }' "$tmp/sload.txt")
 			echo "http,$c,0,$s,${calls:-0},${n:-0}" >>"$tmp/sys.csv"
 			printf 's' >&2
 		done
@@ -244,7 +248,7 @@ function median(list, n,    a, i, j, t) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-FNR == NR { sys[$1 "," $2 "," $3 "," $4] = ($6 > 0) ? $5 / $6 : ""; next }
+FNR == NR { sys[$1 "," $2 "," $3 "," $4] = ($5 > 0 && $6 > 0) ? $5 / $6 : ""; next } # strace unavailable: "-"
 {
 	k = $1 "," $2 "," $3 "," $4
 	if (!(k in n)) order[++nk] = k
