@@ -134,6 +134,17 @@ static inline void *bench_sig_main(void *p)
 	return NULL;
 }
 
+/* The stop of the epoll and raw io_uring servers (sig->arg = the eventfd
+ * every loop watches): 256 so that each thread of an EFD_SEMAPHORE eventfd
+ * (one read each, at most 256 threads) and every epoll set sees it. */
+static inline void bench_stop_eventfd(void *arg)
+{
+	uint64_t n = 256;
+
+	if (write(*(int *)arg, &n, sizeof n) < 0)
+		perror("stop: eventfd");
+}
+
 /* Run the server: thread i runs fn(workers + i * wsize), a signal thread
  * calls sig->stop on SIGINT/SIGTERM; print the ready line; join them all. */
 static inline void bench_run(const char *name, const struct bench_args *a, void *workers,

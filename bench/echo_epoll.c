@@ -143,23 +143,12 @@ out:
 	return NULL;
 }
 
-/* Connections still open at the stop are closed by exit (a benchmark
- * server keeps no list of them: that would cost on the hot path). */
-static void stop_all(void *arg)
-{
-	int fd = *(int *)arg;
-	uint64_t one = 1;
-
-	if (write(fd, &one, sizeof one) < 0)
-		perror("echo_epoll: eventfd");
-}
-
 int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
 	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	struct bench_sig sig = { stop_all, &stop_fd };
+	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
 
 	if (ws == NULL || stop_fd < 0)
 		return 1;

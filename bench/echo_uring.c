@@ -172,21 +172,12 @@ static int ring_init(struct io_uring *r)
 	return ret;
 }
 
-static void stop_all(void *arg)
-{
-	int fd = *(int *)arg;
-	uint64_t big = 256; /* a semaphore eventfd: one read per thread (<= 256) */
-
-	if (write(fd, &big, sizeof big) < 0)
-		perror("echo_uring: eventfd");
-}
-
 int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
 	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-	struct bench_sig sig = { stop_all, &stop_fd };
+	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
 
 	if (ws == NULL || stop_fd < 0)
 		return 1;

@@ -213,20 +213,12 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static void stop_all(void *arg)
-{
-	uint64_t one = 1;
-
-	if (write(*(int *)arg, &one, sizeof one) < 0)
-		perror("http_epoll: eventfd");
-}
-
 int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
 	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	struct bench_sig sig = { stop_all, &stop_fd };
+	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
 
 	if (ws == NULL || stop_fd < 0)
 		return 1;
