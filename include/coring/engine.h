@@ -82,6 +82,9 @@ struct co_engine {
 	                                   the kernel when the SQE is submitted */
 	co_io_info *last_info;          /* private: the last SQE handed out ... */
 	struct io_uring_sqe *last_sqe;  /* private: ... before the next submit */
+	co_frame *local_head;           /* private: frames the owner thread woke, when */
+	co_frame *local_tail;           /* private: no stealing: a plain FIFO, no atomics */
+	unsigned local_n;               /* private */
 	pthread_t owner;                /* private */
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
