@@ -61,6 +61,10 @@ extern int (*co__uring_setup_hook)(unsigned entries, struct io_uring *ring,
 
 /* Engine internals used by the scheduler (lib/engine.c). */
 struct co_engine;
+/* The engine running on the calling thread (co_engine_current without the
+ * call): hidden, so the library reads it straight from its TLS block. */
+extern _Thread_local struct co_engine *co__tls_engine
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 struct co_frame;
 void co__engine_kick(struct co_engine *e);
 int co__engine_sleeping(struct co_engine *e);

@@ -95,7 +95,7 @@ static co_awaiter *io_fail(co_io *io, int err)
 /* Start an operation: an SQE of the current engine, or a failed await. */
 static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 {
-	co_engine *e = co_engine_current();
+	co_engine *e = co__tls_engine;
 
 	if (e == NULL) {
 		io_fail(io, -ENXIO);
@@ -214,7 +214,7 @@ static void ns_to_ts(struct __kernel_timespec *ts, uint64_t ns)
 /* A timeout SQE whose timespec lives in the engine's slot for that SQE. */
 static void prep_timeout(struct io_uring_sqe *sqe, uint64_t ns, unsigned flags)
 {
-	struct __kernel_timespec *ts = co_engine_sqe_ts(co_engine_current(), sqe);
+	struct __kernel_timespec *ts = co_engine_sqe_ts(co__tls_engine, sqe);
 
 	ns_to_ts(ts, ns);
 	io_uring_prep_timeout(sqe, ts, 0, flags);
