@@ -544,6 +544,105 @@ static void test_tiny_rings_lose_nothing(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* ---- the owner's local FIFO (no stealing) and the ring share the loop ------ */
+
+struct spinner {
+	co_frame co;
+	atomic_int *flag;
+	atomic_int started;
+	long spins;         /* read after the engine thread is joined */
+};
+
+/* Yields (to the owner's local FIFO) until another thread's frame, which
+ * comes through the ring, sets the flag: the loop must not starve it. */
+static int spinner_fn(co_frame *f)
+{
+	struct spinner *s = (struct spinner *)f;
+	CO_BEGIN(f);
+	atomic_store(&s->started, 1);
+	while (!atomic_load(s->flag) && s->spins < 50000000)
+		CO_YIELD_VALUE(f, s->spins, s->spins + 1);
+	CO_END(f);
+}
+
+struct setter {
+	co_frame co;
+	atomic_int *flag;
+};
+
+static int setter_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	atomic_store(((struct setter *)f)->flag, 1);
+	CO_END(f);
+}
+
+static void test_local_fifo_does_not_starve_ring(void **state)
+{
+	co_engine e;
+	struct runner r = { &e, CO_RUN_UNTIL_IDLE, -1 };
+	struct spinner sp = { .spins = 0, .started = 0 };
+	struct setter st;
+	atomic_int flag = 0;
+	pthread_t th;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	sp.flag = st.flag = &flag;
+	co_init(&sp.co, spinner_fn);
+	assert_int_equal(co_engine_spawn(&e, &sp.co), 0);
+	assert_int_equal(pthread_create(&th, NULL, run_thread, &r), 0);
+	while (!atomic_load(&sp.started)) /* it spins on the engine thread */
+		usleep(100);
+	co_init(&st.co, setter_fn);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0); /* from another thread: the ring */
+	pthread_join(th, NULL);
+	assert_int_equal(r.ret, 0);
+	assert_int_equal(atomic_load(&flag), 1);
+	assert_true(sp.spins < 50000000); /* it saw the flag: the ring frame ran */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+struct spawner {
+	co_frame co;
+	struct task kids[8];
+};
+
+/* Frames a coroutine spawns on its own engine (the local FIFO) run in
+ * spawn order. */
+static int spawner_fn(co_frame *f)
+{
+	struct spawner *s = (struct spawner *)f;
+	CO_BEGIN(f);
+	for (int i = 0; i < 8; i++)
+		if (co_engine_spawn(co_engine_current(), &s->kids[i].co) != 0)
+			abort();
+	CO_END(f);
+}
+
+static void test_local_spawns_run_in_order(void **state)
+{
+	co_engine e;
+	struct spawner sp;
+	atomic_int runs[8] = { 0 };
+	int order[8];
+	atomic_int n = 0;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 8; i++) {
+		sp.kids[i] = (struct task){ .id = i, .yields = 1, .runs = runs, .order = order, .n = &n };
+		co_init(&sp.kids[i].co, task_fn);
+	}
+	co_init(&sp.co, spawner_fn);
+	assert_int_equal(co_engine_spawn(&e, &sp.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&n), 8);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(order[i], i);
+		assert_int_equal(atomic_load(&runs[i]), 1);
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +658,8 @@ int main(void)
 		cmocka_unit_test(test_stop_cancels_io),
 		cmocka_unit_test(test_nested_run_refused),
 		cmocka_unit_test(test_tiny_rings_lose_nothing),
+		cmocka_unit_test(test_local_fifo_does_not_starve_ring),
+		cmocka_unit_test(test_local_spawns_run_in_order),
 	};
 	return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
