@@ -395,7 +395,7 @@ int co_engine_stop(co_engine *e, int cancel_io)
 {
 	int remote;
 
-	if (e == NULL)
+	if (e == NULL || e->ready_buf == NULL)
 		return -EINVAL;
 	remote = co__current != e;
 	if (remote)
@@ -414,15 +414,21 @@ int co_engine_stop(co_engine *e, int cancel_io)
 	return 0;
 }
 
-void co_engine_park(co_engine *e)
+int co_engine_park(co_engine *e)
 {
+	if (e == NULL || e->ready_buf == NULL)
+		return -EINVAL;
 	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
+	return 0;
 }
 
-void co_engine_unpark(co_engine *e)
+int co_engine_unpark(co_engine *e)
 {
-	int remote = co__current != e;
+	int remote;
 
+	if (e == NULL || e->ready_buf == NULL)
+		return -EINVAL;
+	remote = co__current != e;
 	if (remote)
 		visit_begin(e);
 	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
@@ -432,6 +438,7 @@ void co_engine_unpark(co_engine *e)
 		engine_kick(e);
 		visit_end(e);
 	}
+	return 0;
 }
 
 static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
@@ -478,6 +485,9 @@ struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
 
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
 {
+	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes ||
+	    sqe >= e->ring.sq.sqes + e->ring.sq.ring_entries)
+		return NULL;
 	return &e->ts[sqe - e->ring.sq.sqes];
 }
 

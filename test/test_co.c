@@ -803,6 +803,79 @@ static void misuse_await_running_child(void)
 	co_resume(&b.co);
 }
 
+/* NULL given where a frame, awaiter or child is due. */
+struct nulls {
+	co_frame co;
+	int r_await, r_task;
+};
+
+static int nulls_fn(co_frame *f)
+{
+	struct nulls *n = (struct nulls *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, (co_awaiter *)NULL);
+	n->r_await = co_result(f);
+	CO_AWAIT_TASK(f, (co_frame *)NULL);
+	n->r_task = co_result(f);
+	CO_END(f);
+}
+
+static struct nulls nulls_probe;
+
+static void misuse_await_nulls(void)
+{
+	co_init(&nulls_probe.co, nulls_fn);
+	co_resume(&nulls_probe.co);
+}
+
+#if CO_DEBUG
+static void misuse_init_null(void)
+{
+	co_init(NULL, counter_fn);
+}
+
+static void misuse_resume_no_body(void)
+{
+	struct counter c;
+	co_init(&c.co, NULL); /* allowed: spawns refuse it with -EINVAL */
+	co_resume(&c.co);
+}
+
+static void misuse_resume_null(void)
+{
+	co_resume(NULL);
+}
+
+static void misuse_wake_null(void)
+{
+	co_wake(NULL);
+}
+
+static void misuse_done_null(void)
+{
+	(void)co_done(NULL);
+}
+
+static void misuse_loop_null(void)
+{
+	co_loop_run(NULL);
+}
+
+static int task_null_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_AWAIT_TASK(f, (co_frame *)NULL);
+	CO_END(f);
+}
+
+static void misuse_await_task_null(void)
+{
+	struct counter c;
+	co_init(&c.co, task_null_fn);
+	co_resume(&c.co);
+}
+#endif
+
 #if !CO_USE_COMPUTED_GOTO
 static void misuse_switch_suspension(void)
 {
@@ -853,6 +926,28 @@ static void test_misuse(void **state)
 #endif
 }
 
+static void test_null_arguments(void **state)
+{
+	(void)state;
+	assert_int_equal(co_cancel(NULL), -EINVAL);
+#if CO_DEBUG
+	assert_true(traps_with(misuse_init_null, "co_init: NULL frame"));
+	assert_true(traps_with(misuse_resume_no_body, "co_resume: frame has no body"));
+	assert_true(traps_with(misuse_resume_null, "co_resume: NULL frame"));
+	assert_true(traps_with(misuse_wake_null, "co_wake: NULL frame"));
+	assert_true(traps_with(misuse_done_null, "co_done: NULL frame"));
+	assert_true(traps_with(misuse_loop_null, "co_loop_run: NULL loop"));
+	assert_true(traps_with(misuse_await_nulls, "CO_AWAIT: NULL awaiter"));
+	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT_TASK: NULL child frame"));
+#else
+	/* release: a NULL awaiter or child is an await whose value is -EINVAL */
+	misuse_await_nulls();
+	assert_true(co_done(&nulls_probe.co));
+	assert_int_equal(nulls_probe.r_await, -EINVAL);
+	assert_int_equal(nulls_probe.r_task, -EINVAL);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -876,6 +971,7 @@ int main(void)
 		cmocka_unit_test(test_loop_wake_through_awaiter),
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
+		cmocka_unit_test(test_null_arguments),
 	};
 	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
 					   tests, NULL, NULL);

@@ -118,7 +118,39 @@ static void test_spawn_errors(void **state)
 	co_init(&t.co, task_fn);
 	assert_int_equal(co_engine_stop(&e, 0), 0);
 	assert_int_equal(co_engine_spawn(&e, &t.co), -ESHUTDOWN);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0); /* stopped: returns */
 	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_misuse_errors(void **state)
+{
+	co_engine e;
+	struct task t = { 0 };
+	atomic_int runs[1] = { 0 };
+	(void)state;
+	t.runs = runs;
+	co_init(&t.co, task_fn);
+	assert_int_equal(co_engine_park(NULL), -EINVAL);
+	assert_int_equal(co_engine_unpark(NULL), -EINVAL);
+	assert_null(co_engine_sqe(NULL, NULL, 0));
+	assert_null(co_engine_sqe_link(NULL, NULL, 0));
+	assert_null(co_engine_last_sqe(NULL, NULL));
+	assert_null(co_engine_sqe_ts(NULL, NULL));
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	/* the SQE helpers belong to the engine's own thread, while it runs */
+	assert_null(co_engine_sqe(&e, NULL, 0));
+	assert_null(co_engine_sqe_ts(&e, NULL));
+	assert_int_equal(co_engine_park(&e), 0);
+	assert_int_equal(co_engine_unpark(&e), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	/* every call on a destroyed engine is refused, none crashes */
+	assert_int_equal(co_engine_spawn(&e, &t.co), -EINVAL);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EINVAL);
+	assert_int_equal(co_engine_stop(&e, 1), -EINVAL);
+	assert_int_equal(co_engine_park(&e), -EINVAL);
+	assert_int_equal(co_engine_unpark(&e), -EINVAL);
+	assert_int_equal(co_engine_destroy(&e), -EINVAL);
+	assert_int_equal(atomic_load(&runs[0]), 0);
 }
 
 /* ---- running ------------------------------------------------------------- */
@@ -550,6 +582,7 @@ int main(void)
 		cmocka_unit_test(test_init_errors),
 		cmocka_unit_test(test_uring_unavailable),
 		cmocka_unit_test(test_spawn_errors),
+		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_run_round_robin),
 		cmocka_unit_test(test_ready_ring_past_capacity),
 		cmocka_unit_test(test_spawn_from_other_thread_wakes),

@@ -484,6 +484,35 @@ static void test_no_engine(void **state)
 	assert_int_equal(b.r[3], -ENXIO);
 }
 
+/* A NULL co_io or co_xfer: the prep returns NULL, which CO_AWAIT and
+ * CO_AWAIT_TASK turn into -EINVAL (test_co checks that step, and the debug
+ * trap); bad arguments the kernel would fault on never reach it. */
+static void test_null_arguments(void **state)
+{
+	co_io io;
+	co_xfer x;
+	(void)state;
+	assert_null(co_nop(NULL));
+	assert_null(co_recv(NULL, 0, NULL, 0, 0));
+	assert_null(co_sleep(NULL, 1));
+	assert_null(co_openat(NULL, AT_FDCWD, NULL, 0, 0));
+	assert_null(co_cancel_io(NULL, NULL));
+	assert_null(co_deadline(NULL, 1));
+	assert_null(co_read_all(NULL, 0, NULL, 0, 0));
+	assert_null(co_send_all(NULL, 0, NULL, 0, 0));
+	assert_int_equal(co_acceptor_start(NULL, 3, 0, NULL, NULL), -EINVAL);
+	assert_int_equal(co_acceptor_stop(NULL), -EINVAL);
+	/* failed preps complete at once with their error, no engine needed */
+	assert_true(co_openat(&io, AT_FDCWD, NULL, 0, 0)->ops->ready(&io.aw, NULL));
+	assert_int_equal(io.res, -EFAULT);
+	assert_true(co_cancel_io(&io, NULL)->ops->ready(&io.aw, NULL));
+	assert_int_equal(io.res, -EINVAL);
+	/* a too-long or NULL buffer: the helper's status is -EINVAL */
+	co_frame *c = co_send_all(&x, 0, NULL, 5, 0);
+	assert_int_equal(co_resume(c), CO_DONE);
+	assert_int_equal(co_status(c), -EINVAL);
+}
+
 /* ---- transfer helpers ---------------------------------------------------- */
 
 #define BIG (4 << 20)
@@ -812,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_cancel_pending_recv),
 		cmocka_unit_test(test_cancel_race_many),
 		cmocka_unit_test(test_no_engine),
+		cmocka_unit_test(test_null_arguments),
 		cmocka_unit_test(test_send_recv_all),
 		cmocka_unit_test(test_read_write_all_file),
 		cmocka_unit_test(test_echo_10000_coroutines),

@@ -44,7 +44,11 @@
  *   - a missing CO_END leaves unbalanced braces: a compile error;
  *   - resuming a finished frame, waking a frame that is not waiting and
  *     awaiting a child that already runs trap in debug builds (CO_DEBUG,
- *     on unless NDEBUG); in release builds they are harmless no-ops.
+ *     on unless NDEBUG); in release builds they are harmless no-ops;
+ *   - a NULL frame given to any function here traps in debug builds with a
+ *     message naming the function (release builds do not check: these are
+ *     the hot path); a NULL awaiter or child makes the await's value
+ *     -EINVAL (and traps in debug builds). docs/errors.md lists them all.
  */
 #ifndef CORING_CO_H
 #define CORING_CO_H
@@ -239,6 +243,7 @@ struct co_sched {
  * runs when resumed or awaited. Field by field: no memset in freestanding. */
 static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 {
+	CO__CHECK(f != NULL, "co_init: NULL frame");
 	f->fn = fn;
 	f->label = 0;
 	f->parent = NULL;
@@ -256,25 +261,31 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 /* True once the coroutine has finished (CO_END or CO_RETURN). */
 static inline int co_done(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_done: NULL frame");
 	return (f->state & CO__ST_DONE) != 0;
 }
 
 /* The status given to CO_RETURN (0 after CO_END or before the end). */
 static inline int co_status(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_status: NULL frame");
 	return f->status;
 }
 
 /* The value of the frame's last CO_AWAIT / CO_AWAIT_TASK. */
 static inline int co_result(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_result: NULL frame");
 	return f->result;
 }
 
 /* True once co_cancel() was requested for the frame's chain. */
 static inline int co_cancelled(const co_frame *f)
 {
-	const co_frame *r = f->parent ? f->top : f;
+	const co_frame *r;
+
+	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
+	r = f->parent ? f->top : f;
 	return (r->state & CO__ST_CANCEL) != 0;
 }
 
@@ -296,6 +307,8 @@ static inline int co_resume(co_frame *f)
 {
 	co_frame *root = f, *cur = f;
 
+	CO__CHECK(f != NULL, "co_resume: NULL frame");
+	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
 	CO__CHECK(f->parent == NULL,
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
@@ -355,7 +368,10 @@ static inline int co_next(co_frame *f)
  */
 static inline void co_wake(co_frame *f)
 {
-	co_frame *r = co_root(f);
+	co_frame *r;
+
+	CO__CHECK(f != NULL, "co_wake: NULL frame");
+	r = co_root(f);
 
 	CO__CHECK(r->state & CO__ST_WAITING,
 		  "co_wake: frame is not waiting (woken twice, or never suspended)");
@@ -370,13 +386,18 @@ static inline void co_wake(co_frame *f)
  * later ends with -ECANCELED (or with the result that won the race: a
  * cancelled await always completes exactly once). Bodies may poll
  * co_cancelled(). Call from the thread that runs f.
- * Returns 0, -EALREADY if f has finished, -EBUSY if the awaiter cannot be
- * cancelled (the flag is still set), or the cancel op's error.
+ * Returns 0, -EINVAL for NULL, -EALREADY if f has finished, -EBUSY if the
+ * awaiter cannot be cancelled (the flag is still set), or the cancel op's
+ * error.
  */
 static inline int co_cancel(co_frame *f)
 {
-	co_frame *r = co_root(f), *leaf = r->top;
+	co_frame *r, *leaf;
 
+	if (f == NULL)
+		return -EINVAL;
+	r = co_root(f);
+	leaf = r->top;
 	if (r->state & CO__ST_DONE)
 		return -EALREADY;
 	r->state |= CO__ST_CANCEL;
@@ -389,10 +410,34 @@ static inline int co_cancel(co_frame *f)
 
 /* --- internals used by the macros --------------------------------------- */
 
+/* What a NULL awaiter or child turns into: an await that ends at once with
+ * -EINVAL (a prep given a NULL co_io returns NULL). */
+static inline int co__einval_ready(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 1;
+}
+
+static inline int co__einval_resume(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return -EINVAL;
+}
+
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
 	co_frame *r = co_root(f);
 
+	if (CO__UNLIKELY(a == NULL)) {
+		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
+							   co__einval_resume, NULL };
+		static co_awaiter einval = { &einval_ops };
+
+		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
+		a = &einval;
+	}
 	f->u.aw = a;
 	if (a->ops->ready && a->ops->ready(a, f))
 		return 0;
@@ -413,6 +458,13 @@ static inline int co__await_end(co_frame *f)
 
 static inline int co__call_begin(co_frame *f, co_frame *child)
 {
+	if (CO__UNLIKELY(child == NULL)) {
+		/* never written: read for its status only */
+		static co_frame einval = { .status = -EINVAL, .state = CO__ST_DONE };
+
+		CO__CHECK(0, "CO_AWAIT_TASK: NULL child frame");
+		child = &einval;
+	}
 	f->u.child = child;
 	if (child->state & CO__ST_DONE)
 		return 0; /* already finished: its status is the value */
@@ -650,6 +702,7 @@ static inline void co__loop_wake(co_sched *s, co_frame *root)
 
 static inline void co_loop_init(co_loop *l)
 {
+	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
 	l->sched.wake = co__loop_wake;
 	l->head = NULL;
 	l->tail = NULL;
@@ -680,7 +733,10 @@ static inline int co_loop_spawn(co_loop *l, co_frame *f)
  */
 static inline unsigned co_loop_step(co_loop *l)
 {
-	unsigned n = l->ready;
+	unsigned n;
+
+	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
+	n = l->ready;
 
 	while (n--) {
 		co_frame *f = co__loop_pop(l);
@@ -704,6 +760,7 @@ static inline unsigned co_loop_step(co_loop *l)
  * an awaiter); 0 means every spawned frame has finished. */
 static inline unsigned co_loop_run(co_loop *l)
 {
+	CO__CHECK(l != NULL, "co_loop_run: NULL loop");
 	while (co_loop_step(l))
 		;
 	return l->live;

@@ -167,7 +167,7 @@ int co_engine_run(co_engine *e, int mode);
  * spawns fail with -ESHUTDOWN and co_engine_run returns once every frame
  * has finished. With cancel_io nonzero, all in-flight I/O is cancelled
  * first (awaits end with -ECANCELED), so servers can shut down.
- * Returns 0, or -EINVAL for NULL.
+ * Returns 0, or -EINVAL for NULL or a destroyed engine.
  */
 int co_engine_stop(co_engine *e, int cancel_io);
 
@@ -179,9 +179,12 @@ co_engine *co_engine_current(void);
  * holds a frame of engine e and will co_wake it later from somewhere else
  * calls co_engine_park(e) when it takes it and co_engine_unpark(e) when it
  * wakes it, so the engine stays alive meanwhile. Safe from any thread.
+ * Wake the frame first, then unpark: the engine never sees itself idle
+ * with the frame on its way. Returns 0, or -EINVAL for NULL or a destroyed
+ * engine.
  */
-void co_engine_park(co_engine *e);
-void co_engine_unpark(co_engine *e);
+int co_engine_park(co_engine *e);
+int co_engine_unpark(co_engine *e);
 
 /*
  * An SQE on e's ring, tagged with info (user_data = info | tag, tag < 4):
@@ -201,7 +204,8 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info);
 
 /* Storage for a timeout's timespec that lives as long as sqe is queued
- * (the kernel copies it at submission): awaiters need not keep one. */
+ * (the kernel copies it at submission): awaiters need not keep one. NULL
+ * unless sqe is an SQE of e's ring. */
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe);
 
 #ifdef __cplusplus
