@@ -554,8 +554,10 @@ static void reap_all(co_engine *e)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
-	while (reap(e) && io_uring_cq_has_overflow(&e->ring))
+	while (reap(e) && io_uring_cq_has_overflow(&e->ring)) {
+		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
+	}
 }
 
 /* co_engine_stop(e, 1): cancel all I/O once, from the owner thread. */

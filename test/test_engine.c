@@ -567,12 +567,13 @@ static void test_tiny_rings_lose_nothing(void **state)
 		close(b[i].p[0]);
 		close(b[i].p[1]);
 	}
-	assert_true(e.stats.sq_full > 0);
+	assert_true(e.stats.sq_full > 0);     /* the SQ was full ... */
+	assert_true(e.stats.cq_overflow > 0); /* ... and the CQ overflowed */
 	assert_true(e.stats.cqes >= (uint64_t)TINY_FRAMES * 13);
 	assert_int_equal(e.inflight, 0);
-	print_message("      %llu early submits, %llu completions, %llu turns\n",
-		      (unsigned long long)e.stats.sq_full, (unsigned long long)e.stats.cqes,
-		      (unsigned long long)e.stats.turns);
+	print_message("      %llu early submits, %llu CQ overflows, %llu completions, %llu turns\n",
+		      (unsigned long long)e.stats.sq_full, (unsigned long long)e.stats.cq_overflow,
+		      (unsigned long long)e.stats.cqes, (unsigned long long)e.stats.turns);
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 

@@ -60,6 +60,8 @@ typedef struct co_engine_stats {
 	uint64_t spilled;      /* frames that went to the overflow list */
 	uint64_t wake_writes;  /* eventfd writes by other threads (wake-ups) */
 	uint64_t sq_full;      /* times the SQ was full and was submitted early */
+	uint64_t cq_overflow;  /* times completions that did not fit in the CQ
+	                          were flushed back in (none are lost) */
 } co_engine_stats;
 
 typedef struct co_engine co_engine;
