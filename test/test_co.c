@@ -921,8 +921,36 @@ static void test_misuse(void **state)
 	assert_true(harmless(misuse_resume_finished));
 	assert_true(harmless(misuse_wake_not_waiting));
 	assert_true(harmless(misuse_resume_waiting));
-	(void)misuse_resume_child; /* undefined in release: checked in debug only */
-	(void)misuse_await_running_child;
+	assert_true(harmless(misuse_resume_child));
+	assert_true(harmless(misuse_await_running_child));
+	{
+		/* and in detail: refused without disturbing the real parent */
+		struct parent p = { .a = { .in = 3, .yields = 1 }, .b = { .in = 4 } };
+		struct borrower b;
+		co_init(&p.co, parent_fn);
+		co_init(&p.a.co, child_fn);
+		co_init(&p.b.co, child_fn);
+		assert_int_equal(co_resume(&p.co), CO_YIELDED); /* a runs, yields */
+		assert_int_equal(co_resume(&p.a.co), CO_WAITING); /* not by hand */
+		b.kid = &p.a.co;
+		co_init(&b.co, borrower_fn);
+		assert_int_equal(co_resume(&b.co), CO_DONE);
+		assert_int_equal(co_result(&b.co), -EBUSY);
+		assert_int_equal(co_resume(&p.co), CO_DONE);
+		assert_int_equal(co_status(&p.co), 6 + 8);
+		/* a spawned frame is not a child either */
+		co_loop l;
+		struct counter c = { .n = 1 };
+		co_loop_init(&l);
+		co_init(&c.co, counter_fn);
+		assert_int_equal(co_loop_spawn(&l, &c.co), 0);
+		b.kid = &c.co;
+		co_init(&b.co, borrower_fn);
+		assert_int_equal(co_resume(&b.co), CO_DONE);
+		assert_int_equal(co_result(&b.co), -EBUSY);
+		assert_int_equal(co_loop_run(&l), 0);
+		assert_int_equal(c.hits, 1);
+	}
 #endif
 }
 

@@ -44,7 +44,9 @@
  *   - a missing CO_END leaves unbalanced braces: a compile error;
  *   - resuming a finished frame, waking a frame that is not waiting and
  *     awaiting a child that already runs trap in debug builds (CO_DEBUG,
- *     on unless NDEBUG); in release builds they are harmless no-ops;
+ *     on unless NDEBUG); in release builds they are harmless: a finished
+ *     or waiting frame (or a child resumed directly) is not run, a second
+ *     wake is ignored, and awaiting a busy child yields -EBUSY;
  *   - a NULL frame given to any function here traps in debug builds with a
  *     message naming the function (release builds do not check: these are
  *     the hot path); a NULL awaiter or child makes the await's value
@@ -169,6 +171,7 @@ enum {
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a scheduler (loop/engine) */
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
+	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 };
 
 /*
@@ -314,12 +317,14 @@ static inline int co_resume(co_frame *f)
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and a root that is its own leaf calls its body without
 	 * a dependent load of top (measured: 1.75 -> 1.5 ns a round trip). */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED))) {
-		if (root->state & (CO__ST_DONE | CO__ST_WAITING)) {
+	if (CO__UNLIKELY(root->state &
+			 (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED | CO__ST_CHILD))) {
+		if (root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
 			CO__CHECK(!(root->state & CO__ST_DONE),
 				  "co_resume: frame already finished");
 			CO__CHECK(!(root->state & CO__ST_WAITING),
 				  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
+			/* release builds: a child runs only when its root resumes */
 			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 		}
 		cur = root->top;
@@ -341,7 +346,7 @@ static inline int co_resume(co_frame *f)
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
-			cur->state |= CO__ST_DONE;
+			cur->state = (cur->state | CO__ST_DONE) & ~(unsigned)CO__ST_CHILD;
 			if (p == NULL)
 				return CO_DONE;
 			cur->parent = NULL;
@@ -375,6 +380,8 @@ static inline void co_wake(co_frame *f)
 
 	CO__CHECK(r->state & CO__ST_WAITING,
 		  "co_wake: frame is not waiting (woken twice, or never suspended)");
+	if (CO__UNLIKELY(!(r->state & CO__ST_WAITING)))
+		return; /* release builds: never queue a frame twice */
 	r->state &= ~(unsigned)CO__ST_WAITING;
 	if (r->sched)
 		r->sched->wake(r->sched, r);
@@ -465,13 +472,22 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 		CO__CHECK(0, "CO_AWAIT_TASK: NULL child frame");
 		child = &einval;
 	}
-	f->u.child = child;
-	if (child->state & CO__ST_DONE)
+	if (child->state & CO__ST_DONE) {
+		f->u.child = child;
 		return 0; /* already finished: its status is the value */
-	CO__CHECK(child->parent == NULL && child->label == 0 && child != co_root(f),
-		  "CO_AWAIT_TASK: child already started, awaited twice or spawned");
-	child->parent = f;
-	return 1;
+	}
+	if (CO__UNLIKELY(child->parent != NULL || child->label != 0 || child == co_root(f) ||
+			 (child->state & CO__ST_SPAWNED))) {
+		static co_frame ebusy = { .status = -EBUSY, .state = CO__ST_DONE };
+
+		CO__CHECK(0, "CO_AWAIT_TASK: child already started, awaited twice or spawned");
+		child = &ebusy; /* release builds: the await's value is -EBUSY */
+	} else {
+		child->parent = f;
+		child->state |= CO__ST_CHILD;
+	}
+	f->u.child = child;
+	return child->parent != NULL;
 }
 
 /* ------------------------------------------------------------------------ */
