@@ -18,6 +18,14 @@
 #ifndef CORING_ENGINE_H
 #define CORING_ENGINE_H
 
+#include <signal.h>
+/* liburing.h needs POSIX.1-2008 declarations (sigset_t, AT_FDCWD), which a
+ * strict -std=c11 or -std=c99 hides unless a feature macro asks for them.
+ * Too late to define one here if a libc header came first: say so instead
+ * of letting liburing.h fail on sigset_t. */
+#if defined(__GLIBC__) && (!defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L)
+#error "coring: liburing needs POSIX.1-2008: compile with -D_POSIX_C_SOURCE=200809L, -D_GNU_SOURCE or -std=gnu11"
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
