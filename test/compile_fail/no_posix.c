@@ -10,6 +10,7 @@
 #include <coring/io.h>
 #include <coring/context.h>
 #include <coring/scheduler.h>
+#include <coring/coring.h>
 
 int main(void)
 {
