@@ -23,7 +23,8 @@
  * -ECANCELED, and bodies should test it before long I/O. co_cancel must run
  * on the thread that runs the frame, so when_any's children must stay on
  * the awaiting frame's engine: no co_transfer in them, and no work-stealing
- * scheduler (when_all has no such limit).
+ * scheduler. when_all has no such limit, unless its awaiting frame may be
+ * cancelled:
  *
  * co_cancel on the awaiting frame cancels every unfinished child, waits
  * for all of them, and the await's value is -ECANCELED.
