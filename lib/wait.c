@@ -248,6 +248,7 @@ co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 
 	if (aw == NULL || aw->ops->resume != co__wait_resume || aw->ops->cancel != co__wait_cancel)
 		return aw;
+	(void)futex_wait_supported(); /* probe now, not under a primitive's lock */
 	now = co_now_ns();
 	w->deadline = ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
 	return aw;
