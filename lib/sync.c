@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 
 #include <coring/sync.h>
 #include "wait.h"
@@ -21,6 +22,48 @@ static void claim_all(co_waitq *q, int res, co__wake_list *l)
 		co__wait_claim(q->head, res, l);
 }
 
+/*
+ * The waits of mutex, event, latch, wait group and semaphore have one
+ * shape: under the lock, take() completes the operation if it can;
+ * otherwise the frame parks on the primitive's queue (at qoff).
+ */
+typedef struct simple_ops {
+	co__wait_ops w;               /* first: co_waiter.aw.ops points here */
+	int (*take)(void *obj);       /* under the lock: 1 done, 0 must wait */
+	size_t qoff;                  /* offset of the co_waitq in the object */
+} simple_ops;
+
+static int simple_suspend(co_awaiter *a, co_frame *f)
+{
+	co_waiter *w = (co_waiter *)a;
+	const simple_ops *ops = (const simple_ops *)(const void *)a->ops;
+
+	co__spin_lock(w->lk);
+	if (ops->take(w->obj)) {
+		co__spin_unlock(w->lk);
+		w->res = 0;
+		return 0;
+	}
+	return co__wait_park(w, f, (co_waitq *)(void *)((char *)w->obj + ops->qoff));
+}
+
+#define SIMPLE_OPS(name, type, take_fn)                                             \
+	static const simple_ops name = {                                            \
+		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel }, NULL }, \
+		take_fn, offsetof(type, q)                                          \
+	}
+
+/* The non-blocking variant: take() once, under the lock. */
+static int try_take(atomic_uint *lk, int (*take)(void *obj), void *obj)
+{
+	int done;
+
+	co__spin_lock(lk);
+	done = take(obj);
+	co__spin_unlock(lk);
+	return done;
+}
+
 /* ---- mutex ----------------------------------------------------------------------- */
 
 int co_mutex_init(co_mutex *m)
@@ -33,44 +76,29 @@ int co_mutex_init(co_mutex *m)
 	return 0;
 }
 
-static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
+/* With hand-off, "unlocked" implies "nobody waits": no barging. */
+static int mutex_take(void *obj)
 {
-	co_waiter *w = (co_waiter *)a;
-	co_mutex *m = w->obj;
+	co_mutex *m = obj;
 
-	LOCK(m);
-	/* With hand-off, "unlocked" implies "nobody waits": no barging. */
-	if (!m->locked) {
-		m->locked = 1;
-		UNLOCK(m);
-		w->res = 0;
+	if (m->locked)
 		return 0;
-	}
-	return co__wait_park(w, f, &m->q);
+	m->locked = 1;
+	return 1;
 }
 
-static const co__wait_ops mutex_lock_ops = {
-	{ NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel }, NULL
-};
+SIMPLE_OPS(mutex_lock_ops, co_mutex, mutex_take);
 
 co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m)
 {
-	return co__wait_prep(w, &mutex_lock_ops, m ? &m->lock : NULL, m);
+	return co__wait_prep(w, &mutex_lock_ops.w, m ? &m->lock : NULL, m);
 }
 
 int co_mutex_trylock(co_mutex *m)
 {
-	int err = 0;
-
 	if (m == NULL)
 		return -EINVAL;
-	LOCK(m);
-	if (m->locked)
-		err = -EBUSY;
-	else
-		m->locked = 1;
-	UNLOCK(m);
-	return err;
+	return try_take(&m->lock, mutex_take, m) ? 0 : -EBUSY;
 }
 
 static const co__wait_ops cond_wait_ops;
@@ -134,39 +162,23 @@ int co_event_reset(co_event *ev)
 	return 0;
 }
 
+static int event_take(void *obj)
+{
+	return ((co_event *)obj)->set;
+}
+
+SIMPLE_OPS(event_wait_ops, co_event, event_take);
+
 int co_event_is_set(co_event *ev)
 {
-	int set;
-
 	if (ev == NULL)
 		return -EINVAL;
-	LOCK(ev);
-	set = ev->set;
-	UNLOCK(ev);
-	return set;
+	return try_take(&ev->lock, event_take, ev);
 }
-
-static int event_wait_suspend(co_awaiter *a, co_frame *f)
-{
-	co_waiter *w = (co_waiter *)a;
-	co_event *ev = w->obj;
-
-	LOCK(ev);
-	if (ev->set) {
-		UNLOCK(ev);
-		w->res = 0;
-		return 0;
-	}
-	return co__wait_park(w, f, &ev->q);
-}
-
-static const co__wait_ops event_wait_ops = {
-	{ NULL, event_wait_suspend, co__wait_resume, co__wait_cancel }, NULL
-};
 
 co_awaiter *co_event_wait(co_waiter *w, co_event *ev)
 {
-	return co__wait_prep(w, &event_wait_ops, ev ? &ev->lock : NULL, ev);
+	return co__wait_prep(w, &event_wait_ops.w, ev ? &ev->lock : NULL, ev);
 }
 
 /* ---- latch and wait group ------------------------------------------------------- */
@@ -200,39 +212,23 @@ int co_latch_count_down(co_latch *l, unsigned n)
 	return 0;
 }
 
+static int count_take(void *obj)
+{
+	return ((co_latch *)obj)->count == 0;
+}
+
+SIMPLE_OPS(count_wait_ops, co_latch, count_take);
+
 int co_latch_try_wait(co_latch *l)
 {
-	int err;
-
 	if (l == NULL)
 		return -EINVAL;
-	LOCK(l);
-	err = l->count == 0 ? 0 : -EAGAIN;
-	UNLOCK(l);
-	return err;
+	return try_take(&l->lock, count_take, l) ? 0 : -EAGAIN;
 }
-
-static int count_wait_suspend(co_awaiter *a, co_frame *f)
-{
-	co_waiter *w = (co_waiter *)a;
-	co_latch *l = w->obj;
-
-	LOCK(l);
-	if (l->count == 0) {
-		UNLOCK(l);
-		w->res = 0;
-		return 0;
-	}
-	return co__wait_park(w, f, &l->q);
-}
-
-static const co__wait_ops count_wait_ops = {
-	{ NULL, count_wait_suspend, co__wait_resume, co__wait_cancel }, NULL
-};
 
 co_awaiter *co_latch_wait(co_waiter *w, co_latch *l)
 {
-	return co__wait_prep(w, &count_wait_ops, l ? &l->lock : NULL, l);
+	return co__wait_prep(w, &count_wait_ops.w, l ? &l->lock : NULL, l);
 }
 
 int co_wg_init(co_waitgroup *wg)
@@ -262,7 +258,7 @@ int co_wg_done(co_waitgroup *wg)
 
 co_awaiter *co_wg_wait(co_waiter *w, co_waitgroup *wg)
 {
-	return co__wait_prep(w, &count_wait_ops, wg ? &wg->c.lock : NULL, wg ? &wg->c : NULL);
+	return co__wait_prep(w, &count_wait_ops.w, wg ? &wg->c.lock : NULL, wg ? &wg->c : NULL);
 }
 
 /* ---- semaphore ------------------------------------------------------------------- */
@@ -277,45 +273,30 @@ int co_sem_init(co_sem *s, unsigned count)
 	return 0;
 }
 
-static int sem_acquire_suspend(co_awaiter *a, co_frame *f)
+/* Permits go to waiters first (release hands them over), so a free
+ * permit means nobody waits: FIFO. */
+static int sem_take(void *obj)
 {
-	co_waiter *w = (co_waiter *)a;
-	co_sem *s = w->obj;
+	co_sem *s = obj;
 
-	LOCK(s);
-	/* Permits go to waiters first (release hands them over), so a free
-	 * permit means nobody waits: FIFO. */
-	if (s->count > 0) {
-		s->count--;
-		UNLOCK(s);
-		w->res = 0;
+	if (s->count == 0)
 		return 0;
-	}
-	return co__wait_park(w, f, &s->q);
+	s->count--;
+	return 1;
 }
 
-static const co__wait_ops sem_acquire_ops = {
-	{ NULL, sem_acquire_suspend, co__wait_resume, co__wait_cancel }, NULL
-};
+SIMPLE_OPS(sem_acquire_ops, co_sem, sem_take);
 
 co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s)
 {
-	return co__wait_prep(w, &sem_acquire_ops, s ? &s->lock : NULL, s);
+	return co__wait_prep(w, &sem_acquire_ops.w, s ? &s->lock : NULL, s);
 }
 
 int co_sem_try_acquire(co_sem *s)
 {
-	int err = 0;
-
 	if (s == NULL)
 		return -EINVAL;
-	LOCK(s);
-	if (s->count > 0)
-		s->count--;
-	else
-		err = -EAGAIN;
-	UNLOCK(s);
-	return err;
+	return try_take(&s->lock, sem_take, s) ? 0 : -EAGAIN;
 }
 
 int co_sem_release(co_sem *s, unsigned n)

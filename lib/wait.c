@@ -113,6 +113,11 @@ static int einval_resume(co_awaiter *a, co_frame *f)
 static const co_awaiter_ops einval_ops = { NULL, fail_suspend, einval_resume, NULL };
 static co_awaiter einval_aw = { &einval_ops };
 
+co_awaiter *co__wait_einval(void)
+{
+	return &einval_aw;
+}
+
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
 static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NULL };
 

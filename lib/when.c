@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include <coring/when.h>
+#include "wait.h"
 
 static void cancel_others(co_when *w, const co_frame *except)
 {
@@ -131,27 +132,10 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 
 static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel };
 
-static int einval_suspend(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return 0;
-}
-
-static int einval_resume(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return -EINVAL;
-}
-
-static const co_awaiter_ops einval_ops = { NULL, einval_suspend, einval_resume, NULL };
-static co_awaiter einval_aw = { &einval_ops }; /* stateless: shared */
-
 static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
 {
 	if (w == NULL)
-		return &einval_aw;
+		return co__wait_einval();
 	w->aw.ops = &when_ops;
 	w->kids = kids;
 	w->n = n;
