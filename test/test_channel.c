@@ -186,6 +186,103 @@ static void test_mpmc_exactly_once(void **state)
 	free(m);
 }
 
+/* Timed receives racing with senders on the other context: a receive
+ * either gets an item (0) or times out (-ETIME) having taken nothing. */
+#define TIMED_ITEMS 3000
+
+struct timed_mpmc {
+	co_chan ch;
+	atomic_uchar seen[TIMED_ITEMS];
+	atomic_int received, timeouts, bad;
+};
+
+struct slow_producer {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	struct timed_mpmc *m;
+	uint64_t v;
+	int i;
+};
+
+static int slow_producer_fn(co_frame *f)
+{
+	struct slow_producer *p = (struct slow_producer *)f;
+	CO_BEGIN(f);
+	for (p->i = 0; p->i < TIMED_ITEMS; p->i++) {
+		if (p->i % 64 == 0) /* let the receivers time out now and then */
+			CO_AWAIT(f, co_sleep(&p->io, 200 * CO_US));
+		p->v = (uint64_t)p->i;
+		CO_AWAIT(f, co_chan_send(&p->w, &p->m->ch, &p->v));
+		assert_int_equal(co_result(f), 0);
+	}
+	assert_int_equal(co_chan_close(&p->m->ch), 0);
+	CO_END(f);
+}
+
+struct timed_consumer {
+	co_frame co;
+	co_waiter w;
+	struct timed_mpmc *m;
+	uint64_t v, ns;
+	int k;
+};
+
+static int timed_consumer_fn(co_frame *f)
+{
+	struct timed_consumer *c = (struct timed_consumer *)f;
+	CO_BEGIN(f);
+	for (c->k = 0;; c->k++) {
+		c->v = UINT64_MAX;
+		c->ns = (uint64_t)(c->k % 5) * 40 * CO_US + 1; /* 1 ns: a try */
+		CO_AWAIT(f, co_wait_for(co_chan_recv(&c->w, &c->m->ch, &c->v), c->ns));
+		if (co_result(f) == -EPIPE)
+			break;
+		if (co_result(f) == -ETIME) {
+			if (c->v != UINT64_MAX)
+				atomic_fetch_add(&c->m->bad, 1); /* took an item and lost it */
+			atomic_fetch_add(&c->m->timeouts, 1);
+			continue;
+		}
+		if (co_result(f) != 0 || c->v >= TIMED_ITEMS) {
+			atomic_fetch_add(&c->m->bad, 1);
+			continue;
+		}
+		atomic_fetch_add(&c->m->seen[c->v], 1);
+		atomic_fetch_add(&c->m->received, 1);
+	}
+	CO_END(f);
+}
+
+static void test_timed_receives_lose_nothing(void **state)
+{
+	co_scheduler s;
+	struct timed_mpmc *m = calloc(1, sizeof *m);
+	struct slow_producer p = { .m = m };
+	struct timed_consumer c[4];
+	(void)state;
+	assert_non_null(m);
+	assert_int_equal(co_chan_init(&m->ch, sizeof(uint64_t), 2, NULL), 0);
+	sched_start(&s);
+	co_init(&p.co, slow_producer_fn);
+	assert_int_equal(co_sched_submit_to(&s, 0, &p.co), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		c[i] = (struct timed_consumer){ .m = m };
+		co_init(&c[i].co, timed_consumer_fn);
+		assert_int_equal(co_sched_submit_to(&s, (i % 2) ? 0 : 1, &c[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&m->bad), 0);
+	assert_int_equal(atomic_load(&m->received), TIMED_ITEMS);
+	for (int i = 0; i < TIMED_ITEMS; i++)
+		if (atomic_load(&m->seen[i]) != 1)
+			fail_msg("item %d seen %d times", i, atomic_load(&m->seen[i]));
+	assert_true(atomic_load(&m->timeouts) > 0);
+	assert_int_equal(co_chan_destroy(&m->ch), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(m);
+}
+
 /* ---- close wakes every blocked party ------------------------------------------------ */
 
 struct party {
@@ -458,6 +555,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mpmc_exactly_once),
+		cmocka_unit_test(test_timed_receives_lose_nothing),
 		cmocka_unit_test(test_close_wakes_blocked),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),

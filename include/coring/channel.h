@@ -6,9 +6,13 @@
  *     co_chan ch;
  *     co_chan_init(&ch, sizeof(struct job), 64, NULL);   // buffer allocated once
  *
- *     // producer                                 // consumer
- *     CO_AWAIT(f, co_chan_send(&p->w, &ch, &p->job));   CO_AWAIT(f, co_chan_recv(&c->w, &ch, &c->job));
- *     if (co_result(f) < 0) ... // -EPIPE: closed   if (co_result(f) == -EPIPE) ... // closed and drained
+ *     // producers
+ *     CO_AWAIT(f, co_chan_send(&p->w, &ch, &p->job));
+ *     if (co_result(f) < 0) ...                 // -EPIPE: closed, not sent
+ *     // consumers
+ *     CO_AWAIT(f, co_chan_recv(&c->w, &ch, &c->job));
+ *     if (co_result(f) == -EPIPE) ...           // closed and drained
+ *     // anyone
  *     co_chan_close(&ch);
  *
  * Items are copied (item_size bytes) into the ring buffer, or straight from
