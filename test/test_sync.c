@@ -974,11 +974,15 @@ static int misuse_fn(co_frame *f)
 	CO_END(f);
 }
 
+static co_mutex static_mutex = CO_MUTEX_INIT;
+
 static void test_misuse(void **state)
 {
 	co_loop loop;
 	struct misuse t;
 	(void)state;
+	assert_int_equal(co_mutex_trylock(&static_mutex), 0); /* CO_MUTEX_INIT: unlocked */
+	assert_int_equal(co_mutex_unlock(&static_mutex), 0);
 	assert_int_equal(co_mutex_init(NULL), -EINVAL);
 	assert_int_equal(co_mutex_trylock(NULL), -EINVAL);
 	assert_int_equal(co_mutex_unlock(NULL), -EINVAL);

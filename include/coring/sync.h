@@ -53,6 +53,7 @@ typedef struct co_waitq {
 /*
  * The awaiter of every wait, and its node in a wait queue. All fields are
  * private; the prep functions (co_mutex_lock, co_event_wait ...) set them.
+ * 112 bytes on LP64.
  */
 struct co_waiter {
 	co_awaiter aw;                /* private: first, returned by the preps */
