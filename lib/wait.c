@@ -211,7 +211,7 @@ static void timed_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned ta
 			timed_arm(w, w->engine);
 			return;
 		} else {
-			leave(w, w->fres == -ECANCELED ? -ECANCELED : w->fres);
+			leave(w, w->fres < 0 ? w->fres : -ECANCELED); /* -ECANCELED: cancel-all */
 		}
 	}
 	co__spin_unlock(w->lk);
