@@ -10,6 +10,10 @@
  *   io.h         I/O awaiters (read, recv, accept, sleep, deadlines, ...)
  *   context.h    a thread running one engine; co_transfer between them
  *   scheduler.h  N contexts behind one submit/run API
+ *   sync.h       mutex, event, latch, wait group, semaphore, condition variable
+ *   channel.h    bounded channel of fixed-size items
+ *   when.h       when_all / when_any over child coroutines
+ *   graph.h      a task graph run on a scheduler
  * Firmware code includes co.h alone.
  */
 #ifndef CORING_CORING_H
@@ -20,5 +24,9 @@
 #include <coring/io.h>
 #include <coring/context.h>
 #include <coring/scheduler.h>
+#include <coring/sync.h>
+#include <coring/channel.h>
+#include <coring/when.h>
+#include <coring/graph.h>
 
 #endif /* CORING_CORING_H */
