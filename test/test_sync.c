@@ -17,6 +17,7 @@
 
 #include <coring/sync.h>
 #include <coring/scheduler.h>
+#include <coring/context.h>
 #include <coring/io.h>
 
 extern int co__wait_futex_override;
@@ -523,6 +524,93 @@ static void test_cancel_parked(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* co_cancel on the frames' own context racing a co_event_set from another
+ * thread, hundreds of times: every waiter ends exactly once, with 0 or
+ * -ECANCELED, and none is left stuck (a lost update of the frame's state
+ * would leave one queued yet marked waiting: -EDEADLK, or a debug trap). */
+#define CR_ROUNDS 200
+#define CR_WAITERS 16
+
+static atomic_int cr_parked; /* waiters about to park (they park in that turn) */
+
+struct cr_waiter {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	int res, ends;
+};
+
+static int cr_waiter_fn(co_frame *f)
+{
+	struct cr_waiter *v = (struct cr_waiter *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&cr_parked, 1);
+	CO_AWAIT(f, co_event_wait(&v->w, v->ev));
+	v->res = co_result(f);
+	v->ends++;
+	CO_END(f);
+}
+
+struct cr_canceller {
+	co_frame co;
+	struct cr_waiter *v;
+	int i, spins;
+};
+
+static int cr_canceller_fn(co_frame *f)
+{
+	struct cr_canceller *c = (struct cr_canceller *)f;
+	CO_BEGIN(f);
+	for (c->i = 0; c->i < c->spins; c->i++)
+		CO_YIELD(f);
+	for (c->i = 0; c->i < CR_WAITERS; c->i++)
+		co_cancel(&c->v[c->i].co);
+	CO_END(f);
+}
+
+static void test_cancel_races_set_from_other_thread(void **state)
+{
+	static struct cr_waiter v[CR_WAITERS];
+	struct cr_canceller c;
+	unsigned seed = 7;
+	long set_won = 0;
+	(void)state;
+	for (int round = 0; round < CR_ROUNDS; round++) {
+		co_context ctx;
+		co_event ev;
+		assert_int_equal(co_event_init(&ev, 0), 0);
+		assert_int_equal(co_context_init(&ctx, NULL), 0);
+		for (int i = 0; i < CR_WAITERS; i++) {
+			v[i] = (struct cr_waiter){ .ev = &ev };
+			co_init(&v[i].co, cr_waiter_fn);
+			assert_int_equal(co_context_submit(&ctx, &v[i].co), 0);
+		}
+		c = (struct cr_canceller){ .v = v, .spins = 1 + rand_r(&seed) % 8 };
+		co_init(&c.co, cr_canceller_fn);
+		assert_int_equal(co_context_submit(&ctx, &c.co), 0);
+		atomic_store(&cr_parked, 0);
+		assert_int_equal(co_context_start(&ctx, CO_RUN_UNTIL_IDLE), 0);
+		/* the waiters park, then the canceller yields a few turns and
+		 * cancels them one by one: set somewhere in that window */
+		while (atomic_load(&cr_parked) < CR_WAITERS)
+			;
+		for (unsigned spin = rand_r(&seed) % 4000; spin; spin--)
+			atomic_signal_fence(memory_order_seq_cst);
+		assert_int_equal(co_event_set(&ev), 0);
+		assert_int_equal(co_context_join(&ctx), 0);
+		assert_int_equal(co_context_destroy(&ctx), 0);
+		for (int i = 0; i < CR_WAITERS; i++) {
+			assert_int_equal(v[i].ends, 1);
+			if (v[i].res == 0)
+				set_won++;
+			else
+				assert_int_equal(v[i].res, -ECANCELED);
+		}
+	}
+	print_message("      %ld waits woken by the set, %ld cancelled\n", set_won,
+		      (long)CR_ROUNDS * CR_WAITERS - set_won);
+}
+
 /* The engine is stopped with cancel_io while a timed waiter sleeps. */
 struct stopper {
 	co_frame co;
@@ -1026,6 +1114,7 @@ int main(void)
 		cmocka_unit_test(test_timed_wait_errors),
 		cmocka_unit_test(test_mutex_timeout_and_handoff),
 		cmocka_unit_test(test_cancel_parked),
+		cmocka_unit_test(test_cancel_races_set_from_other_thread),
 		cmocka_unit_test(test_engine_stop_cancels_timed_wait),
 		cmocka_unit_test(test_latch),
 		cmocka_unit_test(test_wait_group),

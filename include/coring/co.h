@@ -138,6 +138,17 @@ extern "C" {
 #define CO__UNLIKELY(x) (x)
 #endif
 
+/* A frame's state word is read by co_cancel on the frame's thread while
+ * co_wake may clear WAITING from another: plain loads and stores (a mov on
+ * x86 and Cortex-M, no lock), but atomic so neither tears nor races. */
+#if defined(__GNUC__)
+#define CO__LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define CO__STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#else
+#define CO__LOAD_RELAXED(p) (*(p))
+#define CO__STORE_RELAXED(p, v) ((void)(*(p) = (v)))
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -167,7 +178,6 @@ enum co_run {
 enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
-	CO__ST_CANCEL = 1u << 2,     /* root: co_cancel() was requested */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a scheduler (loop/engine) */
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
@@ -200,6 +210,10 @@ struct co_frame {
 	int status;                     /* public: CO_RETURN status (0 or -errno) */
 	int result;                     /* public: value of the last await */
 	unsigned state;                 /* private: CO__ST_* bits */
+	unsigned char cancel;           /* private: root: co_cancel() was asked; a
+	                                   byte of its own, so that co_cancel and a
+	                                   co_wake from another thread never
+	                                   read-modify-write the same word */
 };
 
 /*
@@ -259,6 +273,7 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 	f->status = 0;
 	f->result = 0;
 	f->state = 0;
+	f->cancel = 0;
 }
 
 /* True once the coroutine has finished (CO_END or CO_RETURN). */
@@ -289,7 +304,7 @@ static inline int co_cancelled(const co_frame *f)
 
 	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
 	r = f->parent ? f->top : f;
-	return (r->state & CO__ST_CANCEL) != 0;
+	return r->cancel != 0;
 }
 
 /* The outermost frame of f's await chain (what schedulers queue). */
@@ -382,7 +397,9 @@ static inline void co_wake(co_frame *f)
 		  "co_wake: frame is not waiting (woken twice, or never suspended)");
 	if (CO__UNLIKELY(!(r->state & CO__ST_WAITING)))
 		return; /* release builds: never queue a frame twice */
-	r->state &= ~(unsigned)CO__ST_WAITING;
+	/* a store, not |= / &=: only co_wake writes the word while the frame
+	 * waits (co_cancel writes r->cancel) */
+	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
 	if (r->sched)
 		r->sched->wake(r->sched, r);
 }
@@ -405,11 +422,11 @@ static inline int co_cancel(co_frame *f)
 		return -EINVAL;
 	r = co_root(f);
 	leaf = r->top;
-	if (r->state & CO__ST_DONE)
+	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
 		return -EALREADY;
-	r->state |= CO__ST_CANCEL;
-	if (!(r->state & CO__ST_WAITING))
-		return 0;
+	r->cancel = 1;
+	if (!(CO__LOAD_RELAXED(&r->state) & CO__ST_WAITING))
+		return 0; /* running, or a wake from another thread came first */
 	if (leaf->u.aw->ops->cancel == NULL)
 		return -EBUSY;
 	return leaf->u.aw->ops->cancel(leaf->u.aw, leaf);
