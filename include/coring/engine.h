@@ -48,6 +48,19 @@ struct co_io_info {
 	void (*cb)(co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
 };
 
+/*
+ * A callback to run on an engine's own thread, asked for from any thread
+ * with co_engine_post: how another thread gets done what only the owner
+ * may do (touch its ring: remove a timer, submit a cancel). The node lives
+ * in the caller's memory and must stay valid until fn has been called; fn
+ * may free it.
+ */
+typedef struct co_post co_post;
+struct co_post {
+	void (*fn)(co_post *p);       /* public: set before posting */
+	co_post *next;                /* private: the engine's post list */
+};
+
 typedef struct co_engine_opts {
 	unsigned ready_size;   /* ready ring slots, a power of two >= 2 (capacity
 	                          is one less); default 4096 */
@@ -111,6 +124,7 @@ struct co_engine {
 	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
 	atomic_uint visitors;           /* other threads inside spawn/wake/stop:
 	                                   destroy waits for them to leave */
+	_Atomic(co_post *) posts;       /* co_engine_post: newest first */
 
 	/* Overflow of the ready ring: never drop a frame (DESIGN invariant 3). */
 	_Alignas(CO_CACHELINE) pthread_mutex_t ov_lock;
@@ -143,7 +157,8 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts);
 
 /*
  * Release the engine's ring and memory. Refuses (-EBUSY) while spawned
- * frames have not finished, so no frame is silently abandoned; -EINVAL
+ * frames have not finished or posts have not run, so nothing is silently
+ * abandoned; -EINVAL
  * for NULL. Call it from the owner thread or after that thread ended; it
  * waits for other threads still returning from co_engine_spawn, co_wake,
  * co_engine_stop or co_engine_unpark on it.
@@ -195,6 +210,16 @@ co_engine *co_engine_current(void);
  */
 int co_engine_park(co_engine *e);
 int co_engine_unpark(co_engine *e);
+
+/*
+ * Run p->fn on e's thread at its next loop turn; from any thread. A post
+ * wakes the engine if it sleeps and counts as pending work: the engine
+ * does not stop, nor co_engine_destroy succeed, before fn has run. Each
+ * poster's posts run in its order. A post made while no co_engine_run is
+ * going runs in the next one.
+ * Errors: -EINVAL (NULL e, p or p->fn, or a destroyed engine).
+ */
+int co_engine_post(co_engine *e, co_post *p);
 
 /*
  * An SQE on e's ring, tagged with info (user_data = info | tag, tag < 4):
