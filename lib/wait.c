@@ -7,28 +7,13 @@
 #include <errno.h>
 #include <sched.h>
 #include <unistd.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 
 #include <coring/io.h>
 #include "wait.h"
 #include "internal.h"
 
-/* Not in the uapi headers liburing 2.3 ships (Linux 6.7 values). */
-#ifndef IORING_OP_FUTEX_WAIT
-#define IORING_OP_FUTEX_WAIT 51
-#endif
-#ifndef FUTEX2_SIZE_U32
-#define FUTEX2_SIZE_U32 0x02
-#endif
-#ifndef FUTEX2_PRIVATE
-#define FUTEX2_PRIVATE 128
-#endif
-
-enum { TAG_FUTEX = 0, TAG_TIMER = 1 };
-
-/* Test hook: 1 or -1 forces the FUTEX_WAIT probe's answer; 0 probes. */
-int co__wait_futex_override;
+/* The timer's tag in its user_data (see co_engine_sqe). */
+enum { TAG_TIMER = 1 };
 
 /* ---- the spinlock ---------------------------------------------------------- */
 
@@ -123,46 +108,24 @@ static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NU
 
 /* ---- timed waits ---------------------------------------------------------------- */
 
-static int futex_wait_supported(void)
-{
-	static atomic_int cached; /* 0 unknown, 1 yes, -1 no; a benign recompute race */
-	int v = co__wait_futex_override;
-
-	if (v)
-		return v > 0;
-	v = atomic_load_explicit(&cached, memory_order_relaxed);
-	if (v == 0) {
-		struct io_uring_probe *p = io_uring_get_probe();
-
-		v = p && io_uring_opcode_supported(p, IORING_OP_FUTEX_WAIT) ? 1 : -1;
-		if (p)
-			io_uring_free_probe(p);
-		atomic_store_explicit(&cached, v, memory_order_relaxed);
-	}
-	return v > 0;
-}
-
 /*
- * On the waiting frame's engine thread: an io_uring FUTEX_WAIT on w->word
- * (asleep while it is 0) with a linked absolute timeout. Whoever claims
- * the waiter sets the word to 1 and wakes the futex; the timer cancels the
- * wait. Either way both CQEs come back to this engine, which then resumes
- * the frame: the frame never runs while the kernel still holds w.
+ * A timed wait is an io_uring timeout (absolute, CLOCK_MONOTONIC) on the
+ * waiting frame's own engine. Whoever claims the waiter first decides its
+ * result, under the primitive's lock: a releaser or a cancel (on any
+ * thread), or the timer's CQE (on the engine). A claimer cannot touch the
+ * engine's ring, so it posts "remove the timer" to the engine. The frame
+ * is woken only once the timer's CQE has come and, if a removal was
+ * posted, once that post has run: then neither the kernel nor the post
+ * list holds a pointer into the waiter. Both happen on the engine thread.
  */
 static void timed_arm(co_waiter *w, co_engine *e)
 {
-	struct io_uring_sqe *sqe = co_engine_sqe(e, &w->info, TAG_FUTEX);
-	struct __kernel_timespec *ts;
+	struct io_uring_sqe *sqe = co_engine_sqe(e, &w->info, TAG_TIMER);
+	struct __kernel_timespec *ts = co_engine_sqe_ts(e, sqe);
 
-	io_uring_prep_rw(IORING_OP_FUTEX_WAIT, sqe, FUTEX2_SIZE_U32 | FUTEX2_PRIVATE,
-			 (const void *)&w->word, 0, 0);
-	sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
-	sqe->flags |= IOSQE_IO_LINK;
-	sqe = co_engine_sqe_link(e, &w->info, TAG_TIMER); /* room kept by co_engine_sqe */
-	ts = co_engine_sqe_ts(e, sqe);
 	ts->tv_sec = (long long)(w->deadline / CO_S);
 	ts->tv_nsec = (long long)(w->deadline % CO_S);
-	io_uring_prep_link_timeout(sqe, ts, IORING_TIMEOUT_ABS);
+	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 }
 
 /* Take w off its queue without waking anyone (the lock is held). */
@@ -183,40 +146,51 @@ static void deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 }
 
-/*
- * Both CQEs of a timed wait arrived (on the frame's engine). If nobody
- * claimed the waiter, the timer decides: it fired (its result is anything
- * but -ECANCELED: -ETIME, or the count of requests it cancelled), or the
- * engine cancelled everything (-ECANCELED), or the futex woke spuriously
- * (sleep again).
- */
-static void timed_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+/* On the engine thread, after the timer's CQE or the removal post: wake the
+ * frame if that was the last thing outstanding. */
+static void timed_finish(co_waiter *w)
+{
+	int go;
+
+	co__spin_lock(w->lk); /* posted is written by claimers under it */
+	go = w->timer_done && (!w->posted || w->post_done);
+	co__spin_unlock(w->lk);
+	if (go) {
+		w->timed = 0;
+		deliver(w);
+	}
+}
+
+/* The timer's CQE: -ETIME (it fired), or -ECANCELED (removed after a claim,
+ * or the engine cancelled all its I/O). If nobody claimed the waiter, the
+ * timer decides the result. */
+static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_waiter *w = co__container_of(info, co_waiter, info);
 
 	(void)cqe_flags;
-	if (tag == TAG_TIMER)
-		w->tres = res;
-	else
-		w->fres = res;
-	if (--w->pending)
-		return;
-	co__spin_lock(w->lk); /* acquire: sees what a claimer wrote (res, item) */
-	if (atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_WAITING) {
-		if (w->tres != -ECANCELED) {
-			leave(w, -ETIME);
-		} else if (w->fres == 0 || w->fres == -EAGAIN) {
-			w->pending = 2; /* a spurious wake: the word is still 0 */
-			co__spin_unlock(w->lk);
-			timed_arm(w, w->engine);
-			return;
-		} else {
-			leave(w, w->fres < 0 ? w->fres : -ECANCELED); /* -ECANCELED: cancel-all */
-		}
-	}
+	(void)tag;
+	co__spin_lock(w->lk);
+	if (atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_WAITING)
+		leave(w, res == -ECANCELED ? -ECANCELED : -ETIME);
+	w->timer_done = 1;
 	co__spin_unlock(w->lk);
-	w->timed = 0;
-	deliver(w);
+	timed_finish(w);
+}
+
+/* The claimer's post, run on the engine: remove the timer unless it has
+ * already completed (its -ECANCELED CQE then follows). */
+static void timer_remove_post(co_post *p)
+{
+	co_waiter *w = co__container_of(p, co_waiter, post);
+
+	if (!w->timer_done) {
+		struct io_uring_sqe *sqe = co_engine_sqe(w->engine, NULL, 0);
+
+		io_uring_prep_timeout_remove(sqe, (uint64_t)(uintptr_t)&w->info | TAG_TIMER, 0);
+	}
+	w->post_done = 1;
+	timed_finish(w);
 }
 
 /* ---- the protocol ---------------------------------------------------------------- */
@@ -227,7 +201,6 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 		return &einval_aw;
 	w->deadline = 0;
 	w->timed = 0;
-	w->pending = 0;
 	w->next = w->prev = NULL;
 	w->q = NULL;
 	w->frame = NULL;
@@ -240,7 +213,8 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 		return &w->aw;
 	}
 	w->aw.ops = &ops->ops;
-	w->info.cb = timed_cqe;
+	w->info.cb = timer_cqe;
+	w->post.fn = timer_remove_post;
 	w->lk = lk;
 	w->obj = obj;
 	return &w->aw;
@@ -253,7 +227,6 @@ co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 
 	if (aw == NULL || aw->ops->resume != co__wait_resume || aw->ops->cancel != co__wait_cancel)
 		return aw;
-	(void)futex_wait_supported(); /* probe now, not under a primitive's lock */
 	now = co_now_ns();
 	w->deadline = ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
 	return aw;
@@ -274,8 +247,6 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 		err = -ETIME;
 	else if (w->deadline && e == NULL)
 		err = -ENXIO;
-	else if (w->deadline && !futex_wait_supported())
-		err = -EOPNOTSUPP;
 	if (err) {
 		co__spin_unlock(w->lk);
 		w->res = err;
@@ -285,10 +256,8 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 	w->engine = e;
 	timed = w->deadline != 0;
 	w->timed = (unsigned char)timed;
-	if (timed) {
-		atomic_store_explicit(&w->word, 0, memory_order_relaxed); /* read by the kernel */
-		w->pending = 2;
-	}
+	if (timed)
+		w->posted = w->timer_done = w->post_done = 0;
 	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
 	co__waitq_push(q, w);
 	/* Counted before anyone can see the waiter, so the matching unpark
@@ -297,8 +266,8 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 		co_engine_park(e);
 	co__spin_unlock(w->lk);
 	/* From here a releaser may claim w. An untimed waiter may then run on
-	 * another thread: touch nothing. A timed one only runs after both of
-	 * its CQEs, so arming it here is safe. */
+	 * another thread: touch nothing. A timed one only runs after its
+	 * timer's CQE, so arming it here is safe. */
 	if (timed)
 		timed_arm(w, e);
 	return 1;
@@ -307,16 +276,8 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 void co__wait_claim(co_waiter *w, int res, co__wake_list *l)
 {
 	leave(w, res);
-	if (w->timed) {
-		/* The kernel compares the word when it issues the FUTEX_WAIT: one
-		 * not yet issued fails with -EAGAIN, one asleep is woken here.
-		 * Both under the lock: once it is released the engine may
-		 * complete the wait, and the frame may end and free w. (A wake
-		 * of a private futex only hashes the address.) */
-		atomic_store_explicit(&w->word, 1, memory_order_relaxed);
-		syscall(SYS_futex, (void *)&w->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-		return;
-	}
+	if (w->timed)
+		w->posted = 1; /* its frame now also waits for the removal post */
 	w->next = NULL;
 	if (l->tail)
 		l->tail->next = w;
@@ -331,7 +292,10 @@ void co__wake_all(co__wake_list *l)
 
 	for (; w; w = next) {
 		next = w->next; /* before the wake: then w may be gone */
-		deliver(w);
+		if (w->timed) /* its engine removes the timer, then wakes it */
+			co_engine_post(w->engine, &w->post);
+		else
+			deliver(w);
 	}
 	l->head = l->tail = NULL;
 }
@@ -361,7 +325,7 @@ int co__wait_resume(co_awaiter *a, co_frame *f)
 
 /* co_cancel on a parked frame (from its engine's thread): take it off the
  * queue with -ECANCELED, unless a release claimed it first (that result
- * stands). A timed waiter wakes through its futex, like any claim. */
+ * stands). A timed waiter's timer is removed first, like on any claim. */
 int co__wait_cancel(co_awaiter *a, co_frame *f)
 {
 	co_waiter *w = (co_waiter *)a;

@@ -52,15 +52,15 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 
 /*
  * Called from a suspend op with *w->lk held, once the operation found it
- * must wait: park f on q (or finish at once with -ECANCELED, -ETIME,
- * -ENXIO or -EOPNOTSUPP in w->res). Releases the lock in every case.
+ * must wait: park f on q (or finish at once with -ECANCELED, -ETIME or
+ * -ENXIO in w->res). Releases the lock in every case.
  * Returns what suspend returns: 1 parked, 0 finished.
  */
 int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q);
 
-/* Under the lock of w's queue: take w off it with result res. A timed
- * waiter is signalled at once (its engine wakes it); others go on l, to
- * be woken with co__wake_all once the lock is released. */
+/* Under the lock of w's queue: take w off it with result res, onto l;
+ * co__wake_all, once the lock is released, wakes it (or, for a timed
+ * waiter, posts the removal of its timer to its engine, which wakes it). */
 void co__wait_claim(co_waiter *w, int res, co__wake_list *l);
 void co__wake_all(co__wake_list *l);
 

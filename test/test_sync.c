@@ -20,7 +20,6 @@
 #include <coring/context.h>
 #include <coring/io.h>
 
-extern int co__wait_futex_override;
 
 /* Effectively "never": a timer that fired would hang the test (the meson
  * timeout is the guard), so a test that ends proves it was removed. */
@@ -332,13 +331,12 @@ static void test_event_timeout_races_set(void **state)
 	}
 }
 
-/* Timed-wait errors: no engine (a co_loop), a kernel without FUTEX_WAIT. */
+/* Timed-wait errors: no engine (a co_loop) to arm a timer on. */
 static void test_timed_wait_errors(void **state)
 {
 	co_loop loop;
-	co_engine e;
 	co_event ev;
-	struct ev_task a, b, c;
+	struct ev_task a, b;
 	(void)state;
 	assert_int_equal(co_event_init(&ev, 0), 0);
 	co_loop_init(&loop);
@@ -352,14 +350,6 @@ static void test_timed_wait_errors(void **state)
 	assert_int_equal(co_loop_run(&loop), 0);
 	assert_int_equal(b.res, -ETIME);
 
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	co__wait_futex_override = -1;
-	ev_task_init(&c, &ev, NEVER);
-	assert_int_equal(co_engine_spawn(&e, &c.co), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
-	co__wait_futex_override = 0;
-	assert_int_equal(c.res, -EOPNOTSUPP);
-	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
 /* ---- a timed-out or cancelled waiter leaves the queue cleanly ------------------- */
@@ -525,9 +515,10 @@ static void test_cancel_parked(void **state)
 }
 
 /* co_cancel on the frames' own context racing a co_event_set from another
- * thread, hundreds of times: every waiter ends exactly once, with 0 or
- * -ECANCELED, and none is left stuck (a lost update of the frame's state
- * would leave one queued yet marked waiting: -EDEADLK, or a debug trap). */
+ * thread, hundreds of times, and for half the waiters a timer too: every
+ * waiter ends exactly once, with 0, -ECANCELED or -ETIME, and none is left
+ * stuck (a lost update of the frame's state would leave one queued yet
+ * marked waiting: -EDEADLK, or a debug trap). */
 #define CR_ROUNDS 200
 #define CR_WAITERS 16
 
@@ -537,6 +528,7 @@ struct cr_waiter {
 	co_frame co;
 	co_waiter w;
 	co_event *ev;
+	uint64_t ns; /* a time limit, or 0 */
 	int res, ends;
 };
 
@@ -545,7 +537,10 @@ static int cr_waiter_fn(co_frame *f)
 	struct cr_waiter *v = (struct cr_waiter *)f;
 	CO_BEGIN(f);
 	atomic_fetch_add(&cr_parked, 1);
-	CO_AWAIT(f, co_event_wait(&v->w, v->ev));
+	if (v->ns)
+		CO_AWAIT(f, co_wait_for(co_event_wait(&v->w, v->ev), v->ns));
+	else
+		CO_AWAIT(f, co_event_wait(&v->w, v->ev));
 	v->res = co_result(f);
 	v->ends++;
 	CO_END(f);
@@ -553,16 +548,19 @@ static int cr_waiter_fn(co_frame *f)
 
 struct cr_canceller {
 	co_frame co;
+	co_io io;
 	struct cr_waiter *v;
-	int i, spins;
+	uint64_t delay;
+	int i;
 };
 
 static int cr_canceller_fn(co_frame *f)
 {
 	struct cr_canceller *c = (struct cr_canceller *)f;
 	CO_BEGIN(f);
-	for (c->i = 0; c->i < c->spins; c->i++)
-		CO_YIELD(f);
+	/* real time, not yields: yields run within one batch of the loop,
+	 * before the waiters' timers are even submitted */
+	CO_AWAIT(f, co_sleep(&c->io, c->delay));
 	for (c->i = 0; c->i < CR_WAITERS; c->i++)
 		co_cancel(&c->v[c->i].co);
 	CO_END(f);
@@ -573,7 +571,7 @@ static void test_cancel_races_set_from_other_thread(void **state)
 	static struct cr_waiter v[CR_WAITERS];
 	struct cr_canceller c;
 	unsigned seed = 7;
-	long set_won = 0;
+	long set_won = 0, timed_out = 0;
 	(void)state;
 	for (int round = 0; round < CR_ROUNDS; round++) {
 		co_context ctx;
@@ -582,19 +580,22 @@ static void test_cancel_races_set_from_other_thread(void **state)
 		assert_int_equal(co_context_init(&ctx, NULL), 0);
 		for (int i = 0; i < CR_WAITERS; i++) {
 			v[i] = (struct cr_waiter){ .ev = &ev };
+			if (i & 1)
+				v[i].ns = (1 + (uint64_t)(rand_r(&seed) % 20)) * CO_US;
 			co_init(&v[i].co, cr_waiter_fn);
 			assert_int_equal(co_context_submit(&ctx, &v[i].co), 0);
 		}
-		c = (struct cr_canceller){ .v = v, .spins = 1 + rand_r(&seed) % 8 };
+		c = (struct cr_canceller){ .v = v,
+					   .delay = (uint64_t)(rand_r(&seed) % 30) * CO_US };
 		co_init(&c.co, cr_canceller_fn);
 		assert_int_equal(co_context_submit(&ctx, &c.co), 0);
 		atomic_store(&cr_parked, 0);
 		assert_int_equal(co_context_start(&ctx, CO_RUN_UNTIL_IDLE), 0);
-		/* the waiters park, then the canceller yields a few turns and
+		/* the waiters park, then the canceller sleeps a little and
 		 * cancels them one by one: set somewhere in that window */
 		while (atomic_load(&cr_parked) < CR_WAITERS)
 			;
-		for (unsigned spin = rand_r(&seed) % 4000; spin; spin--)
+		for (unsigned spin = rand_r(&seed) % 20000; spin; spin--)
 			atomic_signal_fence(memory_order_seq_cst);
 		assert_int_equal(co_event_set(&ev), 0);
 		assert_int_equal(co_context_join(&ctx), 0);
@@ -603,12 +604,14 @@ static void test_cancel_races_set_from_other_thread(void **state)
 			assert_int_equal(v[i].ends, 1);
 			if (v[i].res == 0)
 				set_won++;
+			else if (v[i].res == -ETIME && v[i].ns)
+				timed_out++;
 			else
 				assert_int_equal(v[i].res, -ECANCELED);
 		}
 	}
-	print_message("      %ld waits woken by the set, %ld cancelled\n", set_won,
-		      (long)CR_ROUNDS * CR_WAITERS - set_won);
+	print_message("      %ld waits woken by the set, %ld timed out, %ld cancelled\n", set_won,
+		      timed_out, (long)CR_ROUNDS * CR_WAITERS - set_won - timed_out);
 }
 
 /* The engine is stopped with cancel_io while a timed waiter sleeps. */

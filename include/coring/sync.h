@@ -53,11 +53,13 @@ typedef struct co_waitq {
 /*
  * The awaiter of every wait, and its node in a wait queue. All fields are
  * private; the prep functions (co_mutex_lock, co_event_wait ...) set them.
- * 112 bytes on LP64.
+ * 120 bytes on LP64.
  */
 struct co_waiter {
 	co_awaiter aw;                /* private: first, returned by the preps */
-	co_io_info info;              /* private: a timed wait's CQEs */
+	co_io_info info;              /* private: a timed wait's timer CQE */
+	co_post post;                 /* private: a timed wait's "remove the timer",
+	                                 posted to its engine by the claimer */
 	co_waiter *next, *prev;       /* private: links, under *lk */
 	co_waitq *q;                  /* private: the queue it is linked on */
 	atomic_uint *lk;              /* private: its primitive's lock */
@@ -69,12 +71,12 @@ struct co_waiter {
 	co_frame *frame;              /* private: the waiting frame */
 	co_engine *engine;            /* private: the engine it is parked on */
 	uint64_t deadline;            /* private: CLOCK_MONOTONIC ns; 0: none */
-	atomic_uint word;             /* private: futex word of a timed wait */
 	atomic_uint state;            /* private: CO__W_* */
 	int res;                      /* private: the await's value */
-	int fres, tres;               /* private: a timed wait's CQE results */
-	unsigned char pending;        /* private: a timed wait's CQEs still due */
 	unsigned char timed;          /* private: a timer is armed for this wait */
+	unsigned char posted;         /* private: claimed: a removal was posted */
+	unsigned char timer_done;     /* private: the timer's CQE came (engine) */
+	unsigned char post_done;      /* private: the removal post ran (engine) */
 };
 
 /*
@@ -87,9 +89,9 @@ struct co_waiter {
  * -ETIME if the time ran out first; exactly one of "released" and "timed
  * out" wins, and a released wait that beat its timer keeps its result.
  * ns == 0 makes it a try: -ETIME at once unless the wait completes at once.
- * The timer is armed on the waiting frame's own engine (an io_uring futex
- * wait with a linked timeout, Linux 6.7+): errors -ENXIO (the frame does
- * not run on an engine), -EOPNOTSUPP (the kernel lacks IORING_OP_FUTEX_WAIT).
+ * The timer is an io_uring timeout on the waiting frame's own engine (any
+ * kernel coring runs on); error -ENXIO when the frame does not run on an
+ * engine.
  * Apply it right after the prep; another awaiter is returned unchanged.
  */
 co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
