@@ -353,6 +353,9 @@ echo "== cross-thread submit: frames/s through one engine's ready ring"
 echo
 echo "== dispatch strategies (unbalanced tasks, 2 contexts)"
 "$B/dispatch" | grep -v '^dispatch '
+echo
+echo "== sync: mutex hand-off and channel across 2 contexts, vs pthread mutex and a pipe"
+"$B/sync"
 
 # ---- targets ---------------------------------------------------------------------
 echo

@@ -123,6 +123,8 @@ static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_re
 
 co_awaiter *co_transfer(co_transfer_aw *t, co_context *target)
 {
+	if (t == NULL)
+		return NULL; /* awaiting NULL: -EINVAL */
 	t->aw.ops = &transfer_ops;
 	t->target = target;
 	t->res = 0;

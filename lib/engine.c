@@ -170,10 +170,16 @@ static void owner_push(co_engine *e, co_frame *f)
 		ready_push(e, f);
 }
 
+static int posts_pending(co_engine *e)
+{
+	return atomic_load_explicit(&e->posts, memory_order_relaxed) != NULL;
+}
+
+/* Frames to resume or posts to run: the loop has work without waiting. */
 static int ready_nonempty(co_engine *e)
 {
 	return e->local_n != 0 || ring_size(e) != 0 ||
-	       atomic_load_explicit(&e->ov_count, memory_order_relaxed) != 0;
+	       atomic_load_explicit(&e->ov_count, memory_order_relaxed) != 0 || posts_pending(e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -380,7 +386,7 @@ int co_engine_destroy(co_engine *e)
 {
 	if (e == NULL || e->ready_buf == NULL)
 		return -EINVAL;
-	if (LIVE_COUNT(atomic_load(&e->live)) != 0)
+	if (LIVE_COUNT(atomic_load(&e->live)) != 0 || posts_pending(e))
 		return -EBUSY;
 	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
 		sched_yield(); /* a waker is still returning from a kick */
@@ -440,7 +446,7 @@ int co_engine_stop(co_engine *e, int cancel_io)
 {
 	int remote;
 
-	if (e == NULL)
+	if (e == NULL || e->ready_buf == NULL)
 		return -EINVAL;
 	remote = co__current != e;
 	if (remote)
@@ -459,15 +465,21 @@ int co_engine_stop(co_engine *e, int cancel_io)
 	return 0;
 }
 
-void co_engine_park(co_engine *e)
+int co_engine_park(co_engine *e)
 {
+	if (e == NULL || e->ready_buf == NULL)
+		return -EINVAL;
 	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
+	return 0;
 }
 
-void co_engine_unpark(co_engine *e)
+int co_engine_unpark(co_engine *e)
 {
-	int remote = co__current != e;
+	int remote;
 
+	if (e == NULL || e->ready_buf == NULL)
+		return -EINVAL;
+	remote = co__current != e;
 	if (remote)
 		visit_begin(e);
 	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
@@ -476,6 +488,50 @@ void co_engine_unpark(co_engine *e)
 	if (remote) {
 		engine_kick(e);
 		visit_end(e);
+	}
+	return 0;
+}
+
+int co_engine_post(co_engine *e, co_post *p)
+{
+	co_post *head;
+	int remote;
+
+	if (e == NULL || e->ready_buf == NULL || p == NULL || p->fn == NULL)
+		return -EINVAL;
+	remote = co__current != e;
+	if (remote)
+		visit_begin(e); /* once pushed, the engine may run it, finish, be destroyed */
+	head = atomic_load_explicit(&e->posts, memory_order_relaxed);
+	do {
+		p->next = head;
+		/* release: what the poster wrote before is visible to fn; pairs
+		 * with the acquire exchange in run_posts */
+	} while (!atomic_compare_exchange_weak_explicit(&e->posts, &head, p, memory_order_release,
+							memory_order_relaxed));
+	if (remote) {
+		engine_kick(e);
+		visit_end(e);
+	}
+	return 0;
+}
+
+/* Run every post queued so far, oldest first. */
+static void run_posts(co_engine *e)
+{
+	/* acquire: pairs with the release CAS in co_engine_post */
+	co_post *p = atomic_exchange_explicit(&e->posts, NULL, memory_order_acquire), *fifo = NULL;
+
+	while (p) { /* the list is newest first: reverse it */
+		co_post *next = p->next;
+		p->next = fifo;
+		fifo = p;
+		p = next;
+	}
+	while (fifo) {
+		co_post *next = fifo->next; /* before fn, which may free it */
+		fifo->fn(fifo);
+		fifo = next;
 	}
 }
 
@@ -535,6 +591,9 @@ struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
 
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
 {
+	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes ||
+	    sqe >= e->ring.sq.sqes + e->ring.sq.ring_entries)
+		return NULL;
 	return &e->ts[sqe - e->ring.sq.sqes];
 }
 
@@ -602,8 +661,10 @@ static void reap_all(co_engine *e)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
-	while (reap(e) && io_uring_cq_has_overflow(&e->ring))
+	while (reap(e) && io_uring_cq_has_overflow(&e->ring)) {
+		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
+	}
 }
 
 /* co_engine_stop(e, 1): cancel all I/O once, from the owner thread. */
@@ -694,6 +755,8 @@ int co_engine_run(co_engine *e, int mode)
 		e->last_info = NULL; /* SQEs of earlier turns are submitted */
 		if (co__unlikely(stop == 2) && !e->cancel_requested)
 			cancel_all_io(e);
+		if (co__unlikely(posts_pending(e)))
+			run_posts(e);
 		run_ready(e);
 		if (e->stats.resumed != resumed)
 			stalled = 0;

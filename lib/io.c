@@ -81,6 +81,8 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
  * no SQE is taken. */
 static co_awaiter *io_fail(co_io *io, int err)
 {
+	if (io == NULL)
+		return NULL; /* CO_AWAIT(f, NULL): -EINVAL, or a trap in debug builds */
 	io->aw.ops = &io_ops;
 	io->info.cb = io_done;
 	io->frame = NULL;
@@ -97,7 +99,7 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 {
 	co_engine *e = co__tls_engine;
 
-	if (e == NULL) {
+	if (io == NULL || e == NULL) {
 		io_fail(io, -ENXIO);
 		return NULL;
 	}
@@ -117,7 +119,7 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 		struct io_uring_sqe *sqe = io_begin((io), (kind)); \
 		if (sqe)                                         \
 			prep_call;                               \
-		return &(io)->aw;                                \
+		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
 co_awaiter *co_nop(co_io *io)
@@ -322,6 +324,8 @@ static int xfer_fail(co_frame *f)
 static co_frame *xfer_init(co_xfer *x, int op, int fd, const void *buf, size_t len, uint64_t off,
 			   int flags)
 {
+	if (x == NULL)
+		return NULL; /* CO_AWAIT_TASK(f, NULL): -EINVAL, or a debug trap */
 	x->op = op;
 	x->fd = fd;
 	x->buf = (char *)(uintptr_t)buf;

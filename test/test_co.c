@@ -803,6 +803,79 @@ static void misuse_await_running_child(void)
 	co_resume(&b.co);
 }
 
+/* NULL given where a frame, awaiter or child is due. */
+struct nulls {
+	co_frame co;
+	int r_await, r_task;
+};
+
+static int nulls_fn(co_frame *f)
+{
+	struct nulls *n = (struct nulls *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, (co_awaiter *)NULL);
+	n->r_await = co_result(f);
+	CO_AWAIT_TASK(f, (co_frame *)NULL);
+	n->r_task = co_result(f);
+	CO_END(f);
+}
+
+static struct nulls nulls_probe;
+
+static void misuse_await_nulls(void)
+{
+	co_init(&nulls_probe.co, nulls_fn);
+	co_resume(&nulls_probe.co);
+}
+
+#if CO_DEBUG
+static void misuse_init_null(void)
+{
+	co_init(NULL, counter_fn);
+}
+
+static void misuse_resume_no_body(void)
+{
+	struct counter c;
+	co_init(&c.co, NULL); /* allowed: spawns refuse it with -EINVAL */
+	co_resume(&c.co);
+}
+
+static void misuse_resume_null(void)
+{
+	co_resume(NULL);
+}
+
+static void misuse_wake_null(void)
+{
+	co_wake(NULL);
+}
+
+static void misuse_done_null(void)
+{
+	(void)co_done(NULL);
+}
+
+static void misuse_loop_null(void)
+{
+	co_loop_run(NULL);
+}
+
+static int task_null_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_AWAIT_TASK(f, (co_frame *)NULL);
+	CO_END(f);
+}
+
+static void misuse_await_task_null(void)
+{
+	struct counter c;
+	co_init(&c.co, task_null_fn);
+	co_resume(&c.co);
+}
+#endif
+
 #if !CO_USE_COMPUTED_GOTO
 static void misuse_switch_suspension(void)
 {
@@ -848,8 +921,58 @@ static void test_misuse(void **state)
 	assert_true(harmless(misuse_resume_finished));
 	assert_true(harmless(misuse_wake_not_waiting));
 	assert_true(harmless(misuse_resume_waiting));
-	(void)misuse_resume_child; /* undefined in release: checked in debug only */
-	(void)misuse_await_running_child;
+	assert_true(harmless(misuse_resume_child));
+	assert_true(harmless(misuse_await_running_child));
+	{
+		/* and in detail: refused without disturbing the real parent */
+		struct parent p = { .a = { .in = 3, .yields = 1 }, .b = { .in = 4 } };
+		struct borrower b;
+		co_init(&p.co, parent_fn);
+		co_init(&p.a.co, child_fn);
+		co_init(&p.b.co, child_fn);
+		assert_int_equal(co_resume(&p.co), CO_YIELDED); /* a runs, yields */
+		assert_int_equal(co_resume(&p.a.co), CO_WAITING); /* not by hand */
+		b.kid = &p.a.co;
+		co_init(&b.co, borrower_fn);
+		assert_int_equal(co_resume(&b.co), CO_DONE);
+		assert_int_equal(co_result(&b.co), -EBUSY);
+		assert_int_equal(co_resume(&p.co), CO_DONE);
+		assert_int_equal(co_status(&p.co), 6 + 8);
+		/* a spawned frame is not a child either */
+		co_loop l;
+		struct counter c = { .n = 1 };
+		co_loop_init(&l);
+		co_init(&c.co, counter_fn);
+		assert_int_equal(co_loop_spawn(&l, &c.co), 0);
+		b.kid = &c.co;
+		co_init(&b.co, borrower_fn);
+		assert_int_equal(co_resume(&b.co), CO_DONE);
+		assert_int_equal(co_result(&b.co), -EBUSY);
+		assert_int_equal(co_loop_run(&l), 0);
+		assert_int_equal(c.hits, 1);
+	}
+#endif
+}
+
+static void test_null_arguments(void **state)
+{
+	(void)state;
+	assert_int_equal(co_cancel(NULL), -EINVAL);
+#if CO_DEBUG
+	assert_true(traps_with(misuse_init_null, "co_init: NULL frame"));
+	assert_true(traps_with(misuse_resume_no_body, "co_resume: frame has no body"));
+	assert_true(traps_with(misuse_resume_null, "co_resume: NULL frame"));
+	assert_true(traps_with(misuse_wake_null, "co_wake: NULL frame"));
+	assert_true(traps_with(misuse_done_null, "co_done: NULL frame"));
+	assert_true(traps_with(misuse_loop_null, "co_loop_run: NULL loop"));
+	assert_true(traps_with(misuse_await_nulls, "CO_AWAIT: NULL awaiter"));
+	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT_TASK: NULL child frame"));
+#else
+	/* release: a NULL awaiter or child is an await whose value is -EINVAL */
+	misuse_await_nulls();
+	assert_true(co_done(&nulls_probe.co));
+	assert_int_equal(nulls_probe.r_await, -EINVAL);
+	assert_int_equal(nulls_probe.r_task, -EINVAL);
 #endif
 }
 
@@ -876,6 +999,7 @@ int main(void)
 		cmocka_unit_test(test_loop_wake_through_awaiter),
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
+		cmocka_unit_test(test_null_arguments),
 	};
 	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
 					   tests, NULL, NULL);

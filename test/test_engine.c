@@ -118,7 +118,39 @@ static void test_spawn_errors(void **state)
 	co_init(&t.co, task_fn);
 	assert_int_equal(co_engine_stop(&e, 0), 0);
 	assert_int_equal(co_engine_spawn(&e, &t.co), -ESHUTDOWN);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0); /* stopped: returns */
 	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_misuse_errors(void **state)
+{
+	co_engine e;
+	struct task t = { 0 };
+	atomic_int runs[1] = { 0 };
+	(void)state;
+	t.runs = runs;
+	co_init(&t.co, task_fn);
+	assert_int_equal(co_engine_park(NULL), -EINVAL);
+	assert_int_equal(co_engine_unpark(NULL), -EINVAL);
+	assert_null(co_engine_sqe(NULL, NULL, 0));
+	assert_null(co_engine_sqe_link(NULL, NULL, 0));
+	assert_null(co_engine_last_sqe(NULL, NULL));
+	assert_null(co_engine_sqe_ts(NULL, NULL));
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	/* the SQE helpers belong to the engine's own thread, while it runs */
+	assert_null(co_engine_sqe(&e, NULL, 0));
+	assert_null(co_engine_sqe_ts(&e, NULL));
+	assert_int_equal(co_engine_park(&e), 0);
+	assert_int_equal(co_engine_unpark(&e), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	/* every call on a destroyed engine is refused, none crashes */
+	assert_int_equal(co_engine_spawn(&e, &t.co), -EINVAL);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EINVAL);
+	assert_int_equal(co_engine_stop(&e, 1), -EINVAL);
+	assert_int_equal(co_engine_park(&e), -EINVAL);
+	assert_int_equal(co_engine_unpark(&e), -EINVAL);
+	assert_int_equal(co_engine_destroy(&e), -EINVAL);
+	assert_int_equal(atomic_load(&runs[0]), 0);
 }
 
 /* ---- running ------------------------------------------------------------- */
@@ -477,6 +509,123 @@ static void test_nested_run_refused(void **state)
 	assert_int_equal(co_engine_destroy(&other), 0);
 }
 
+/* ---- posts: a callback on the engine's thread, from any thread -------------- */
+
+#define POSTERS 4
+#define POSTS_EACH 2000
+
+struct post_rec {
+	co_post p;
+	co_engine *e;
+	int poster, seq;
+};
+
+static atomic_int posts_ran, posts_off_thread, posts_out_of_order;
+static int post_last[POSTERS]; /* engine thread only */
+
+static void post_fn(co_post *p)
+{
+	struct post_rec *r = (struct post_rec *)p;
+	if (co_engine_current() != r->e)
+		atomic_fetch_add(&posts_off_thread, 1);
+	if (r->seq != post_last[r->poster] + 1)
+		atomic_fetch_add(&posts_out_of_order, 1);
+	post_last[r->poster] = r->seq;
+	atomic_fetch_add(&posts_ran, 1);
+}
+
+struct poster {
+	co_engine *e;
+	int id;
+	struct post_rec rec[POSTS_EACH];
+};
+
+static void *poster_main(void *arg)
+{
+	struct poster *ps = arg;
+	for (int i = 0; i < POSTS_EACH; i++) {
+		ps->rec[i] = (struct post_rec){ .p = { .fn = post_fn }, .e = ps->e, .poster = ps->id,
+						.seq = i + 1 };
+		if (co_engine_post(ps->e, &ps->rec[i].p) != 0)
+			abort();
+		if (i % 64 == 0)
+			usleep(50); /* let the engine fall asleep now and then */
+	}
+	return NULL;
+}
+
+struct engine_thread {
+	co_engine *e;
+	int ret;
+};
+
+static void *engine_main(void *arg)
+{
+	struct engine_thread *t = arg;
+	t->ret = co_engine_run(t->e, CO_RUN_UNTIL_STOP);
+	return NULL;
+}
+
+static void test_post_from_other_threads(void **state)
+{
+	static struct poster ps[POSTERS];
+	pthread_t th[POSTERS], eth;
+	struct engine_thread et;
+	co_engine e;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	atomic_store(&posts_ran, 0);
+	memset(post_last, 0, sizeof post_last);
+	et.e = &e;
+	assert_int_equal(pthread_create(&eth, NULL, engine_main, &et), 0);
+	for (int k = 0; k < POSTERS; k++) {
+		ps[k].e = &e;
+		ps[k].id = k;
+		assert_int_equal(pthread_create(&th[k], NULL, poster_main, &ps[k]), 0);
+	}
+	for (int k = 0; k < POSTERS; k++)
+		pthread_join(th[k], NULL);
+	/* every post runs although the engine sleeps between them: the hang
+	 * guard is the only bound */
+	for (int i = 0; i < 10000 && atomic_load(&posts_ran) < POSTERS * POSTS_EACH; i++)
+		usleep(1000);
+	assert_int_equal(co_engine_stop(&e, 0), 0);
+	pthread_join(eth, NULL);
+	assert_int_equal(et.ret, 0);
+	assert_int_equal(atomic_load(&posts_ran), POSTERS * POSTS_EACH); /* each once */
+	assert_int_equal(atomic_load(&posts_off_thread), 0);
+	assert_int_equal(atomic_load(&posts_out_of_order), 0);
+	assert_true(e.stats.waits > 0); /* it did sleep, and was woken */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static int post_count;
+static void count_post(co_post *p)
+{
+	(void)p;
+	post_count++;
+}
+
+static void test_post_errors_and_lifetime(void **state)
+{
+	co_engine e;
+	co_post p = { .fn = count_post }, nofn = { 0 };
+	(void)state;
+	assert_int_equal(co_engine_post(NULL, &p), -EINVAL);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_post(&e, NULL), -EINVAL);
+	assert_int_equal(co_engine_post(&e, &nofn), -EINVAL);
+	/* queued before any run: the engine may not be destroyed, and the
+	 * next run, even one that returns when idle, runs it first */
+	post_count = 0;
+	assert_int_equal(co_engine_post(&e, &p), 0);
+	assert_int_equal(co_engine_destroy(&e), -EBUSY);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(post_count, 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_post(&e, &p), -EINVAL); /* destroyed */
+}
+
 /* ---- tiny rings: SQ full, CQ overflow -------------------------------------- */
 
 #define TINY_FRAMES 500
@@ -535,12 +684,13 @@ static void test_tiny_rings_lose_nothing(void **state)
 		close(b[i].p[0]);
 		close(b[i].p[1]);
 	}
-	assert_true(e.stats.sq_full > 0);
+	assert_true(e.stats.sq_full > 0);     /* the SQ was full ... */
+	assert_true(e.stats.cq_overflow > 0); /* ... and the CQ overflowed */
 	assert_true(e.stats.cqes >= (uint64_t)TINY_FRAMES * 13);
 	assert_int_equal(e.inflight, 0);
-	print_message("      %llu early submits, %llu completions, %llu turns\n",
-		      (unsigned long long)e.stats.sq_full, (unsigned long long)e.stats.cqes,
-		      (unsigned long long)e.stats.turns);
+	print_message("      %llu early submits, %llu CQ overflows, %llu completions, %llu turns\n",
+		      (unsigned long long)e.stats.sq_full, (unsigned long long)e.stats.cq_overflow,
+		      (unsigned long long)e.stats.cqes, (unsigned long long)e.stats.turns);
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
@@ -649,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_init_errors),
 		cmocka_unit_test(test_uring_unavailable),
 		cmocka_unit_test(test_spawn_errors),
+		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_run_round_robin),
 		cmocka_unit_test(test_ready_ring_past_capacity),
 		cmocka_unit_test(test_spawn_from_other_thread_wakes),
@@ -658,6 +809,8 @@ int main(void)
 		cmocka_unit_test(test_stop_cancels_io),
 		cmocka_unit_test(test_nested_run_refused),
 		cmocka_unit_test(test_tiny_rings_lose_nothing),
+		cmocka_unit_test(test_post_from_other_threads),
+		cmocka_unit_test(test_post_errors_and_lifetime),
 		cmocka_unit_test(test_local_fifo_does_not_starve_ring),
 		cmocka_unit_test(test_local_spawns_run_in_order),
 	};

@@ -427,8 +427,8 @@ static void event_set(struct event *ev)
 	__atomic_store_n(&ev->waiter, NULL, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&ev->lock);
 	if (w) {
-		co_engine_unpark(e);
-		co_wake(w);
+		co_wake(w);           /* first: the engine still counts it parked */
+		co_engine_unpark(e);  /* then it may find itself idle */
 	}
 }
 

@@ -9,6 +9,7 @@
  * random messages and check every byte; the server then stops by itself and
  * the exit status says whether every byte came back.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,8 +67,19 @@ static int server_fn(co_frame *f)
 	CO_BEGIN(f);
 	for (;;) {
 		CO_AWAIT(f, co_accept(&s->io, s->lfd, NULL, NULL, SOCK_CLOEXEC));
+		if (co_result(f) == -ECANCELED)
+			break; /* shutting down */
+		if (co_result(f) == -EMFILE || co_result(f) == -ENFILE || co_result(f) == -ENOMEM ||
+		    co_result(f) == -ENOBUFS) {
+			/* out of descriptors or memory: retrying at once would spin;
+			 * wait for connections to finish and free some */
+			CO_AWAIT(f, co_sleep(&s->io, 10 * CO_MS));
+			if (co_result(f) == -ECANCELED)
+				break;
+			continue;
+		}
 		if (co_result(f) < 0)
-			break; /* -ECANCELED: shutting down */
+			continue; /* the peer gave up first (-ECONNABORTED ...) */
 		s->accepted++;
 		c = calloc(1, sizeof *c); /* a C local: used before the next await only */
 		if (c == NULL) {
@@ -164,7 +176,7 @@ int main(int argc, char **argv)
 	srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(srv.lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
 	addr.sin_port = htons((uint16_t)port);
-	if (bind(srv.lfd, (struct sockaddr *)&addr, sizeof addr) || listen(srv.lfd, 1024) ||
+	if (bind(srv.lfd, (struct sockaddr *)&addr, sizeof addr) || listen(srv.lfd, SOMAXCONN) ||
 	    getsockname(srv.lfd, (struct sockaddr *)&addr, &alen)) {
 		perror("echo_server: listen");
 		return 1;

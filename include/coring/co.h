@@ -44,7 +44,13 @@
  *   - a missing CO_END leaves unbalanced braces: a compile error;
  *   - resuming a finished frame, waking a frame that is not waiting and
  *     awaiting a child that already runs trap in debug builds (CO_DEBUG,
- *     on unless NDEBUG); in release builds they are harmless no-ops.
+ *     on unless NDEBUG); in release builds they are harmless: a finished
+ *     or waiting frame (or a child resumed directly) is not run, a second
+ *     wake is ignored, and awaiting a busy child yields -EBUSY;
+ *   - a NULL frame given to any function here traps in debug builds with a
+ *     message naming the function (release builds do not check: these are
+ *     the hot path); a NULL awaiter or child makes the await's value
+ *     -EINVAL (and traps in debug builds). docs/errors.md lists them all.
  */
 #ifndef CORING_CO_H
 #define CORING_CO_H
@@ -132,6 +138,17 @@ extern "C" {
 #define CO__UNLIKELY(x) (x)
 #endif
 
+/* A frame's state word is read by co_cancel on the frame's thread while
+ * co_wake may clear WAITING from another: plain loads and stores (a mov on
+ * x86 and Cortex-M, no lock), but atomic so neither tears nor races. */
+#if defined(__GNUC__)
+#define CO__LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define CO__STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#else
+#define CO__LOAD_RELAXED(p) (*(p))
+#define CO__STORE_RELAXED(p, v) ((void)(*(p) = (v)))
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -161,10 +178,10 @@ enum co_run {
 enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
-	CO__ST_CANCEL = 1u << 2,     /* root: co_cancel() was requested */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a scheduler (loop/engine) */
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
+	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 };
 
 /*
@@ -193,6 +210,10 @@ struct co_frame {
 	int status;                     /* public: CO_RETURN status (0 or -errno) */
 	int result;                     /* public: value of the last await */
 	unsigned state;                 /* private: CO__ST_* bits */
+	unsigned char cancel;           /* private: root: co_cancel() was asked; a
+	                                   byte of its own, so that co_cancel and a
+	                                   co_wake from another thread never
+	                                   read-modify-write the same word */
 };
 
 /*
@@ -239,6 +260,7 @@ struct co_sched {
  * runs when resumed or awaited. Field by field: no memset in freestanding. */
 static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 {
+	CO__CHECK(f != NULL, "co_init: NULL frame");
 	f->fn = fn;
 	f->label = 0;
 	f->parent = NULL;
@@ -251,31 +273,38 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 	f->status = 0;
 	f->result = 0;
 	f->state = 0;
+	f->cancel = 0;
 }
 
 /* True once the coroutine has finished (CO_END or CO_RETURN). */
 static inline int co_done(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_done: NULL frame");
 	return (f->state & CO__ST_DONE) != 0;
 }
 
 /* The status given to CO_RETURN (0 after CO_END or before the end). */
 static inline int co_status(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_status: NULL frame");
 	return f->status;
 }
 
 /* The value of the frame's last CO_AWAIT / CO_AWAIT_TASK. */
 static inline int co_result(const co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_result: NULL frame");
 	return f->result;
 }
 
 /* True once co_cancel() was requested for the frame's chain. */
 static inline int co_cancelled(const co_frame *f)
 {
-	const co_frame *r = f->parent ? f->top : f;
-	return (r->state & CO__ST_CANCEL) != 0;
+	const co_frame *r;
+
+	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
+	r = f->parent ? f->top : f;
+	return r->cancel != 0;
 }
 
 /* The outermost frame of f's await chain (what schedulers queue). */
@@ -296,17 +325,21 @@ static inline int co_resume(co_frame *f)
 {
 	co_frame *root = f, *cur = f;
 
+	CO__CHECK(f != NULL, "co_resume: NULL frame");
+	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
 	CO__CHECK(f->parent == NULL,
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and a root that is its own leaf calls its body without
 	 * a dependent load of top (measured: 1.75 -> 1.5 ns a round trip). */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED))) {
-		if (root->state & (CO__ST_DONE | CO__ST_WAITING)) {
+	if (CO__UNLIKELY(root->state &
+			 (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED | CO__ST_CHILD))) {
+		if (root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
 			CO__CHECK(!(root->state & CO__ST_DONE),
 				  "co_resume: frame already finished");
 			CO__CHECK(!(root->state & CO__ST_WAITING),
 				  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
+			/* release builds: a child runs only when its root resumes */
 			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 		}
 		cur = root->top;
@@ -328,7 +361,7 @@ static inline int co_resume(co_frame *f)
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
-			cur->state |= CO__ST_DONE;
+			cur->state = (cur->state | CO__ST_DONE) & ~(unsigned)CO__ST_CHILD;
 			if (p == NULL)
 				return CO_DONE;
 			cur->parent = NULL;
@@ -355,11 +388,18 @@ static inline int co_next(co_frame *f)
  */
 static inline void co_wake(co_frame *f)
 {
-	co_frame *r = co_root(f);
+	co_frame *r;
+
+	CO__CHECK(f != NULL, "co_wake: NULL frame");
+	r = co_root(f);
 
 	CO__CHECK(r->state & CO__ST_WAITING,
 		  "co_wake: frame is not waiting (woken twice, or never suspended)");
-	r->state &= ~(unsigned)CO__ST_WAITING;
+	if (CO__UNLIKELY(!(r->state & CO__ST_WAITING)))
+		return; /* release builds: never queue a frame twice */
+	/* a store, not |= / &=: only co_wake writes the word while the frame
+	 * waits (co_cancel writes r->cancel) */
+	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
 	if (r->sched)
 		r->sched->wake(r->sched, r);
 }
@@ -370,18 +410,23 @@ static inline void co_wake(co_frame *f)
  * later ends with -ECANCELED (or with the result that won the race: a
  * cancelled await always completes exactly once). Bodies may poll
  * co_cancelled(). Call from the thread that runs f.
- * Returns 0, -EALREADY if f has finished, -EBUSY if the awaiter cannot be
- * cancelled (the flag is still set), or the cancel op's error.
+ * Returns 0, -EINVAL for NULL, -EALREADY if f has finished, -EBUSY if the
+ * awaiter cannot be cancelled (the flag is still set), or the cancel op's
+ * error.
  */
 static inline int co_cancel(co_frame *f)
 {
-	co_frame *r = co_root(f), *leaf = r->top;
+	co_frame *r, *leaf;
 
-	if (r->state & CO__ST_DONE)
+	if (f == NULL)
+		return -EINVAL;
+	r = co_root(f);
+	leaf = r->top;
+	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
 		return -EALREADY;
-	r->state |= CO__ST_CANCEL;
-	if (!(r->state & CO__ST_WAITING))
-		return 0;
+	r->cancel = 1;
+	if (!(CO__LOAD_RELAXED(&r->state) & CO__ST_WAITING))
+		return 0; /* running, or a wake from another thread came first */
 	if (leaf->u.aw->ops->cancel == NULL)
 		return -EBUSY;
 	return leaf->u.aw->ops->cancel(leaf->u.aw, leaf);
@@ -389,10 +434,34 @@ static inline int co_cancel(co_frame *f)
 
 /* --- internals used by the macros --------------------------------------- */
 
+/* What a NULL awaiter or child turns into: an await that ends at once with
+ * -EINVAL (a prep given a NULL co_io returns NULL). */
+static inline int co__einval_ready(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 1;
+}
+
+static inline int co__einval_resume(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return -EINVAL;
+}
+
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
 	co_frame *r = co_root(f);
 
+	if (CO__UNLIKELY(a == NULL)) {
+		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
+							   co__einval_resume, NULL };
+		static co_awaiter einval = { &einval_ops };
+
+		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
+		a = &einval;
+	}
 	f->u.aw = a;
 	if (a->ops->ready && a->ops->ready(a, f))
 		return 0;
@@ -413,13 +482,29 @@ static inline int co__await_end(co_frame *f)
 
 static inline int co__call_begin(co_frame *f, co_frame *child)
 {
-	f->u.child = child;
-	if (child->state & CO__ST_DONE)
+	if (CO__UNLIKELY(child == NULL)) {
+		/* never written: read for its status only */
+		static co_frame einval = { .status = -EINVAL, .state = CO__ST_DONE };
+
+		CO__CHECK(0, "CO_AWAIT_TASK: NULL child frame");
+		child = &einval;
+	}
+	if (child->state & CO__ST_DONE) {
+		f->u.child = child;
 		return 0; /* already finished: its status is the value */
-	CO__CHECK(child->parent == NULL && child->label == 0 && child != co_root(f),
-		  "CO_AWAIT_TASK: child already started, awaited twice or spawned");
-	child->parent = f;
-	return 1;
+	}
+	if (CO__UNLIKELY(child->parent != NULL || child->label != 0 || child == co_root(f) ||
+			 (child->state & CO__ST_SPAWNED))) {
+		static co_frame ebusy = { .status = -EBUSY, .state = CO__ST_DONE };
+
+		CO__CHECK(0, "CO_AWAIT_TASK: child already started, awaited twice or spawned");
+		child = &ebusy; /* release builds: the await's value is -EBUSY */
+	} else {
+		child->parent = f;
+		child->state |= CO__ST_CHILD;
+	}
+	f->u.child = child;
+	return child->parent != NULL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -650,6 +735,7 @@ static inline void co__loop_wake(co_sched *s, co_frame *root)
 
 static inline void co_loop_init(co_loop *l)
 {
+	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
 	l->sched.wake = co__loop_wake;
 	l->head = NULL;
 	l->tail = NULL;
@@ -680,7 +766,10 @@ static inline int co_loop_spawn(co_loop *l, co_frame *f)
  */
 static inline unsigned co_loop_step(co_loop *l)
 {
-	unsigned n = l->ready;
+	unsigned n;
+
+	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
+	n = l->ready;
 
 	while (n--) {
 		co_frame *f = co__loop_pop(l);
@@ -704,6 +793,7 @@ static inline unsigned co_loop_step(co_loop *l)
  * an awaiter); 0 means every spawned frame has finished. */
 static inline unsigned co_loop_run(co_loop *l)
 {
+	CO__CHECK(l != NULL, "co_loop_run: NULL loop");
 	while (co_loop_step(l))
 		;
 	return l->live;

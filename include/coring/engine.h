@@ -18,6 +18,14 @@
 #ifndef CORING_ENGINE_H
 #define CORING_ENGINE_H
 
+#include <signal.h>
+/* liburing.h needs POSIX.1-2008 declarations (sigset_t, AT_FDCWD), which a
+ * strict -std=c11 or -std=c99 hides unless a feature macro asks for them.
+ * Too late to define one here if a libc header came first: say so instead
+ * of letting liburing.h fail on sigset_t. */
+#if defined(__GLIBC__) && (!defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L)
+#error "coring: liburing needs POSIX.1-2008: compile with -D_POSIX_C_SOURCE=200809L, -D_GNU_SOURCE or -std=gnu11"
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -40,6 +48,19 @@ struct co_io_info {
 	void (*cb)(co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
 };
 
+/*
+ * A callback to run on an engine's own thread, asked for from any thread
+ * with co_engine_post: how another thread gets done what only the owner
+ * may do (touch its ring: remove a timer, submit a cancel). The node lives
+ * in the caller's memory and must stay valid until fn has been called; fn
+ * may free it.
+ */
+typedef struct co_post co_post;
+struct co_post {
+	void (*fn)(co_post *p);       /* public: set before posting */
+	co_post *next;                /* private: the engine's post list */
+};
+
 typedef struct co_engine_opts {
 	unsigned ready_size;   /* ready ring slots, a power of two >= 2 (capacity
 	                          is one less); default 4096 */
@@ -60,6 +81,8 @@ typedef struct co_engine_stats {
 	uint64_t spilled;      /* frames that went to the overflow list */
 	uint64_t wake_writes;  /* eventfd writes by other threads (wake-ups) */
 	uint64_t sq_full;      /* times the SQ was full and was submitted early */
+	uint64_t cq_overflow;  /* times completions that did not fit in the CQ
+	                          were flushed back in (none are lost) */
 } co_engine_stats;
 
 typedef struct co_engine co_engine;
@@ -104,6 +127,7 @@ struct co_engine {
 	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
 	atomic_uint visitors;           /* other threads inside spawn/wake/stop:
 	                                   destroy waits for them to leave */
+	_Atomic(co_post *) posts;       /* co_engine_post: newest first */
 
 	/* Overflow of the ready ring: never drop a frame (DESIGN invariant 3). */
 	_Alignas(CO_CACHELINE) pthread_mutex_t ov_lock;
@@ -136,7 +160,8 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts);
 
 /*
  * Release the engine's ring and memory. Refuses (-EBUSY) while spawned
- * frames have not finished, so no frame is silently abandoned; -EINVAL
+ * frames have not finished or posts have not run, so nothing is silently
+ * abandoned; -EINVAL
  * for NULL. Call it from the owner thread or after that thread ended; it
  * waits for other threads still returning from co_engine_spawn, co_wake,
  * co_engine_stop or co_engine_unpark on it.
@@ -170,7 +195,7 @@ int co_engine_run(co_engine *e, int mode);
  * spawns fail with -ESHUTDOWN and co_engine_run returns once every frame
  * has finished. With cancel_io nonzero, all in-flight I/O is cancelled
  * first (awaits end with -ECANCELED), so servers can shut down.
- * Returns 0, or -EINVAL for NULL.
+ * Returns 0, or -EINVAL for NULL or a destroyed engine.
  */
 int co_engine_stop(co_engine *e, int cancel_io);
 
@@ -182,9 +207,22 @@ co_engine *co_engine_current(void);
  * holds a frame of engine e and will co_wake it later from somewhere else
  * calls co_engine_park(e) when it takes it and co_engine_unpark(e) when it
  * wakes it, so the engine stays alive meanwhile. Safe from any thread.
+ * Wake the frame first, then unpark: the engine never sees itself idle
+ * with the frame on its way. Returns 0, or -EINVAL for NULL or a destroyed
+ * engine.
  */
-void co_engine_park(co_engine *e);
-void co_engine_unpark(co_engine *e);
+int co_engine_park(co_engine *e);
+int co_engine_unpark(co_engine *e);
+
+/*
+ * Run p->fn on e's thread at its next loop turn; from any thread. A post
+ * wakes the engine if it sleeps and counts as pending work: the engine
+ * does not stop, nor co_engine_destroy succeed, before fn has run. Each
+ * poster's posts run in its order. A post made while no co_engine_run is
+ * going runs in the next one.
+ * Errors: -EINVAL (NULL e, p or p->fn, or a destroyed engine).
+ */
+int co_engine_post(co_engine *e, co_post *p);
 
 /*
  * An SQE on e's ring, tagged with info (user_data = info | tag, tag < 4):
@@ -204,7 +242,8 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info);
 
 /* Storage for a timeout's timespec that lives as long as sqe is queued
- * (the kernel copies it at submission): awaiters need not keep one. */
+ * (the kernel copies it at submission): awaiters need not keep one. NULL
+ * unless sqe is an SQE of e's ring. */
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe);
 
 #ifdef __cplusplus

@@ -18,7 +18,9 @@
  *   - prepare and await in the same statement (the preps return the
  *     awaiter for exactly that); one co_io serves one await at a time;
  *   - called from a thread with no running engine, the await completes at
- *     once with -ENXIO.
+ *     once with -ENXIO;
+ *   - a NULL co_io (or co_xfer) makes the prep return NULL, and awaiting
+ *     NULL ends at once with -EINVAL (a trap in debug builds).
  */
 #ifndef CORING_IO_H
 #define CORING_IO_H

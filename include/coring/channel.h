@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/channel.h - a bounded channel of fixed-size items between
+ * coroutines: many producers, many consumers, on any contexts.
+ *
+ *     co_chan ch;
+ *     co_chan_init(&ch, sizeof(struct job), 64, NULL);   // buffer allocated once
+ *
+ *     // producers
+ *     CO_AWAIT(f, co_chan_send(&p->w, &ch, &p->job));
+ *     if (co_result(f) < 0) ...                 // -EPIPE: closed, not sent
+ *     // consumers
+ *     CO_AWAIT(f, co_chan_recv(&c->w, &ch, &c->job));
+ *     if (co_result(f) == -EPIPE) ...           // closed and drained
+ *     // anyone
+ *     co_chan_close(&ch);
+ *
+ * Items are copied (item_size bytes) into the ring buffer, or straight from
+ * a waiting sender to a waiting receiver. Waiting senders and receivers
+ * are served in FIFO order. Every item sent (value 0) is received exactly
+ * once; a send that fails (-EPIPE, -ECANCELED, -ETIME) delivered nothing.
+ * Close: later sends fail with -EPIPE; receivers first drain what is
+ * buffered, then get -EPIPE; every blocked sender and receiver wakes with
+ * -EPIPE. The item pointer of a send or receive must stay valid until its
+ * await completes (keep it in the coroutine's struct). The waits take
+ * co_wait_for (sync.h) for a time limit; their co_waiter is as in sync.h.
+ */
+#ifndef CORING_CHANNEL_H
+#define CORING_CHANNEL_H
+
+#include <coring/sync.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct co_chan {
+	atomic_uint lock;             /* private: spinlock over the fields below */
+	int closed;                   /* private */
+	int owned;                    /* private: buf was allocated by init */
+	size_t size;                  /* read-only: item size */
+	unsigned cap;                 /* read-only: capacity in items */
+	unsigned head, count;         /* private: ring position and fill */
+	unsigned char *buf;           /* private: cap * size bytes */
+	co_waitq recvq, sendq;        /* private: blocked receivers, senders */
+} co_chan;
+
+/*
+ * Set up a channel of capacity items of item_size bytes. buf is the
+ * caller's storage of capacity * item_size bytes, or NULL to allocate it
+ * here, once (co_chan_destroy frees it). Nothing is allocated later.
+ * Errors: -EINVAL (NULL c, item_size or capacity 0), -EOVERFLOW (the
+ * buffer size overflows), -ENOMEM.
+ */
+int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
+
+/* Free what init allocated. -EINVAL (NULL), -EBUSY (someone is blocked). */
+int co_chan_destroy(co_chan *c);
+
+/* Await sending *item: 0 (it is in the channel, or with a receiver),
+ * -EPIPE (closed), -ECANCELED, -ETIME (co_wait_for), -EINVAL (NULL). */
+co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item);
+
+/* Await an item into *item: 0, -EPIPE (closed and empty), -ECANCELED,
+ * -ETIME (co_wait_for), -EINVAL (NULL). */
+co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item);
+
+/* Without waiting, from any thread: 0, -EAGAIN (full / empty), -EPIPE
+ * (closed / closed and empty), -EINVAL (NULL). */
+int co_chan_try_send(co_chan *c, const void *item);
+int co_chan_try_recv(co_chan *c, void *item);
+
+/* Close it and wake everyone blocked (with -EPIPE). From any thread.
+ * 0, -EALREADY (closed before), -EINVAL (NULL). */
+int co_chan_close(co_chan *c);
+
+/* Items buffered now (a snapshot), or -EINVAL. */
+int co_chan_len(co_chan *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_CHANNEL_H */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/coring.h - every coring header, for Linux programs:
+ *
+ *     #include <coring/coring.h>
+ *
+ * The layers, each depending only on those above it:
+ *   co.h         coroutine frames, awaiters, child await, co_loop (freestanding)
+ *   engine.h     one engine per thread: ready queue, io_uring, loop
+ *   io.h         I/O awaiters (read, recv, accept, sleep, deadlines, ...)
+ *   context.h    a thread running one engine; co_transfer between them
+ *   scheduler.h  N contexts behind one submit/run API
+ *   sync.h       mutex, event, latch, wait group, semaphore, condition variable
+ *   channel.h    bounded channel of fixed-size items
+ *   when.h       when_all / when_any over child coroutines
+ *   graph.h      a task graph run on a scheduler
+ * Firmware code includes co.h alone.
+ */
+#ifndef CORING_CORING_H
+#define CORING_CORING_H
+
+#include <coring/co.h>
+#include <coring/engine.h>
+#include <coring/io.h>
+#include <coring/context.h>
+#include <coring/scheduler.h>
+#include <coring/sync.h>
+#include <coring/channel.h>
+#include <coring/when.h>
+#include <coring/graph.h>
+
+#endif /* CORING_CORING_H */

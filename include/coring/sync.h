@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/sync.h - coroutine-aware synchronisation: mutex, event, latch,
+ * wait group, counting semaphore, condition variable. A coroutine that has
+ * to wait parks (its engine counts it, so its context stays alive) instead
+ * of blocking its thread; whoever releases it makes it ready again on its
+ * own engine, from any thread.
+ *
+ *     struct worker { co_frame co; co_waiter w; ... };
+ *
+ *     CO_AWAIT(f, co_mutex_lock(&s->w, &mutex));
+ *     counter++;
+ *     co_mutex_unlock(&mutex);
+ *
+ * Every wait takes a co_waiter: the awaiter and the wait-list node in one,
+ * kept in the coroutine's struct (nothing is allocated to wait or to wake).
+ * One co_waiter serves one await at a time; the prep functions return its
+ * awaiter for CO_AWAIT. The await's value (co_result) is 0 on success,
+ * -ECANCELED after co_cancel, -ETIME when co_wait_for's time ran out, or
+ * the operation's own error. Misuse (a NULL object) completes at once
+ * with -EINVAL; a NULL co_waiter returns a shared awaiter that does so too.
+ *
+ * Rules:
+ *   - Wake-ups cross threads: a frame parked on engine A may be released
+ *     from a coroutine on engine B or from a plain thread.
+ *   - A cancelled frame (co_cancel, co_cancelled) is not parked again: a
+ *     wait that cannot complete at once ends with -ECANCELED.
+ *   - Frames that do not run on an engine (co_loop, co_resume by hand) may
+ *     use the primitives from their own thread only, without time limits.
+ *   - A primitive must outlive every call on it; it needs no destroy.
+ *   - Waiting frames are served in FIFO order by every primitive.
+ */
+#ifndef CORING_SYNC_H
+#define CORING_SYNC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <coring/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct co_waiter co_waiter;
+
+/* A FIFO of waiters (private: under the owning primitive's lock). */
+typedef struct co_waitq {
+	co_waiter *head, *tail;
+} co_waitq;
+
+/*
+ * The awaiter of every wait, and its node in a wait queue. All fields are
+ * private; the prep functions (co_mutex_lock, co_event_wait ...) set them.
+ * 120 bytes on LP64.
+ */
+struct co_waiter {
+	co_awaiter aw;                /* private: first, returned by the preps */
+	co_io_info info;              /* private: a timed wait's timer CQE */
+	co_post post;                 /* private: a timed wait's "remove the timer",
+	                                 posted to its engine by the claimer */
+	co_waiter *next, *prev;       /* private: links, under *lk */
+	co_waitq *q;                  /* private: the queue it is linked on */
+	atomic_uint *lk;              /* private: its primitive's lock */
+	void *obj;                    /* private: the primitive */
+	union {
+		void *item;           /* private: channel: the item to copy */
+		struct co_mutex *mutex; /* private: condition variable: its mutex */
+	} u;
+	co_frame *frame;              /* private: the waiting frame */
+	co_engine *engine;            /* private: the engine it is parked on */
+	uint64_t deadline;            /* private: CLOCK_MONOTONIC ns; 0: none */
+	atomic_uint state;            /* private: CO__W_* */
+	int res;                      /* private: the await's value */
+	unsigned char timed;          /* private: a timer is armed for this wait */
+	unsigned char posted;         /* private: claimed: a removal was posted */
+	unsigned char timer_done;     /* private: the timer's CQE came (engine) */
+	unsigned char post_done;      /* private: the removal post ran (engine) */
+};
+
+/*
+ * Limit a wait to ns nanoseconds (relative, CLOCK_MONOTONIC):
+ *
+ *     CO_AWAIT(f, co_wait_for(co_event_wait(&s->w, &ev), 50 * CO_MS));
+ *     if (co_result(f) == -ETIME) ...
+ *
+ * Works on every wait of this header and of channel.h. The value is
+ * -ETIME if the time ran out first; exactly one of "released" and "timed
+ * out" wins, and a released wait that beat its timer keeps its result.
+ * ns == 0 makes it a try: -ETIME at once unless the wait completes at once.
+ * The timer is an io_uring timeout on the waiting frame's own engine (any
+ * kernel coring runs on); error -ENXIO when the frame does not run on an
+ * engine.
+ * Apply it right after the prep; another awaiter is returned unchanged.
+ */
+co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
+
+/* ------------------------------------------------------------------------ */
+/* Mutex                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A mutex for coroutines, with FIFO hand-off: unlock gives ownership
+ * straight to the oldest waiter, so no waiter starves and no newcomer
+ * barges in. It is not tied to a thread or a frame: any holder's unlock
+ * releases it.
+ */
+typedef struct co_mutex {
+	atomic_uint lock;             /* private: spinlock over the fields below */
+	int locked;                   /* private */
+	co_waitq q;                   /* private */
+} co_mutex;
+
+#define CO_MUTEX_INIT { 0, 0, { NULL, NULL } }
+
+/* Errors: -EINVAL (NULL). */
+int co_mutex_init(co_mutex *m);
+/* Await the lock. Value 0 (held), -ECANCELED, -ETIME (co_wait_for); -EINVAL
+ * for a NULL mutex. */
+co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m);
+/* Take it only if it is free: 0, -EBUSY (held), -EINVAL (NULL). */
+int co_mutex_trylock(co_mutex *m);
+/* Release it (to the oldest waiter, if any): 0, -EPERM (not locked),
+ * -EINVAL (NULL). From any thread. */
+int co_mutex_unlock(co_mutex *m);
+
+/* ------------------------------------------------------------------------ */
+/* Event                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A manual-reset event: set wakes every waiter and lets later waits pass
+ * until reset. */
+typedef struct co_event {
+	atomic_uint lock;             /* private */
+	int set;                      /* private */
+	co_waitq q;                   /* private */
+} co_event;
+
+/* Errors: -EINVAL (NULL). */
+int co_event_init(co_event *ev, int set);
+/* Set it and wake every waiter: 0, -EINVAL. From any thread. */
+int co_event_set(co_event *ev);
+/* Clear it: 0, -EINVAL. */
+int co_event_reset(co_event *ev);
+/* 1 if set, 0 if not, -EINVAL. */
+int co_event_is_set(co_event *ev);
+/* Await the event: 0 once set, -ECANCELED, -ETIME (co_wait_for). */
+co_awaiter *co_event_wait(co_waiter *w, co_event *ev);
+
+/* ------------------------------------------------------------------------ */
+/* Latch and wait group                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A single-use countdown: waits pass once the count reached zero. */
+typedef struct co_latch {
+	atomic_uint lock;             /* private */
+	unsigned count;               /* private */
+	co_waitq q;                   /* private */
+} co_latch;
+
+/* Errors: -EINVAL (NULL). */
+int co_latch_init(co_latch *l, unsigned count);
+/* Count down by n; at zero every waiter wakes. 0, -EINVAL (NULL, or n
+ * larger than what is left). From any thread. */
+int co_latch_count_down(co_latch *l, unsigned n);
+/* 0 if the count reached zero, -EAGAIN if not, -EINVAL. */
+int co_latch_try_wait(co_latch *l);
+/* Await zero: 0, -ECANCELED, -ETIME (co_wait_for). */
+co_awaiter *co_latch_wait(co_waiter *w, co_latch *l);
+
+/* Go's WaitGroup: add work, mark it done, wait until none is left.
+ * Reusable: add after a wait completed starts a new round. */
+typedef struct co_waitgroup {
+	co_latch c;                   /* private */
+} co_waitgroup;
+
+/* Errors: -EINVAL (NULL). */
+int co_wg_init(co_waitgroup *wg);
+/* 0, -EINVAL (NULL), -EOVERFLOW (the count would pass UINT_MAX). */
+int co_wg_add(co_waitgroup *wg, unsigned n);
+/* One unit done; at zero every waiter wakes. 0, -EINVAL (NULL, or nothing
+ * was added). From any thread. */
+int co_wg_done(co_waitgroup *wg);
+/* Await zero: 0, -ECANCELED, -ETIME (co_wait_for). */
+co_awaiter *co_wg_wait(co_waiter *w, co_waitgroup *wg);
+
+/* ------------------------------------------------------------------------ */
+/* Counting semaphore                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct co_sem {
+	atomic_uint lock;             /* private */
+	unsigned count;               /* private: permits available */
+	co_waitq q;                   /* private */
+} co_sem;
+
+/* Errors: -EINVAL (NULL). */
+int co_sem_init(co_sem *s, unsigned count);
+/* Await a permit: 0, -ECANCELED, -ETIME (co_wait_for). */
+co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s);
+/* 0 if a permit was taken, -EAGAIN if none is free, -EINVAL. */
+int co_sem_try_acquire(co_sem *s);
+/* Give back n permits, to the oldest waiters first. 0, -EINVAL (NULL),
+ * -EOVERFLOW (the count would pass UINT_MAX; nothing changes). */
+int co_sem_release(co_sem *s, unsigned n);
+
+/* ------------------------------------------------------------------------ */
+/* Condition variable                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Used with a co_mutex the waiter holds. Wake-ups are never spurious, but
+ * another coroutine may change the state between the notify and the
+ * re-lock: test the predicate in a loop. */
+typedef struct co_cond {
+	atomic_uint lock;             /* private */
+	co_waitq q;                   /* private */
+} co_cond;
+
+/* Errors: -EINVAL (NULL). */
+int co_cond_init(co_cond *c);
+/*
+ * Release m and wait for a notify; re-acquire m before the await returns,
+ * whatever its value. 0 (notified), -ECANCELED, -ETIME (co_wait_for limits
+ * the wait for the notify, not the re-lock); -EPERM (m is not locked: the
+ * await returns at once), -EINVAL (NULL). If the wait cannot start
+ * (cancelled, a zero time limit) it returns at once, m still held.
+ */
+co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, struct co_mutex *m);
+/* Wake the oldest waiter / every waiter: 0, -EINVAL. From any thread;
+ * holding the mutex is not required. */
+int co_cond_signal(co_cond *c);
+int co_cond_broadcast(co_cond *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_SYNC_H */

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/when.h - await several child coroutines at once.
+ *
+ *     struct fetch { co_frame co; co_when w; struct get a, b; co_frame *kids[2]; };
+ *
+ *     co_init(&s->a.co, get_fn);  co_init(&s->b.co, get_fn);
+ *     s->kids[0] = &s->a.co;      s->kids[1] = &s->b.co;
+ *     CO_AWAIT(f, co_when_all(&s->w, s->kids, 2));   // both finished
+ *     CO_AWAIT(f, co_when_any(&s->w, s->kids, 2));   // value: the winner's index
+ *
+ * The children are root frames the caller set up with co_init (not started,
+ * not spawned) and keeps alive until the await completes. They are spawned
+ * on the awaiting frame's engine and run concurrently with each other; the
+ * awaiting frame parks meanwhile. Each child's status stays readable with
+ * co_status afterwards. While it runs, a child's on_done and user fields
+ * belong to the combinator (user points to the co_when afterwards).
+ *
+ * when_any: the first child to finish wins; every other child is then
+ * cancelled with co_cancel and the await completes only once all of them
+ * have finished (none is left running). A child cancelled before it reached
+ * a wait only sees co_cancelled(): sync.h waits then end at once with
+ * -ECANCELED, and bodies should test it before long I/O. co_cancel must run
+ * on the thread that runs the frame, so when_any's children must stay on
+ * the awaiting frame's engine: no co_transfer in them, and no work-stealing
+ * scheduler. when_all has no such limit, unless its awaiting frame may be
+ * cancelled:
+ *
+ * co_cancel on the awaiting frame cancels every unfinished child, waits
+ * for all of them, and the await's value is -ECANCELED.
+ */
+#ifndef CORING_WHEN_H
+#define CORING_WHEN_H
+
+#include <stdatomic.h>
+#include <coring/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct co_when {
+	co_awaiter aw;                /* private: first, returned by the preps */
+	co_frame *const *kids;        /* private */
+	unsigned n;                   /* private: children */
+	unsigned spawned;             /* private: children spawned */
+	int any;                      /* private: when_any */
+	int err;                      /* private: a spawn failed */
+	int cancelled;                /* private: the awaiting frame was cancelled */
+	co_frame *frame;              /* private: the awaiting frame */
+	co_engine *engine;            /* private: its engine */
+	atomic_uint left;             /* private: children not finished */
+	atomic_int winner;            /* private: when_any: first finished, or -1 */
+} co_when;
+
+/*
+ * Await every child. Value: 0 if every child's status is >= 0, else the
+ * first negative status in index order; -ECANCELED (the awaiting frame was
+ * cancelled); -EINVAL (NULL, a child NULL, without a body, started,
+ * spawned or awaited; nothing was spawned); -ENXIO (the frame does not run
+ * on an engine); -ESHUTDOWN (the engine refused a spawn: the children
+ * already spawned are still awaited). n == 0 completes at once with 0.
+ */
+co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n);
+
+/*
+ * Await the first child to finish, cancel the others and wait for them.
+ * Value: the winner's index (its status: co_status(kids[i])), or the
+ * errors of co_when_all; n == 0 is -EINVAL.
+ */
+co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_WHEN_H */

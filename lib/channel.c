@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bounded channel: a ring of fixed-size items and two FIFOs of blocked
+ * parties, under one spinlock. Invariants (under the lock): receivers wait
+ * only while the ring is empty, senders only while it is full. So an
+ * arriving sender hands its item straight to the oldest receiver, and a
+ * receiver that frees a slot refills it from the oldest sender.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <coring/channel.h>
+#include "wait.h"
+
+#define LOCK(c) co__spin_lock(&(c)->lock)
+#define UNLOCK(c) co__spin_unlock(&(c)->lock)
+
+int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf)
+{
+	if (c == NULL || item_size == 0 || capacity == 0)
+		return -EINVAL;
+	if (item_size > SIZE_MAX / capacity)
+		return -EOVERFLOW;
+	memset(c, 0, sizeof *c);
+	atomic_init(&c->lock, 0);
+	c->size = item_size;
+	c->cap = capacity;
+	c->buf = buf;
+	if (buf == NULL) {
+		c->buf = malloc(item_size * capacity);
+		if (c->buf == NULL)
+			return -ENOMEM;
+		c->owned = 1;
+	}
+	return 0;
+}
+
+int co_chan_destroy(co_chan *c)
+{
+	int busy;
+
+	if (c == NULL || c->buf == NULL)
+		return -EINVAL;
+	LOCK(c);
+	busy = c->recvq.head != NULL || c->sendq.head != NULL;
+	UNLOCK(c);
+	if (busy)
+		return -EBUSY;
+	if (c->owned)
+		free(c->buf);
+	c->buf = NULL;
+	return 0;
+}
+
+static unsigned char *slot(co_chan *c, unsigned i)
+{
+	return c->buf + (size_t)((c->head + i) % c->cap) * c->size;
+}
+
+/* Under the lock. 1: sent (to a receiver or into the ring); 0: full. */
+static int put(co_chan *c, const void *item, co__wake_list *l)
+{
+	co_waiter *r = c->recvq.head;
+
+	if (r) {
+		memcpy(r->u.item, item, c->size); /* r is linked, so alive */
+		co__wait_claim(r, 0, l);
+		return 1;
+	}
+	if (c->count == c->cap)
+		return 0;
+	memcpy(slot(c, c->count), item, c->size);
+	c->count++;
+	return 1;
+}
+
+/* Under the lock. 1: received; 0: empty. */
+static int take(co_chan *c, void *item, co__wake_list *l)
+{
+	co_waiter *s;
+
+	if (c->count == 0)
+		return 0;
+	memcpy(item, slot(c, 0), c->size);
+	c->head = (c->head + 1) % c->cap;
+	c->count--;
+	s = c->sendq.head;
+	if (s) { /* the ring was full: the oldest sender fills the slot */
+		memcpy(slot(c, c->count), s->u.item, c->size);
+		c->count++;
+		co__wait_claim(s, 0, l);
+	}
+	return 1;
+}
+
+static int send_suspend(co_awaiter *a, co_frame *f)
+{
+	co_waiter *w = (co_waiter *)a;
+	co_chan *c = w->obj;
+	co__wake_list l = CO__WAKE_LIST_INIT;
+
+	LOCK(c);
+	if (c->closed || put(c, w->u.item, &l)) {
+		w->res = c->closed ? -EPIPE : 0;
+		UNLOCK(c);
+		co__wake_all(&l);
+		return 0;
+	}
+	return co__wait_park(w, f, &c->sendq);
+}
+
+static int recv_suspend(co_awaiter *a, co_frame *f)
+{
+	co_waiter *w = (co_waiter *)a;
+	co_chan *c = w->obj;
+	co__wake_list l = CO__WAKE_LIST_INIT;
+	int got;
+
+	LOCK(c);
+	got = take(c, w->u.item, &l);
+	if (got || c->closed) {
+		w->res = got ? 0 : -EPIPE;
+		UNLOCK(c);
+		co__wake_all(&l);
+		return 0;
+	}
+	return co__wait_park(w, f, &c->recvq);
+}
+
+static const co__wait_ops send_ops = {
+	{ NULL, send_suspend, co__wait_resume, co__wait_cancel }, NULL
+};
+static const co__wait_ops recv_ops = {
+	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel }, NULL
+};
+
+co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item)
+{
+	co_awaiter *a = co__wait_prep(w, &send_ops, c ? &c->lock : NULL,
+				      c && item && c->buf ? c : NULL);
+
+	if (w)
+		w->u.item = (void *)(uintptr_t)item;
+	return a;
+}
+
+co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item)
+{
+	co_awaiter *a = co__wait_prep(w, &recv_ops, c ? &c->lock : NULL,
+				      c && item && c->buf ? c : NULL);
+
+	if (w)
+		w->u.item = item;
+	return a;
+}
+
+int co_chan_try_send(co_chan *c, const void *item)
+{
+	co__wake_list l = CO__WAKE_LIST_INIT;
+	int err;
+
+	if (c == NULL || item == NULL || c->buf == NULL)
+		return -EINVAL;
+	LOCK(c);
+	err = c->closed ? -EPIPE : put(c, item, &l) ? 0 : -EAGAIN;
+	UNLOCK(c);
+	co__wake_all(&l);
+	return err;
+}
+
+int co_chan_try_recv(co_chan *c, void *item)
+{
+	co__wake_list l = CO__WAKE_LIST_INIT;
+	int err;
+
+	if (c == NULL || item == NULL || c->buf == NULL)
+		return -EINVAL;
+	LOCK(c);
+	err = take(c, item, &l) ? 0 : c->closed ? -EPIPE : -EAGAIN;
+	UNLOCK(c);
+	co__wake_all(&l);
+	return err;
+}
+
+int co_chan_close(co_chan *c)
+{
+	co__wake_list l = CO__WAKE_LIST_INIT;
+
+	if (c == NULL || c->buf == NULL)
+		return -EINVAL;
+	LOCK(c);
+	if (c->closed) {
+		UNLOCK(c);
+		return -EALREADY;
+	}
+	c->closed = 1;
+	/* Receivers wait only on an empty ring: nothing is left for them. */
+	while (c->recvq.head)
+		co__wait_claim(c->recvq.head, -EPIPE, &l);
+	while (c->sendq.head)
+		co__wait_claim(c->sendq.head, -EPIPE, &l);
+	UNLOCK(c);
+	co__wake_all(&l);
+	return 0;
+}
+
+int co_chan_len(co_chan *c)
+{
+	int n;
+
+	if (c == NULL || c->buf == NULL)
+		return -EINVAL;
+	LOCK(c);
+	n = (int)c->count;
+	UNLOCK(c);
+	return n;
+}

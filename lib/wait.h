@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The waiter core shared by the primitives (lib/sync.c, lib/channel.c):
+ * a spinlock, FIFO wait queues, parking, claiming and waking, timed waits.
+ * Not installed. See docs/sync.md for the protocol.
+ */
+#ifndef CORING_WAIT_H
+#define CORING_WAIT_H
+
+#include <coring/sync.h>
+
+/* co_waiter.state. Written under the lock of the queue the waiter is on;
+ * atomic because a condition variable's cancel reads it under the
+ * condition's lock while the re-lock phase writes it under the mutex's. */
+enum {
+	CO__W_IDLE = 0,     /* not waiting */
+	CO__W_WAITING = 1,  /* linked on its primitive's queue */
+	CO__W_CLAIMED = 2,  /* removed with a result; its wake is on its way */
+	CO__W_MUTEX = 3,    /* condition variable: waiting to re-lock the mutex */
+};
+
+/*
+ * The awaiter ops of one operation, plus what happens once a waiter has
+ * been claimed: deliver() (NULL: wake the frame). A condition variable
+ * re-locks its mutex there before the frame wakes.
+ */
+typedef struct co__wait_ops {
+	co_awaiter_ops ops;           /* first: co_waiter.aw.ops points here */
+	void (*deliver)(co_waiter *w);
+} co__wait_ops;
+
+/* Waiters claimed under a lock, woken after it is released. */
+typedef struct co__wake_list {
+	co_waiter *head, *tail;
+} co__wake_list;
+
+#define CO__WAKE_LIST_INIT { NULL, NULL }
+
+void co__spin_lock(atomic_uint *l);
+void co__spin_unlock(atomic_uint *l);
+
+/* The shared ops every waiter uses for resume and cancel. */
+int co__wait_resume(co_awaiter *a, co_frame *f);
+int co__wait_cancel(co_awaiter *a, co_frame *f);
+
+/* A stateless awaiter that completes at once with -EINVAL (shared). */
+co_awaiter *co__wait_einval(void);
+
+/* Set up w for one wait on obj (whose lock is lk); returns its awaiter,
+ * or the shared -EINVAL awaiter when w or obj is NULL. */
+co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk, void *obj);
+
+/*
+ * Called from a suspend op with *w->lk held, once the operation found it
+ * must wait: park f on q (or finish at once with -ECANCELED, -ETIME or
+ * -ENXIO in w->res). Releases the lock in every case.
+ * Returns what suspend returns: 1 parked, 0 finished.
+ */
+int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q);
+
+/* Under the lock of w's queue: take w off it with result res, onto l;
+ * co__wake_all, once the lock is released, wakes it (or, for a timed
+ * waiter, posts the removal of its timer to its engine, which wakes it). */
+void co__wait_claim(co_waiter *w, int res, co__wake_list *l);
+void co__wake_all(co__wake_list *l);
+
+/* Wake w's frame and drop its park count (w is not touched after). */
+void co__wait_wake_frame(co_waiter *w);
+
+/* Queue operations, under the owning lock. */
+void co__waitq_push(co_waitq *q, co_waiter *w);
+
+#endif

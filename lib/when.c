@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* when_all / when_any: children spawned on the awaiting frame's engine. */
+#include <errno.h>
+
+#include <coring/when.h>
+#include "wait.h"
+
+static void cancel_others(co_when *w, const co_frame *except)
+{
+	for (unsigned i = 0; i < w->spawned; i++)
+		if (w->kids[i] != except && !co_done(w->kids[i]))
+			co_cancel(w->kids[i]);
+}
+
+/* The last child finished: wake the awaiting frame, then drop its park
+ * count (the order is explained in lib/wait.c, co__wait_wake_frame). */
+static void finish(co_when *w)
+{
+	co_engine *e = w->engine;
+	co_frame *p = w->frame;
+
+	co_wake(p); /* w may be gone from here on */
+	co_engine_unpark(e);
+}
+
+/* A child's on_done, on the engine thread that finished it. */
+static void kid_done(co_frame *kid)
+{
+	co_when *w = kid->user;
+
+	if (w->any) {
+		unsigned i = 0;
+		int none = -1;
+
+		while (w->kids[i] != kid)
+			i++;
+		/* The first to finish wins and cancels the others; they finish
+		 * in turn, and the last one wakes the awaiting frame. */
+		if (atomic_compare_exchange_strong_explicit(&w->winner, &none, (int)i,
+							    memory_order_relaxed, memory_order_relaxed))
+			cancel_others(w, kid);
+	}
+	/* acq_rel: the last decrement sees every child's end; the awaiting
+	 * frame then reads their statuses after its wake (the ready ring
+	 * orders that). */
+	if (atomic_fetch_sub_explicit(&w->left, 1, memory_order_acq_rel) == 1)
+		finish(w);
+}
+
+static int kid_ok(const co_frame *k)
+{
+	return k && k->fn && k->label == 0 && k->parent == NULL &&
+	       !(k->state & (CO__ST_SPAWNED | CO__ST_DONE));
+}
+
+static int when_suspend(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+	co_engine *e = co_engine_current();
+	unsigned i, missing;
+
+	if (w->err || w->n == 0)
+		return 0;
+	if (e == NULL || co_root(f)->sched != &e->sched) {
+		w->err = -ENXIO;
+		return 0;
+	}
+	for (i = 0; i < w->n; i++) {
+		if (!kid_ok(w->kids[i])) {
+			w->err = -EINVAL;
+			return 0;
+		}
+	}
+	w->frame = f;
+	w->engine = e;
+	atomic_store_explicit(&w->left, w->n, memory_order_relaxed);
+	atomic_store_explicit(&w->winner, -1, memory_order_relaxed);
+	co_engine_park(e); /* before any child can finish */
+	for (i = 0; i < w->n; i++) {
+		co_frame *k = w->kids[i];
+		int err;
+
+		k->on_done = kid_done;
+		k->user = w;
+		w->spawned = i + 1; /* before the spawn publishes k */
+		err = co_engine_spawn(e, k);
+		if (err < 0) {
+			w->spawned = i;
+			k->on_done = NULL;
+			k->user = NULL;
+			w->err = err;
+			break;
+		}
+	}
+	missing = w->n - i;
+	/* The children never spawned count as finished; if that was the last
+	 * count, every spawned one has finished already. */
+	if (missing && atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
+		co_engine_unpark(e);
+		return 0;
+	}
+	return 1;
+}
+
+static int when_resume(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+
+	(void)f;
+	if (w->cancelled)
+		return -ECANCELED;
+	if (w->err)
+		return w->err;
+	if (w->any)
+		return atomic_load_explicit(&w->winner, memory_order_relaxed);
+	for (unsigned i = 0; i < w->n; i++)
+		if (co_status(w->kids[i]) < 0)
+			return co_status(w->kids[i]);
+	return 0;
+}
+
+/* co_cancel on the awaiting frame: cancel the children, still wait. */
+static int when_cancel(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+
+	(void)f;
+	w->cancelled = 1;
+	cancel_others(w, NULL);
+	return 0;
+}
+
+static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel };
+
+static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
+{
+	if (w == NULL)
+		return co__wait_einval();
+	w->aw.ops = &when_ops;
+	w->kids = kids;
+	w->n = n;
+	w->spawned = 0;
+	w->any = any;
+	w->cancelled = 0;
+	w->err = (kids == NULL && n) || (any && n == 0) ? -EINVAL : 0;
+	w->frame = NULL;
+	w->engine = NULL;
+	atomic_init(&w->left, 0);
+	atomic_init(&w->winner, -1);
+	return &w->aw;
+}
+
+co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n)
+{
+	return when_prep(w, kids, n, 0);
+}
+
+co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n)
+{
+	return when_prep(w, kids, n, 1);
+}

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of the bounded channel (lib/channel.c): many producers and
+ * consumers across contexts, close, timeouts, cancel, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <cmocka.h>
+
+#include <coring/channel.h>
+#include <coring/scheduler.h>
+#include <coring/io.h>
+
+static void sched_start(co_scheduler *s)
+{
+	co_sched_opts o = { .contexts = 2 };
+	assert_int_equal(co_sched_init(s, &o), 0);
+}
+
+/* Blocked parties on a queue, counted under the channel's lock. */
+static unsigned blocked(co_chan *c, int senders)
+{
+	unsigned n = 0;
+	while (atomic_exchange(&c->lock, 1))
+		;
+	for (co_waiter *w = senders ? c->sendq.head : c->recvq.head; w; w = w->next)
+		n++;
+	atomic_store(&c->lock, 0);
+	return n;
+}
+
+/* ---- N producers x M consumers across 2 contexts: every item exactly once ------- */
+
+#define PRODUCERS 4
+#define CONSUMERS 4
+#define PER_PRODUCER 5000
+#define CAPACITY 8
+
+struct item {
+	uint32_t producer, seq;
+	uint64_t check;
+};
+
+static uint64_t check_of(uint32_t p, uint32_t s)
+{
+	uint64_t x = ((uint64_t)p << 32 | s) * 0x9E3779B97F4A7C15ull;
+	return x ^ (x >> 29);
+}
+
+struct mpmc {
+	co_chan ch;
+	co_waitgroup producing;
+	atomic_uchar seen[PRODUCERS * PER_PRODUCER];
+	atomic_int received, bad;
+};
+
+struct producer {
+	co_frame co;
+	co_waiter w;
+	struct mpmc *m;
+	uint32_t id, seq;
+	struct item it;
+};
+
+static int producer_fn(co_frame *f)
+{
+	struct producer *p = (struct producer *)f;
+	CO_BEGIN(f);
+	for (p->seq = 0; p->seq < PER_PRODUCER; p->seq++) {
+		p->it = (struct item){ p->id, p->seq, check_of(p->id, p->seq) };
+		CO_AWAIT(f, co_chan_send(&p->w, &p->m->ch, &p->it));
+		if (co_result(f) != 0)
+			CO_RETURN(f, co_result(f));
+	}
+	assert_int_equal(co_wg_done(&p->m->producing), 0);
+	CO_END(f);
+}
+
+struct consumer {
+	co_frame co;
+	co_waiter w;
+	struct mpmc *m;
+	struct item it;
+	int64_t last[PRODUCERS];  /* per producer: items arrive in send order */
+	int got;
+};
+
+static int consumer_fn(co_frame *f)
+{
+	struct consumer *c = (struct consumer *)f;
+	CO_BEGIN(f);
+	for (int i = 0; i < PRODUCERS; i++)
+		c->last[i] = -1;
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv(&c->w, &c->m->ch, &c->it));
+		if (co_result(f) == -EPIPE)
+			break;
+		assert_int_equal(co_result(f), 0);
+		if (c->it.producer >= PRODUCERS || c->it.seq >= PER_PRODUCER ||
+		    c->it.check != check_of(c->it.producer, c->it.seq) ||
+		    (int64_t)c->it.seq <= c->last[c->it.producer]) {
+			atomic_fetch_add(&c->m->bad, 1);
+			continue;
+		}
+		c->last[c->it.producer] = c->it.seq;
+		atomic_fetch_add(&c->m->seen[c->it.producer * PER_PRODUCER + c->it.seq], 1);
+		atomic_fetch_add(&c->m->received, 1);
+		c->got++;
+	}
+	CO_END(f);
+}
+
+struct closer {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	co_chan *ch;
+	co_waitgroup *wg;         /* wait for it first, if set */
+	unsigned recv_blocked, send_blocked; /* or for this many blocked parties */
+	int res;
+};
+
+static int closer_fn(co_frame *f)
+{
+	struct closer *c = (struct closer *)f;
+	CO_BEGIN(f);
+	if (c->wg) {
+		CO_AWAIT(f, co_wg_wait(&c->w, c->wg));
+		assert_int_equal(co_result(f), 0);
+	}
+	while (blocked(c->ch, 0) < c->recv_blocked || blocked(c->ch, 1) < c->send_blocked)
+		CO_AWAIT(f, co_sleep(&c->io, CO_MS));
+	c->res = co_chan_close(c->ch);
+	CO_END(f);
+}
+
+static void test_mpmc_exactly_once(void **state)
+{
+	co_scheduler s;
+	struct mpmc *m = calloc(1, sizeof *m);
+	struct producer p[PRODUCERS];
+	struct consumer *c = calloc(CONSUMERS, sizeof *c);
+	struct closer cl = { .res = 1 };
+	(void)state;
+	assert_non_null(m);
+	assert_non_null(c);
+	assert_int_equal(co_chan_init(&m->ch, sizeof(struct item), CAPACITY, NULL), 0);
+	assert_int_equal(co_wg_init(&m->producing), 0);
+	assert_int_equal(co_wg_add(&m->producing, PRODUCERS), 0);
+	sched_start(&s);
+	for (unsigned i = 0; i < CONSUMERS; i++) {
+		c[i].m = m;
+		co_init(&c[i].co, consumer_fn);
+		assert_int_equal(co_sched_submit_to(&s, i % 2, &c[i].co), 0);
+	}
+	for (unsigned i = 0; i < PRODUCERS; i++) {
+		p[i] = (struct producer){ .m = m, .id = i };
+		co_init(&p[i].co, producer_fn);
+		assert_int_equal(co_sched_submit_to(&s, (i + 1) % 2, &p[i].co), 0);
+	}
+	cl.ch = &m->ch;
+	cl.wg = &m->producing;
+	co_init(&cl.co, closer_fn);
+	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+
+	assert_int_equal(cl.res, 0);
+	assert_int_equal(atomic_load(&m->bad), 0);
+	assert_int_equal(atomic_load(&m->received), PRODUCERS * PER_PRODUCER);
+	for (int i = 0; i < PRODUCERS * PER_PRODUCER; i++)
+		if (atomic_load(&m->seen[i]) != 1)
+			fail_msg("item %d seen %d times", i, atomic_load(&m->seen[i]));
+	for (int i = 0; i < PRODUCERS; i++)
+		assert_int_equal(co_status(&p[i].co), 0);
+	int sum = 0;
+	for (int i = 0; i < CONSUMERS; i++)
+		sum += c[i].got;
+	assert_int_equal(sum, PRODUCERS * PER_PRODUCER);
+	assert_int_equal(co_chan_destroy(&m->ch), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(c);
+	free(m);
+}
+
+/* Timed receives racing with senders on the other context: a receive
+ * either gets an item (0) or times out (-ETIME) having taken nothing. */
+#define TIMED_ITEMS 3000
+
+struct timed_mpmc {
+	co_chan ch;
+	atomic_uchar seen[TIMED_ITEMS];
+	atomic_int received, timeouts, bad;
+};
+
+struct slow_producer {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	struct timed_mpmc *m;
+	uint64_t v;
+	int i;
+};
+
+static int slow_producer_fn(co_frame *f)
+{
+	struct slow_producer *p = (struct slow_producer *)f;
+	CO_BEGIN(f);
+	for (p->i = 0; p->i < TIMED_ITEMS; p->i++) {
+		if (p->i % 64 == 0) /* let the receivers time out now and then */
+			CO_AWAIT(f, co_sleep(&p->io, 200 * CO_US));
+		p->v = (uint64_t)p->i;
+		CO_AWAIT(f, co_chan_send(&p->w, &p->m->ch, &p->v));
+		assert_int_equal(co_result(f), 0);
+	}
+	assert_int_equal(co_chan_close(&p->m->ch), 0);
+	CO_END(f);
+}
+
+struct timed_consumer {
+	co_frame co;
+	co_waiter w;
+	struct timed_mpmc *m;
+	uint64_t v, ns;
+	int k;
+};
+
+static int timed_consumer_fn(co_frame *f)
+{
+	struct timed_consumer *c = (struct timed_consumer *)f;
+	CO_BEGIN(f);
+	for (c->k = 0;; c->k++) {
+		c->v = UINT64_MAX;
+		c->ns = (uint64_t)(c->k % 5) * 40 * CO_US + 1; /* 1 ns: a try */
+		CO_AWAIT(f, co_wait_for(co_chan_recv(&c->w, &c->m->ch, &c->v), c->ns));
+		if (co_result(f) == -EPIPE)
+			break;
+		if (co_result(f) == -ETIME) {
+			if (c->v != UINT64_MAX)
+				atomic_fetch_add(&c->m->bad, 1); /* took an item and lost it */
+			atomic_fetch_add(&c->m->timeouts, 1);
+			continue;
+		}
+		if (co_result(f) != 0 || c->v >= TIMED_ITEMS) {
+			atomic_fetch_add(&c->m->bad, 1);
+			continue;
+		}
+		atomic_fetch_add(&c->m->seen[c->v], 1);
+		atomic_fetch_add(&c->m->received, 1);
+	}
+	CO_END(f);
+}
+
+static void test_timed_receives_lose_nothing(void **state)
+{
+	co_scheduler s;
+	struct timed_mpmc *m = calloc(1, sizeof *m);
+	struct slow_producer p = { .m = m };
+	struct timed_consumer c[4];
+	(void)state;
+	assert_non_null(m);
+	assert_int_equal(co_chan_init(&m->ch, sizeof(uint64_t), 2, NULL), 0);
+	sched_start(&s);
+	co_init(&p.co, slow_producer_fn);
+	assert_int_equal(co_sched_submit_to(&s, 0, &p.co), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		c[i] = (struct timed_consumer){ .m = m };
+		co_init(&c[i].co, timed_consumer_fn);
+		assert_int_equal(co_sched_submit_to(&s, (i % 2) ? 0 : 1, &c[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&m->bad), 0);
+	assert_int_equal(atomic_load(&m->received), TIMED_ITEMS);
+	for (int i = 0; i < TIMED_ITEMS; i++)
+		if (atomic_load(&m->seen[i]) != 1)
+			fail_msg("item %d seen %d times", i, atomic_load(&m->seen[i]));
+	assert_true(atomic_load(&m->timeouts) > 0);
+	assert_int_equal(co_chan_destroy(&m->ch), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(m);
+}
+
+/* ---- close wakes every blocked party ------------------------------------------------ */
+
+struct party {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t item;
+	int res;
+};
+
+static int receiver_fn(co_frame *f)
+{
+	struct party *t = (struct party *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_chan_recv(&t->w, t->ch, &t->item));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static int sender_fn(co_frame *f)
+{
+	struct party *t = (struct party *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_chan_send(&t->w, t->ch, &t->item));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+#define BLOCKED 6
+
+static void test_close_wakes_blocked(void **state)
+{
+	co_scheduler s;
+	co_chan ch;
+	uint64_t storage[2], v;
+	struct party r[BLOCKED], snd[BLOCKED];
+	struct closer cl = { .res = 1 };
+	(void)state;
+	sched_start(&s);
+
+	/* receivers blocked on an empty channel, on both contexts */
+	assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 2, storage), 0);
+	for (unsigned i = 0; i < BLOCKED; i++) {
+		r[i] = (struct party){ .ch = &ch, .res = 1 };
+		co_init(&r[i].co, receiver_fn);
+		assert_int_equal(co_sched_submit_to(&s, i % 2, &r[i].co), 0);
+	}
+	cl = (struct closer){ .ch = &ch, .recv_blocked = BLOCKED, .res = 1 };
+	co_init(&cl.co, closer_fn);
+	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(cl.res, 0);
+	for (int i = 0; i < BLOCKED; i++)
+		assert_int_equal(r[i].res, -EPIPE);
+	assert_int_equal(co_chan_close(&ch), -EALREADY);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+
+	/* senders blocked on a full channel; receivers then drain, then -EPIPE */
+	assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 2, NULL), 0);
+	v = 100;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	v = 101;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_try_send(&ch, &v), -EAGAIN);
+	for (unsigned i = 0; i < BLOCKED; i++) {
+		snd[i] = (struct party){ .ch = &ch, .item = 200 + i, .res = 1 };
+		co_init(&snd[i].co, sender_fn);
+		assert_int_equal(co_sched_submit_to(&s, i % 2, &snd[i].co), 0);
+	}
+	cl = (struct closer){ .ch = &ch, .send_blocked = BLOCKED, .res = 1 };
+	co_init(&cl.co, closer_fn);
+	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(cl.res, 0);
+	for (int i = 0; i < BLOCKED; i++)
+		assert_int_equal(snd[i].res, -EPIPE);
+	v = 1;
+	assert_int_equal(co_chan_try_send(&ch, &v), -EPIPE);
+	assert_int_equal(co_chan_len(&ch), 2);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 100);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 101);
+	assert_int_equal(co_chan_try_recv(&ch, &v), -EPIPE);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- hand-off order, timeouts, cancel (one engine) --------------------------------- */
+
+struct timed_party {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t item, ns;
+	int send, res;
+};
+
+static int timed_party_fn(co_frame *f)
+{
+	struct timed_party *t = (struct timed_party *)f;
+	CO_BEGIN(f);
+	if (t->send)
+		CO_AWAIT(f, co_wait_for(co_chan_send(&t->w, t->ch, &t->item), t->ns));
+	else
+		CO_AWAIT(f, co_wait_for(co_chan_recv(&t->w, t->ch, &t->item), t->ns));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+struct cancel_task {
+	co_frame co;
+	co_frame *victim;
+};
+
+static int cancel_task_fn(co_frame *f)
+{
+	struct cancel_task *c = (struct cancel_task *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	assert_int_equal(co_cancel(c->victim), 0);
+	CO_END(f);
+}
+
+static void test_timeouts_and_cancel(void **state)
+{
+	co_engine e;
+	co_chan empty, full;
+	uint64_t v;
+	struct timed_party r = { .ch = &empty, .ns = 5 * CO_MS, .res = 1 };
+	struct timed_party s = { .ch = &full, .ns = 5 * CO_MS, .send = 1, .item = 7, .res = 1 };
+	struct party victim = { .ch = &full, .item = 8, .res = 1 };
+	struct cancel_task ct = { .victim = &victim.co };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_chan_init(&empty, sizeof v, 1, NULL), 0);
+	assert_int_equal(co_chan_init(&full, sizeof v, 1, NULL), 0);
+	v = 1;
+	assert_int_equal(co_chan_try_send(&full, &v), 0);
+	co_init(&r.co, timed_party_fn);
+	co_init(&s.co, timed_party_fn);
+	co_init(&victim.co, sender_fn);
+	co_init(&ct.co, cancel_task_fn);
+	assert_int_equal(co_engine_spawn(&e, &r.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &victim.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &ct.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(r.res, -ETIME);
+	assert_int_equal(s.res, -ETIME);
+	assert_int_equal(victim.res, -ECANCELED);
+	/* neither the timed-out nor the cancelled send delivered anything */
+	assert_int_equal(co_chan_len(&full), 1);
+	assert_int_equal(co_chan_try_recv(&full, &v), 0);
+	assert_int_equal(v, 1);
+	assert_int_equal(co_chan_try_recv(&full, &v), -EAGAIN);
+	assert_int_equal(co_chan_try_recv(&empty, &v), -EAGAIN);
+	assert_int_equal(co_chan_destroy(&empty), 0);
+	assert_int_equal(co_chan_destroy(&full), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* Blocked receivers are served first come, first served, and straight
+ * from the sender (the ring stays empty); blocked senders likewise. */
+static void test_fifo_direct_handoff(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	uint64_t v;
+	struct party r[3], snd[3];
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 1, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		r[i] = (struct party){ .ch = &ch, .res = 1 };
+		co_init(&r[i].co, receiver_fn);
+		assert_int_equal(co_loop_spawn(&loop, &r[i].co), 0);
+	}
+	assert_int_equal(co_loop_run(&loop), 3); /* all blocked */
+	for (v = 10; v < 13; v++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_len(&ch), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r[i].res, 0);
+		assert_int_equal(r[i].item, 10 + (uint64_t)i);
+	}
+	v = 20;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0); /* fills the ring */
+	for (int i = 0; i < 3; i++) {
+		snd[i] = (struct party){ .ch = &ch, .item = 21 + (uint64_t)i, .res = 1 };
+		co_init(&snd[i].co, sender_fn);
+		assert_int_equal(co_loop_spawn(&loop, &snd[i].co), 0);
+	}
+	assert_int_equal(co_loop_run(&loop), 3);
+	for (uint64_t want = 20; want < 24; want++) {
+		assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+		assert_int_equal(v, want);
+	}
+	assert_int_equal(co_loop_run(&loop), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(snd[i].res, 0);
+	/* destroy refuses while someone is blocked */
+	r[0] = (struct party){ .ch = &ch, .res = 1 };
+	co_init(&r[0].co, receiver_fn);
+	assert_int_equal(co_loop_spawn(&loop, &r[0].co), 0);
+	assert_int_equal(co_loop_run(&loop), 1);
+	assert_int_equal(co_chan_destroy(&ch), -EBUSY);
+	assert_int_equal(co_chan_close(&ch), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(r[0].res, -EPIPE);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
+/* ---- errors -------------------------------------------------------------------------- */
+
+struct misuse {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t v;
+	int r[4];
+};
+
+static int misuse_fn(co_frame *f)
+{
+	struct misuse *t = (struct misuse *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_chan_send(&t->w, NULL, &t->v));
+	t->r[0] = co_result(f);
+	CO_AWAIT(f, co_chan_send(&t->w, t->ch, NULL));
+	t->r[1] = co_result(f);
+	CO_AWAIT(f, co_chan_recv(&t->w, NULL, &t->v));
+	t->r[2] = co_result(f);
+	CO_AWAIT(f, co_chan_recv(NULL, t->ch, &t->v));
+	t->r[3] = co_result(f);
+	CO_END(f);
+}
+
+static void test_errors(void **state)
+{
+	co_chan ch;
+	co_loop loop;
+	struct misuse t = { .ch = &ch };
+	uint64_t v = 0;
+	(void)state;
+	assert_int_equal(co_chan_init(NULL, 8, 1, NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, 0, 1, NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, 8, 0, NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, SIZE_MAX / 2, 4, NULL), -EOVERFLOW);
+	assert_int_equal(co_chan_destroy(NULL), -EINVAL);
+	assert_int_equal(co_chan_try_send(NULL, &v), -EINVAL);
+	assert_int_equal(co_chan_try_recv(NULL, &v), -EINVAL);
+	assert_int_equal(co_chan_close(NULL), -EINVAL);
+	assert_int_equal(co_chan_len(NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 4, NULL), 0);
+	assert_int_equal(co_chan_try_send(&ch, NULL), -EINVAL);
+	assert_int_equal(co_chan_try_recv(&ch, NULL), -EINVAL);
+	co_loop_init(&loop);
+	co_init(&t.co, misuse_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(t.r[i], -EINVAL);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_chan_destroy(&ch), -EINVAL); /* once */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mpmc_exactly_once),
+		cmocka_unit_test(test_timed_receives_lose_nothing),
+		cmocka_unit_test(test_close_wakes_blocked),
+		cmocka_unit_test(test_timeouts_and_cancel),
+		cmocka_unit_test(test_fifo_direct_handoff),
+		cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
+}

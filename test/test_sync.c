@@ -1,0 +1,1130 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of the synchronisation primitives (lib/sync.c, lib/wait.c): mutex,
+ * event, latch, wait group, semaphore, condition variable; timed waits,
+ * cancellation, misuse. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <coring/sync.h>
+#include <coring/scheduler.h>
+#include <coring/context.h>
+#include <coring/io.h>
+
+
+/* Effectively "never": a timer that fired would hang the test (the meson
+ * timeout is the guard), so a test that ends proves it was removed. */
+#define NEVER (3600 * CO_S)
+
+static void sched_start(co_scheduler *s)
+{
+	co_sched_opts o = { .contexts = 2 };
+	assert_int_equal(co_sched_init(s, &o), 0);
+}
+
+/* ---- the counter under the mutex, 2 contexts, thousands of coroutines ---------- */
+
+#define COUNTER_TASKS 2000
+#define COUNTER_ITERS 10
+
+struct counter_shared {
+	co_mutex m;
+	long counter;            /* plain: only touched under m */
+	atomic_int holders, overlaps;
+};
+
+struct counter_task {
+	co_frame co;
+	co_waiter w;
+	struct counter_shared *sh;
+	int i;
+	long v;
+};
+
+static int counter_fn(co_frame *f)
+{
+	struct counter_task *t = (struct counter_task *)f;
+	CO_BEGIN(f);
+	for (t->i = 0; t->i < COUNTER_ITERS; t->i++) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &t->sh->m));
+		if (co_result(f) != 0)
+			CO_RETURN(f, co_result(f));
+		if (atomic_fetch_add(&t->sh->holders, 1) != 0)
+			atomic_fetch_add(&t->sh->overlaps, 1);
+		t->v = t->sh->counter;
+		CO_YIELD(f); /* hold it across a suspension: the others queue up */
+		t->sh->counter = t->v + 1;
+		atomic_fetch_sub(&t->sh->holders, 1);
+		assert_int_equal(co_mutex_unlock(&t->sh->m), 0);
+	}
+	CO_END(f);
+}
+
+static void test_mutex_counter_two_contexts(void **state)
+{
+	co_scheduler s;
+	struct counter_shared sh = { .counter = 0 };
+	struct counter_task *t = calloc(COUNTER_TASKS, sizeof *t);
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(co_mutex_init(&sh.m), 0);
+	sched_start(&s);
+	for (int i = 0; i < COUNTER_TASKS; i++) {
+		t[i].sh = &sh;
+		co_init(&t[i].co, counter_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < COUNTER_TASKS; i++)
+		assert_int_equal(co_status(&t[i].co), 0);
+	assert_int_equal(sh.counter, (long)COUNTER_TASKS * COUNTER_ITERS);
+	assert_int_equal(atomic_load(&sh.overlaps), 0);
+	assert_int_equal(co_mutex_trylock(&sh.m), 0); /* left unlocked */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(t);
+}
+
+/* ---- FIFO hand-off and try-lock (on a bare co_loop: no engine needed) ----------- */
+
+#define FIFO_WAITERS 16
+
+struct fifo_task {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	int id, k, barged;
+	int *order, *n;
+};
+
+static int fifo_holder_fn(co_frame *f)
+{
+	struct fifo_task *t = (struct fifo_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	assert_int_equal(co_result(f), 0);
+	for (t->k = 0; t->k < 3; t->k++)
+		CO_YIELD(f); /* meanwhile every waiter queues, in spawn order */
+	assert_int_equal(co_mutex_unlock(t->m), 0);
+	/* Ownership went to the oldest waiter: a newcomer cannot take it. */
+	t->barged = co_mutex_trylock(t->m) == 0;
+	CO_END(f);
+}
+
+static int fifo_waiter_fn(co_frame *f)
+{
+	struct fifo_task *t = (struct fifo_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	assert_int_equal(co_result(f), 0);
+	t->order[(*t->n)++] = t->id;
+	CO_YIELD(f); /* still held: the next waiter must not run meanwhile */
+	assert_int_equal(co_mutex_unlock(t->m), 0);
+	CO_END(f);
+}
+
+static void test_mutex_fifo_handoff(void **state)
+{
+	co_loop loop;
+	co_mutex m;
+	struct fifo_task holder = { .id = -1 }, w[FIFO_WAITERS];
+	int order[FIFO_WAITERS], n = 0;
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_mutex_init(&m), 0);
+	holder.m = &m;
+	co_init(&holder.co, fifo_holder_fn);
+	assert_int_equal(co_loop_spawn(&loop, &holder.co), 0);
+	for (int i = 0; i < FIFO_WAITERS; i++) {
+		w[i] = (struct fifo_task){ .m = &m, .id = i, .order = order, .n = &n };
+		co_init(&w[i].co, fifo_waiter_fn);
+		assert_int_equal(co_loop_spawn(&loop, &w[i].co), 0);
+	}
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(holder.barged, 0);
+	assert_int_equal(n, FIFO_WAITERS);
+	for (int i = 0; i < FIFO_WAITERS; i++)
+		assert_int_equal(order[i], i);
+	/* try-lock */
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_mutex_trylock(&m), -EBUSY);
+	assert_int_equal(co_mutex_unlock(&m), 0);
+	assert_int_equal(co_mutex_unlock(&m), -EPERM);
+}
+
+/* ---- event: wakes every waiter, across threads, keeps contexts alive ------------ */
+
+struct ev_task {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	uint64_t ns;              /* 0: no time limit */
+	int res;
+	atomic_int resumed;
+};
+
+static int ev_wait_fn(co_frame *f)
+{
+	struct ev_task *t = (struct ev_task *)f;
+	CO_BEGIN(f);
+	if (t->ns)
+		CO_AWAIT(f, co_wait_for(co_event_wait(&t->w, t->ev), t->ns));
+	else
+		CO_AWAIT(f, co_event_wait(&t->w, t->ev));
+	t->res = co_result(f);
+	atomic_fetch_add(&t->resumed, 1);
+	CO_END(f);
+}
+
+static void ev_task_init(struct ev_task *t, co_event *ev, uint64_t ns)
+{
+	t->ev = ev;
+	t->ns = ns;
+	t->res = 1;
+	atomic_init(&t->resumed, 0);
+	co_init(&t->co, ev_wait_fn);
+}
+
+static void *set_later(void *arg)
+{
+	usleep(100000); /* longer than the engine's 50 ms deadlock grace */
+	assert_int_equal(co_event_set(arg), 0);
+	return NULL;
+}
+
+#define EV_WAITERS 50
+
+static void test_event_wakes_all_across_threads(void **state)
+{
+	/* two lone contexts that stop by themselves when idle; their frames
+	 * park on an event a plain thread sets 100 ms later: neither context
+	 * may stop (or report -EDEADLK) meanwhile */
+	co_context c[2];
+	co_event ev;
+	struct ev_task t[2 * EV_WAITERS];
+	pthread_t th;
+	(void)state;
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_context_init(&c[k], NULL), 0);
+	for (int i = 0; i < 2 * EV_WAITERS; i++) {
+		ev_task_init(&t[i], &ev, 0);
+		assert_int_equal(co_context_submit(&c[i % 2], &t[i].co), 0);
+	}
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_context_start(&c[k], CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(pthread_create(&th, NULL, set_later, &ev), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_context_join(&c[k]), 0);
+	pthread_join(th, NULL);
+	for (int i = 0; i < 2 * EV_WAITERS; i++) {
+		assert_int_equal(t[i].res, 0);
+		assert_int_equal(atomic_load(&t[i].resumed), 1);
+	}
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_context_destroy(&c[k]), 0);
+	assert_int_equal(co_event_is_set(&ev), 1);
+	assert_int_equal(co_event_reset(&ev), 0);
+	assert_int_equal(co_event_is_set(&ev), 0);
+}
+
+/* A coroutine that sets an event after a sleep. */
+struct setter {
+	co_frame co;
+	co_io io;
+	co_event *ev;
+	uint64_t ns;
+};
+
+static int setter_fn(co_frame *f)
+{
+	struct setter *s = (struct setter *)f;
+	CO_BEGIN(f);
+	if (s->ns)
+		CO_AWAIT(f, co_sleep(&s->io, s->ns));
+	assert_int_equal(co_event_set(s->ev), 0);
+	CO_END(f);
+}
+
+static void test_event_timeouts(void **state)
+{
+	co_engine e;
+	co_event ev, never;
+	struct ev_task fires, wins, set_first, try_unset, try_set;
+	struct setter st = { .ev = &ev, .ns = 20 * CO_MS };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_event_init(&never, 0), 0);
+	ev_task_init(&fires, &never, 20 * CO_MS);  /* nobody sets it: -ETIME */
+	ev_task_init(&wins, &ev, NEVER);           /* set after 20 ms: 0 */
+	ev_task_init(&try_unset, &never, 0);
+	try_unset.ns = 1;                          /* 1 ns: (almost) a try */
+	co_init(&st.co, setter_fn);
+	assert_int_equal(co_engine_spawn(&e, &fires.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &wins.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &try_unset.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(fires.res, -ETIME);
+	assert_int_equal(wins.res, 0);
+	assert_int_equal(try_unset.res, -ETIME);
+	assert_int_equal(atomic_load(&fires.resumed), 1);
+	assert_int_equal(atomic_load(&wins.resumed), 1);
+	assert_int_equal(e.inflight, 0); /* every futex wait and timer reaped */
+
+	/* already set: a timed wait passes at once */
+	ev_task_init(&set_first, &ev, NEVER);
+	ev_task_init(&try_set, &ev, 1);
+	assert_int_equal(co_engine_spawn(&e, &set_first.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &try_set.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(set_first.res, 0);
+	assert_int_equal(try_set.res, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* Timed waits racing with the set, on both contexts: each ends exactly
+ * once, with 0 or -ETIME, and no timer is left behind. */
+#define RACE_ROUNDS 12
+#define RACE_WAITERS 64
+
+static void test_event_timeout_races_set(void **state)
+{
+	(void)state;
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		co_scheduler s;
+		co_event ev;
+		struct ev_task t[RACE_WAITERS];
+		struct setter st = { .ev = &ev, .ns = 1 * CO_MS };
+		int woke = 0, timed_out = 0;
+
+		sched_start(&s);
+		assert_int_equal(co_event_init(&ev, 0), 0);
+		for (int i = 0; i < RACE_WAITERS; i++) {
+			/* timeouts spread around the set time (1 ms) */
+			ev_task_init(&t[i], &ev, (uint64_t)(i % 16) * 125 * CO_US + 1);
+			assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+		}
+		co_init(&st.co, setter_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)round % 2, &st.co), 0);
+		assert_int_equal(co_sched_run(&s), 0);
+		for (int i = 0; i < RACE_WAITERS; i++) {
+			assert_int_equal(atomic_load(&t[i].resumed), 1);
+			if (t[i].res == 0)
+				woke++;
+			else if (t[i].res == -ETIME)
+				timed_out++;
+			else
+				fail_msg("waiter %d: result %d", i, t[i].res);
+		}
+		assert_int_equal(woke + timed_out, RACE_WAITERS);
+		assert_int_equal(co_sched_destroy(&s), 0);
+	}
+}
+
+/* Timed-wait errors: no engine (a co_loop) to arm a timer on. */
+static void test_timed_wait_errors(void **state)
+{
+	co_loop loop;
+	co_event ev;
+	struct ev_task a, b;
+	(void)state;
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	co_loop_init(&loop);
+	ev_task_init(&a, &ev, NEVER);
+	ev_task_init(&b, &ev, 0);
+	b.ns = 1; /* expires at once: -ETIME even without an engine */
+	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(a.res, -ENXIO);
+	assert_int_equal(co_loop_spawn(&loop, &b.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(b.res, -ETIME);
+
+}
+
+/* ---- a timed-out or cancelled waiter leaves the queue cleanly ------------------- */
+
+struct mutex_task {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	co_mutex *m;
+	uint64_t ns, hold;
+	int res, after;
+};
+
+/* Lock (with a time limit if ns), hold for `hold` ns, unlock. */
+static int mutex_task_fn(co_frame *f)
+{
+	struct mutex_task *t = (struct mutex_task *)f;
+	CO_BEGIN(f);
+	if (t->ns)
+		CO_AWAIT(f, co_wait_for(co_mutex_lock(&t->w, t->m), t->ns));
+	else
+		CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	t->res = co_result(f);
+	if (t->res < 0)
+		CO_RETURN(f, t->res);
+	if (t->hold)
+		CO_AWAIT(f, co_sleep(&t->io, t->hold));
+	t->after = co_mutex_unlock(t->m);
+	CO_END(f);
+}
+
+static void test_mutex_timeout_and_handoff(void **state)
+{
+	co_engine e;
+	co_mutex m;
+	struct mutex_task holder = { .hold = 40 * CO_MS }, quick = { .ns = 5 * CO_MS },
+			  patient = { .ns = NEVER };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_mutex_init(&m), 0);
+	holder.m = quick.m = patient.m = &m;
+	co_init(&holder.co, mutex_task_fn);
+	co_init(&quick.co, mutex_task_fn);
+	co_init(&patient.co, mutex_task_fn);
+	assert_int_equal(co_engine_spawn(&e, &holder.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &quick.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &patient.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(holder.res, 0);
+	assert_int_equal(quick.res, -ETIME);   /* gave up, left the queue ... */
+	assert_int_equal(patient.res, 0);      /* ... and the hand-off skipped it */
+	assert_int_equal(holder.after, 0);
+	assert_int_equal(patient.after, 0);
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- co_cancel on a parked frame ------------------------------------------------ */
+
+struct canceller {
+	co_frame co;
+	co_frame *victim;
+	co_event *set_first;      /* if set: release the victim, then cancel */
+	int res;
+};
+
+static int canceller_fn(co_frame *f)
+{
+	struct canceller *c = (struct canceller *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the victim parks first */
+	if (c->set_first)
+		assert_int_equal(co_event_set(c->set_first), 0);
+	c->res = co_cancel(c->victim);
+	CO_END(f);
+}
+
+struct victim {
+	co_frame co;
+	co_waiter w;
+	co_event *ev, *set_ev;
+	co_mutex *m;
+	uint64_t ns;
+	int res, again, again_set;
+};
+
+static int victim_fn(co_frame *f)
+{
+	struct victim *v = (struct victim *)f;
+	CO_BEGIN(f);
+	if (v->m)
+		CO_AWAIT(f, co_mutex_lock(&v->w, v->m));
+	else if (v->ns)
+		CO_AWAIT(f, co_wait_for(co_event_wait(&v->w, v->ev), v->ns));
+	else
+		CO_AWAIT(f, co_event_wait(&v->w, v->ev));
+	v->res = co_result(f);
+	/* Cancelled: a wait that would park ends at once; one that can
+	 * complete at once still does. */
+	CO_AWAIT(f, co_event_wait(&v->w, v->ev));
+	v->again = co_result(f);
+	CO_AWAIT(f, co_event_wait(&v->w, v->set_ev));
+	v->again_set = co_result(f);
+	CO_END(f);
+}
+
+static void run_cancel(co_engine *e, struct victim *v, struct canceller *c)
+{
+	co_init(&v->co, victim_fn);
+	co_init(&c->co, canceller_fn);
+	c->victim = &v->co;
+	assert_int_equal(co_engine_spawn(e, &v->co), 0);
+	assert_int_equal(co_engine_spawn(e, &c->co), 0);
+	assert_int_equal(co_engine_run(e, CO_RUN_UNTIL_IDLE), 0);
+}
+
+static void test_cancel_parked(void **state)
+{
+	co_engine e;
+	co_event ev, set_ev, other;
+	co_mutex m;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_event_init(&set_ev, 1), 0);
+	assert_int_equal(co_mutex_init(&m), 0);
+
+	/* on an event, untimed and timed */
+	for (int timed = 0; timed < 2; timed++) {
+		struct victim v = { .ev = &ev, .set_ev = &set_ev, .ns = timed ? NEVER : 0 };
+		struct canceller c = { .res = 1 };
+		run_cancel(&e, &v, &c);
+		assert_int_equal(c.res, 0);
+		assert_int_equal(v.res, -ECANCELED);
+		assert_int_equal(v.again, -ECANCELED);
+		assert_int_equal(v.again_set, 0);
+	}
+	assert_int_equal(co_event_is_set(&ev), 0);
+
+	/* on a mutex: the cancelled waiter must not receive the hand-off */
+	{
+		struct victim v = { .ev = &ev, .set_ev = &set_ev, .m = &m };
+		struct canceller c = { .res = 1 };
+		assert_int_equal(co_mutex_trylock(&m), 0);
+		run_cancel(&e, &v, &c);
+		assert_int_equal(v.res, -ECANCELED);
+		assert_int_equal(co_mutex_unlock(&m), 0);
+		assert_int_equal(co_mutex_trylock(&m), 0); /* nobody owns it */
+		assert_int_equal(co_mutex_unlock(&m), 0);
+	}
+
+	/* the release wins: set, then cancel before the victim runs */
+	{
+		struct victim v = { .ev = &other, .set_ev = &set_ev };
+		struct canceller c = { .res = 1, .set_first = &other };
+		assert_int_equal(co_event_init(&other, 0), 0);
+		run_cancel(&e, &v, &c);
+		assert_int_equal(c.res, 0);
+		assert_int_equal(v.res, 0);
+		assert_int_equal(v.again, 0);     /* other is set now */
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* co_cancel on the frames' own context racing a co_event_set from another
+ * thread, hundreds of times, and for half the waiters a timer too: every
+ * waiter ends exactly once, with 0, -ECANCELED or -ETIME, and none is left
+ * stuck (a lost update of the frame's state would leave one queued yet
+ * marked waiting: -EDEADLK, or a debug trap). */
+#define CR_ROUNDS 200
+#define CR_WAITERS 16
+
+static atomic_int cr_parked; /* waiters about to park (they park in that turn) */
+
+struct cr_waiter {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	uint64_t ns; /* a time limit, or 0 */
+	int res, ends;
+};
+
+static int cr_waiter_fn(co_frame *f)
+{
+	struct cr_waiter *v = (struct cr_waiter *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&cr_parked, 1);
+	if (v->ns)
+		CO_AWAIT(f, co_wait_for(co_event_wait(&v->w, v->ev), v->ns));
+	else
+		CO_AWAIT(f, co_event_wait(&v->w, v->ev));
+	v->res = co_result(f);
+	v->ends++;
+	CO_END(f);
+}
+
+struct cr_canceller {
+	co_frame co;
+	co_io io;
+	struct cr_waiter *v;
+	uint64_t delay;
+	int i;
+};
+
+static int cr_canceller_fn(co_frame *f)
+{
+	struct cr_canceller *c = (struct cr_canceller *)f;
+	CO_BEGIN(f);
+	/* real time, not yields: yields run within one batch of the loop,
+	 * before the waiters' timers are even submitted */
+	CO_AWAIT(f, co_sleep(&c->io, c->delay));
+	for (c->i = 0; c->i < CR_WAITERS; c->i++)
+		co_cancel(&c->v[c->i].co);
+	CO_END(f);
+}
+
+static void test_cancel_races_set_from_other_thread(void **state)
+{
+	static struct cr_waiter v[CR_WAITERS];
+	struct cr_canceller c;
+	unsigned seed = 7;
+	long set_won = 0, timed_out = 0;
+	(void)state;
+	for (int round = 0; round < CR_ROUNDS; round++) {
+		co_context ctx;
+		co_event ev;
+		assert_int_equal(co_event_init(&ev, 0), 0);
+		assert_int_equal(co_context_init(&ctx, NULL), 0);
+		for (int i = 0; i < CR_WAITERS; i++) {
+			v[i] = (struct cr_waiter){ .ev = &ev };
+			if (i & 1)
+				v[i].ns = (1 + (uint64_t)(rand_r(&seed) % 20)) * CO_US;
+			co_init(&v[i].co, cr_waiter_fn);
+			assert_int_equal(co_context_submit(&ctx, &v[i].co), 0);
+		}
+		c = (struct cr_canceller){ .v = v,
+					   .delay = (uint64_t)(rand_r(&seed) % 30) * CO_US };
+		co_init(&c.co, cr_canceller_fn);
+		assert_int_equal(co_context_submit(&ctx, &c.co), 0);
+		atomic_store(&cr_parked, 0);
+		assert_int_equal(co_context_start(&ctx, CO_RUN_UNTIL_IDLE), 0);
+		/* the waiters park, then the canceller sleeps a little and
+		 * cancels them one by one: set somewhere in that window */
+		while (atomic_load(&cr_parked) < CR_WAITERS)
+			;
+		for (unsigned spin = rand_r(&seed) % 20000; spin; spin--)
+			atomic_signal_fence(memory_order_seq_cst);
+		assert_int_equal(co_event_set(&ev), 0);
+		assert_int_equal(co_context_join(&ctx), 0);
+		assert_int_equal(co_context_destroy(&ctx), 0);
+		for (int i = 0; i < CR_WAITERS; i++) {
+			assert_int_equal(v[i].ends, 1);
+			if (v[i].res == 0)
+				set_won++;
+			else if (v[i].res == -ETIME && v[i].ns)
+				timed_out++;
+			else
+				assert_int_equal(v[i].res, -ECANCELED);
+		}
+	}
+	print_message("      %ld waits woken by the set, %ld timed out, %ld cancelled\n", set_won,
+		      timed_out, (long)CR_ROUNDS * CR_WAITERS - set_won - timed_out);
+}
+
+/* The engine is stopped with cancel_io while a timed waiter sleeps. */
+struct stopper {
+	co_frame co;
+	co_engine *e;
+};
+
+static int stopper_fn(co_frame *f)
+{
+	struct stopper *s = (struct stopper *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	assert_int_equal(co_engine_stop(s->e, 1), 0);
+	CO_END(f);
+}
+
+static void test_engine_stop_cancels_timed_wait(void **state)
+{
+	co_engine e;
+	co_event ev;
+	struct ev_task t;
+	struct stopper st = { .e = &e };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	ev_task_init(&t, &ev, NEVER);
+	co_init(&st.co, stopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(t.res, -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- latch and wait group -------------------------------------------------------- */
+
+#define LATCH_WORKERS 100
+#define LATCH_WAITERS 10
+
+struct latch_shared {
+	co_latch latch;
+	atomic_int counted;
+};
+
+struct latch_task {
+	co_frame co;
+	co_waiter w;
+	struct latch_shared *sh;
+	int k, seen;
+};
+
+static int latch_worker_fn(co_frame *f)
+{
+	struct latch_task *t = (struct latch_task *)f;
+	CO_BEGIN(f);
+	for (t->k = 0; t->k < 3; t->k++)
+		CO_YIELD(f);
+	atomic_fetch_add(&t->sh->counted, 1);
+	assert_int_equal(co_latch_count_down(&t->sh->latch, 1), 0);
+	CO_END(f);
+}
+
+static int latch_waiter_fn(co_frame *f)
+{
+	struct latch_task *t = (struct latch_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_latch_wait(&t->w, &t->sh->latch));
+	assert_int_equal(co_result(f), 0);
+	t->seen = atomic_load(&t->sh->counted); /* every count-down came first */
+	CO_END(f);
+}
+
+static void test_latch(void **state)
+{
+	co_scheduler s;
+	struct latch_shared sh;
+	struct latch_task wk[LATCH_WORKERS], wt[LATCH_WAITERS];
+	(void)state;
+	atomic_init(&sh.counted, 0);
+	assert_int_equal(co_latch_init(&sh.latch, LATCH_WORKERS), 0);
+	assert_int_equal(co_latch_try_wait(&sh.latch), -EAGAIN);
+	sched_start(&s);
+	for (int i = 0; i < LATCH_WAITERS; i++) {
+		wt[i] = (struct latch_task){ .sh = &sh, .seen = -1 };
+		co_init(&wt[i].co, latch_waiter_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &wt[i].co), 0);
+	}
+	for (int i = 0; i < LATCH_WORKERS; i++) {
+		wk[i] = (struct latch_task){ .sh = &sh };
+		co_init(&wk[i].co, latch_worker_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &wk[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < LATCH_WAITERS; i++)
+		assert_int_equal(wt[i].seen, LATCH_WORKERS);
+	assert_int_equal(co_latch_try_wait(&sh.latch), 0);
+	assert_int_equal(co_latch_count_down(&sh.latch, 1), -EINVAL); /* single use */
+	assert_int_equal(co_latch_init(&sh.latch, 2), 0);
+	assert_int_equal(co_latch_count_down(&sh.latch, 3), -EINVAL);
+	assert_int_equal(co_latch_count_down(&sh.latch, 2), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+#define WG_ROUNDS 3
+#define WG_WORKERS 40
+
+struct wg_shared {
+	co_waitgroup wg;
+	co_scheduler *s;
+	atomic_int done;
+};
+
+struct wg_worker {
+	co_frame co;
+	struct wg_shared *sh;
+};
+
+static int wg_worker_fn(co_frame *f)
+{
+	struct wg_worker *t = (struct wg_worker *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	atomic_fetch_add(&t->sh->done, 1);
+	assert_int_equal(co_wg_done(&t->sh->wg), 0);
+	CO_END(f);
+}
+
+struct wg_coord {
+	co_frame co;
+	co_waiter w;
+	struct wg_shared *sh;
+	struct wg_worker (*workers)[WG_WORKERS];
+	int round, i, seen[WG_ROUNDS];
+};
+
+/* Round after round: add, start the workers on any context, wait. */
+static int wg_coord_fn(co_frame *f)
+{
+	struct wg_coord *c = (struct wg_coord *)f;
+	CO_BEGIN(f);
+	for (c->round = 0; c->round < WG_ROUNDS; c->round++) {
+		assert_int_equal(co_wg_add(&c->sh->wg, WG_WORKERS), 0);
+		for (c->i = 0; c->i < WG_WORKERS; c->i++) {
+			struct wg_worker *w = &c->workers[c->round][c->i];
+			w->sh = c->sh;
+			co_init(&w->co, wg_worker_fn);
+			assert_int_equal(co_sched_submit(c->sh->s, &w->co), 0);
+		}
+		CO_AWAIT(f, co_wg_wait(&c->w, &c->sh->wg));
+		assert_int_equal(co_result(f), 0);
+		c->seen[c->round] = atomic_load(&c->sh->done);
+	}
+	CO_END(f);
+}
+
+static void test_wait_group(void **state)
+{
+	co_scheduler s;
+	struct wg_shared sh = { .s = &s };
+	static struct wg_worker workers[WG_ROUNDS][WG_WORKERS];
+	struct wg_coord c = { .sh = &sh, .workers = workers };
+	(void)state;
+	atomic_init(&sh.done, 0);
+	assert_int_equal(co_wg_init(&sh.wg), 0);
+	assert_int_equal(co_wg_done(&sh.wg), -EINVAL); /* nothing added */
+	sched_start(&s);
+	co_init(&c.co, wg_coord_fn);
+	assert_int_equal(co_sched_submit(&s, &c.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int r = 0; r < WG_ROUNDS; r++)
+		assert_int_equal(c.seen[r], (r + 1) * WG_WORKERS);
+	assert_int_equal(co_wg_add(&sh.wg, UINT_MAX), 0);
+	assert_int_equal(co_wg_add(&sh.wg, 1), -EOVERFLOW);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- semaphore: never more than N holders ------------------------------------------ */
+
+#define SEM_PERMITS 3
+#define SEM_TASKS 300
+
+struct sem_shared {
+	co_sem sem;
+	atomic_int holders, max, total;
+};
+
+struct sem_task {
+	co_frame co;
+	co_waiter w;
+	struct sem_shared *sh;
+	int k;
+};
+
+static int sem_task_fn(co_frame *f)
+{
+	struct sem_task *t = (struct sem_task *)f;
+	int h, m;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sem_acquire(&t->w, &t->sh->sem));
+	assert_int_equal(co_result(f), 0);
+	h = atomic_fetch_add(&t->sh->holders, 1) + 1;
+	m = atomic_load(&t->sh->max);
+	while (h > m && !atomic_compare_exchange_weak(&t->sh->max, &m, h))
+		;
+	atomic_fetch_add(&t->sh->total, 1);
+	for (t->k = 0; t->k < 2; t->k++)
+		CO_YIELD(f);
+	atomic_fetch_sub(&t->sh->holders, 1);
+	assert_int_equal(co_sem_release(&t->sh->sem, 1), 0);
+	CO_END(f);
+}
+
+static void test_semaphore(void **state)
+{
+	co_scheduler s;
+	struct sem_shared sh;
+	struct sem_task *t = calloc(SEM_TASKS, sizeof *t);
+	(void)state;
+	assert_non_null(t);
+	atomic_init(&sh.holders, 0);
+	atomic_init(&sh.max, 0);
+	atomic_init(&sh.total, 0);
+	assert_int_equal(co_sem_init(&sh.sem, SEM_PERMITS), 0);
+	sched_start(&s);
+	for (int i = 0; i < SEM_TASKS; i++) {
+		t[i].sh = &sh;
+		co_init(&t[i].co, sem_task_fn);
+		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&sh.total), SEM_TASKS);
+	assert_true(atomic_load(&sh.max) <= SEM_PERMITS);
+	assert_true(atomic_load(&sh.max) >= 1);
+	/* every permit came back */
+	for (int i = 0; i < SEM_PERMITS; i++)
+		assert_int_equal(co_sem_try_acquire(&sh.sem), 0);
+	assert_int_equal(co_sem_try_acquire(&sh.sem), -EAGAIN);
+	assert_int_equal(co_sem_release(&sh.sem, UINT_MAX), 0);
+	assert_int_equal(co_sem_release(&sh.sem, 1), -EOVERFLOW);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(t);
+}
+
+/* ---- condition variable: producers and consumers across contexts ------------------- */
+
+#define CV_PRODUCERS 3
+#define CV_CONSUMERS 3
+#define CV_ITEMS 400   /* per producer */
+#define CV_QCAP 4
+
+struct cv_shared {
+	co_mutex m;
+	co_cond not_empty, not_full;
+	int q[CV_QCAP], head, count;   /* under m */
+	int producers_left;            /* under m */
+	long sum;                      /* under m */
+	int consumed;                  /* under m */
+};
+
+struct cv_task {
+	co_frame co;
+	co_waiter w;
+	struct cv_shared *sh;
+	int id, i;
+};
+
+static int cv_producer_fn(co_frame *f)
+{
+	struct cv_task *t = (struct cv_task *)f;
+	struct cv_shared *sh = t->sh;
+	CO_BEGIN(f);
+	for (t->i = 1; t->i <= CV_ITEMS; t->i++) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &sh->m));
+		while (sh->count == CV_QCAP) {
+			CO_AWAIT(f, co_cond_wait(&t->w, &sh->not_full, &sh->m));
+			assert_int_equal(co_result(f), 0);
+		}
+		sh->q[(sh->head + sh->count++) % CV_QCAP] = t->id * 100000 + t->i;
+		assert_int_equal(co_cond_signal(&sh->not_empty), 0);
+		assert_int_equal(co_mutex_unlock(&sh->m), 0);
+	}
+	CO_AWAIT(f, co_mutex_lock(&t->w, &sh->m));
+	if (--sh->producers_left == 0)
+		assert_int_equal(co_cond_broadcast(&sh->not_empty), 0);
+	assert_int_equal(co_mutex_unlock(&sh->m), 0);
+	CO_END(f);
+}
+
+static int cv_consumer_fn(co_frame *f)
+{
+	struct cv_task *t = (struct cv_task *)f;
+	struct cv_shared *sh = t->sh;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &sh->m));
+		while (sh->count == 0 && sh->producers_left > 0) {
+			CO_AWAIT(f, co_cond_wait(&t->w, &sh->not_empty, &sh->m));
+			assert_int_equal(co_result(f), 0);
+		}
+		if (sh->count == 0) {
+			assert_int_equal(co_mutex_unlock(&sh->m), 0);
+			break;
+		}
+		sh->sum += sh->q[sh->head];
+		sh->head = (sh->head + 1) % CV_QCAP;
+		sh->count--;
+		sh->consumed++;
+		assert_int_equal(co_cond_signal(&sh->not_full), 0);
+		assert_int_equal(co_mutex_unlock(&sh->m), 0);
+	}
+	CO_END(f);
+}
+
+static void test_condvar_producer_consumer(void **state)
+{
+	co_scheduler s;
+	struct cv_shared sh = { .producers_left = CV_PRODUCERS };
+	struct cv_task p[CV_PRODUCERS], c[CV_CONSUMERS];
+	long want = 0;
+	(void)state;
+	assert_int_equal(co_mutex_init(&sh.m), 0);
+	assert_int_equal(co_cond_init(&sh.not_empty), 0);
+	assert_int_equal(co_cond_init(&sh.not_full), 0);
+	sched_start(&s);
+	for (int i = 0; i < CV_PRODUCERS; i++) {
+		p[i] = (struct cv_task){ .sh = &sh, .id = i + 1 };
+		co_init(&p[i].co, cv_producer_fn);
+		assert_int_equal(co_sched_submit_to(&s, 0, &p[i].co), 0);
+		for (int k = 1; k <= CV_ITEMS; k++)
+			want += (i + 1) * 100000 + k;
+	}
+	for (int i = 0; i < CV_CONSUMERS; i++) {
+		c[i] = (struct cv_task){ .sh = &sh, .id = i };
+		co_init(&c[i].co, cv_consumer_fn);
+		assert_int_equal(co_sched_submit_to(&s, 1, &c[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(sh.consumed, CV_PRODUCERS * CV_ITEMS);
+	assert_int_equal(sh.sum, want);
+	assert_int_equal(co_mutex_trylock(&sh.m), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* A condition wait that times out or is cancelled still re-locks. */
+struct cv_one {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	co_cond *c;
+	uint64_t ns;
+	int lock_res, res, held_after, unlock_res;
+};
+
+static int cv_one_fn(co_frame *f)
+{
+	struct cv_one *t = (struct cv_one *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	t->lock_res = co_result(f);
+	if (t->ns)
+		CO_AWAIT(f, co_wait_for(co_cond_wait(&t->w, t->c, t->m), t->ns));
+	else
+		CO_AWAIT(f, co_cond_wait(&t->w, t->c, t->m));
+	t->res = co_result(f);
+	t->held_after = co_mutex_trylock(t->m) == -EBUSY;
+	t->unlock_res = co_mutex_unlock(t->m);
+	CO_END(f);
+}
+
+/* Holds the mutex while the waiter's wait ends, so its re-lock queues. */
+struct cv_holder {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	co_mutex *m;
+	co_frame *victim;
+};
+
+static int cv_holder_fn(co_frame *f)
+{
+	struct cv_holder *h = (struct cv_holder *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the waiter locks and starts its wait first */
+	CO_AWAIT(f, co_mutex_lock(&h->w, h->m));
+	assert_int_equal(co_result(f), 0);
+	if (h->victim)
+		assert_int_equal(co_cancel(h->victim), 0);
+	CO_AWAIT(f, co_sleep(&h->io, 20 * CO_MS)); /* past the waiter's limit */
+	assert_int_equal(co_mutex_unlock(h->m), 0);
+	CO_END(f);
+}
+
+static void test_condvar_timeout_cancel_relock(void **state)
+{
+	co_engine e;
+	co_mutex m;
+	co_cond c;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_mutex_init(&m), 0);
+	assert_int_equal(co_cond_init(&c), 0);
+	for (int cancel = 0; cancel < 2; cancel++) {
+		struct cv_one t = { .m = &m, .c = &c, .ns = cancel ? 0 : 5 * CO_MS, .res = 1 };
+		struct cv_holder h = { .m = &m };
+		co_init(&t.co, cv_one_fn);
+		co_init(&h.co, cv_holder_fn);
+		h.victim = cancel ? &t.co : NULL;
+		assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+		assert_int_equal(co_engine_spawn(&e, &h.co), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+		assert_int_equal(t.lock_res, 0);
+		assert_int_equal(t.res, cancel ? -ECANCELED : -ETIME);
+		assert_int_equal(t.held_after, 1);
+		assert_int_equal(t.unlock_res, 0);
+	}
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- misuse ------------------------------------------------------------------------- */
+
+struct misuse {
+	co_frame co;
+	co_waiter w;
+	co_mutex m;
+	co_cond c;
+	int r[8];
+};
+
+static int misuse_fn(co_frame *f)
+{
+	struct misuse *t = (struct misuse *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, NULL));
+	t->r[0] = co_result(f);
+	CO_AWAIT(f, co_mutex_lock(NULL, &t->m));
+	t->r[1] = co_result(f);
+	CO_AWAIT(f, co_event_wait(&t->w, NULL));
+	t->r[2] = co_result(f);
+	CO_AWAIT(f, co_wait_for(co_sem_acquire(&t->w, NULL), CO_MS));
+	t->r[3] = co_result(f);
+	CO_AWAIT(f, co_cond_wait(&t->w, &t->c, NULL));
+	t->r[4] = co_result(f);
+	CO_AWAIT(f, co_cond_wait(&t->w, &t->c, &t->m)); /* m not locked */
+	t->r[5] = co_result(f);
+	CO_AWAIT(f, co_latch_wait(&t->w, NULL));
+	t->r[6] = co_result(f);
+	CO_AWAIT(f, co_wg_wait(NULL, NULL));
+	t->r[7] = co_result(f);
+	CO_END(f);
+}
+
+static co_mutex static_mutex = CO_MUTEX_INIT;
+
+static void test_misuse(void **state)
+{
+	co_loop loop;
+	struct misuse t;
+	(void)state;
+	assert_int_equal(co_mutex_trylock(&static_mutex), 0); /* CO_MUTEX_INIT: unlocked */
+	assert_int_equal(co_mutex_unlock(&static_mutex), 0);
+	assert_int_equal(co_mutex_init(NULL), -EINVAL);
+	assert_int_equal(co_mutex_trylock(NULL), -EINVAL);
+	assert_int_equal(co_mutex_unlock(NULL), -EINVAL);
+	assert_int_equal(co_event_init(NULL, 0), -EINVAL);
+	assert_int_equal(co_event_set(NULL), -EINVAL);
+	assert_int_equal(co_event_reset(NULL), -EINVAL);
+	assert_int_equal(co_event_is_set(NULL), -EINVAL);
+	assert_int_equal(co_latch_init(NULL, 1), -EINVAL);
+	assert_int_equal(co_latch_count_down(NULL, 1), -EINVAL);
+	assert_int_equal(co_latch_try_wait(NULL), -EINVAL);
+	assert_int_equal(co_wg_init(NULL), -EINVAL);
+	assert_int_equal(co_wg_add(NULL, 1), -EINVAL);
+	assert_int_equal(co_wg_done(NULL), -EINVAL);
+	assert_int_equal(co_sem_init(NULL, 1), -EINVAL);
+	assert_int_equal(co_sem_try_acquire(NULL), -EINVAL);
+	assert_int_equal(co_sem_release(NULL, 1), -EINVAL);
+	assert_int_equal(co_cond_init(NULL), -EINVAL);
+	assert_int_equal(co_cond_signal(NULL), -EINVAL);
+	assert_int_equal(co_cond_broadcast(NULL), -EINVAL);
+	assert_null(co_wait_for(NULL, 1));
+
+	memset(&t, 0, sizeof t);
+	assert_int_equal(co_mutex_init(&t.m), 0);
+	assert_int_equal(co_cond_init(&t.c), 0);
+	co_loop_init(&loop);
+	co_init(&t.co, misuse_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(t.r[i], i == 5 ? -EPERM : -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mutex_counter_two_contexts),
+		cmocka_unit_test(test_mutex_fifo_handoff),
+		cmocka_unit_test(test_event_wakes_all_across_threads),
+		cmocka_unit_test(test_event_timeouts),
+		cmocka_unit_test(test_event_timeout_races_set),
+		cmocka_unit_test(test_timed_wait_errors),
+		cmocka_unit_test(test_mutex_timeout_and_handoff),
+		cmocka_unit_test(test_cancel_parked),
+		cmocka_unit_test(test_cancel_races_set_from_other_thread),
+		cmocka_unit_test(test_engine_stop_cancels_timed_wait),
+		cmocka_unit_test(test_latch),
+		cmocka_unit_test(test_wait_group),
+		cmocka_unit_test(test_semaphore),
+		cmocka_unit_test(test_condvar_producer_consumer),
+		cmocka_unit_test(test_condvar_timeout_cancel_relock),
+		cmocka_unit_test(test_misuse),
+	};
+	return cmocka_run_group_tests_name("sync", tests, NULL, NULL);
+}

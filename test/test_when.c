@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of when_all / when_any (lib/when.c): results, the winner, losers
+ * cancelled and reaped, cancel of the awaiting frame, errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <cmocka.h>
+
+#include <coring/when.h>
+#include <coring/sync.h>
+#include <coring/scheduler.h>
+#include <coring/io.h>
+
+#define NEVER (3600 * CO_S) /* a test that ends proves it was cancelled */
+
+enum { K_NOW, K_YIELDS, K_SLEEP, K_EVENT, K_MUTEX, K_POLL, K_NESTED };
+
+struct kid {
+	co_frame co;
+	co_io io;
+	co_waiter w;
+	co_when when;
+	int mode, ret, k, n;
+	uint64_t ns;
+	co_event *ev;
+	co_mutex *m;
+	struct kid *inner;        /* K_NESTED: two children of its own */
+	co_frame *inner_kids[2];
+	atomic_int *ran;
+};
+
+/* Ends with ret once its wait completed normally, or with the wait's error. */
+static int kid_fn(co_frame *f)
+{
+	struct kid *c = (struct kid *)f;
+	CO_BEGIN(f);
+	if (c->ran)
+		atomic_fetch_add(c->ran, 1);
+	if (c->mode == K_YIELDS) {
+		for (c->k = 0; c->k < c->n; c->k++)
+			CO_YIELD(f);
+	} else if (c->mode == K_SLEEP) {
+		CO_AWAIT(f, co_sleep(&c->io, c->ns));
+	} else if (c->mode == K_EVENT) {
+		CO_AWAIT(f, co_event_wait(&c->w, c->ev));
+	} else if (c->mode == K_MUTEX) {
+		CO_AWAIT(f, co_mutex_lock(&c->w, c->m));
+	} else if (c->mode == K_POLL) { /* busy, polls the cancel flag */
+		for (c->k = 0; c->k < 1000000 && !co_cancelled(f); c->k++)
+			CO_YIELD(f);
+		if (co_cancelled(f))
+			CO_RETURN(f, -ECANCELED);
+	} else if (c->mode == K_NESTED) {
+		c->inner_kids[0] = &c->inner[0].co;
+		c->inner_kids[1] = &c->inner[1].co;
+		CO_AWAIT(f, co_when_all(&c->when, c->inner_kids, 2));
+	}
+	if (co_result(f) < 0)
+		CO_RETURN(f, co_result(f));
+	CO_RETURN(f, c->ret);
+	CO_END(f);
+}
+
+static void kid_init(struct kid *c, int mode, int ret, uint64_t ns)
+{
+	memset(c, 0, sizeof *c);
+	c->mode = mode;
+	c->ret = ret;
+	c->ns = ns;
+	c->n = (int)ns;
+	co_init(&c->co, kid_fn);
+	c->co.result = 0;
+}
+
+struct parent {
+	co_frame co;
+	co_when w;
+	co_frame **kids;
+	unsigned n;
+	int any, res;
+	int stop_first;           /* co_engine_stop before awaiting */
+};
+
+static int parent_fn(co_frame *f)
+{
+	struct parent *p = (struct parent *)f;
+	CO_BEGIN(f);
+	if (p->stop_first)
+		assert_int_equal(co_engine_stop(co_engine_current(), 0), 0);
+	if (p->any)
+		CO_AWAIT(f, co_when_any(&p->w, p->kids, p->n));
+	else
+		CO_AWAIT(f, co_when_all(&p->w, p->kids, p->n));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static int run_parent(struct parent *p, co_frame **kids, unsigned n, int any)
+{
+	co_engine e;
+	p->kids = kids;
+	p->n = n;
+	p->any = any;
+	p->res = 1;
+	co_init(&p->co, parent_fn);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_spawn(&e, &p->co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	return p->res;
+}
+
+/* ---- when_all --------------------------------------------------------------------- */
+
+static void test_when_all(void **state)
+{
+	struct kid k[4];
+	co_frame *kids[4];
+	struct parent p = { .res = 1 };
+	(void)state;
+	kid_init(&k[0], K_SLEEP, 0, 5 * CO_MS);
+	kid_init(&k[1], K_YIELDS, 0, 3);
+	kid_init(&k[2], K_NOW, 7, 0);
+	kid_init(&k[3], K_YIELDS, 0, 50);
+	for (int i = 0; i < 4; i++)
+		kids[i] = &k[i].co;
+	assert_int_equal(run_parent(&p, kids, 4, 0), 0);
+	for (int i = 0; i < 4; i++)
+		assert_true(co_done(kids[i]));
+	assert_int_equal(co_status(kids[2]), 7);
+
+	/* the value is the first negative status in index order */
+	kid_init(&k[0], K_SLEEP, 0, 2 * CO_MS);
+	kid_init(&k[1], K_YIELDS, -ENOENT, 5);
+	kid_init(&k[2], K_NOW, -EIO, 0);        /* finishes first */
+	kid_init(&k[3], K_NOW, 0, 0);
+	assert_int_equal(run_parent(&p, kids, 4, 0), -ENOENT);
+	assert_int_equal(co_status(kids[2]), -EIO);
+	for (int i = 0; i < 4; i++)
+		assert_true(co_done(kids[i]));
+}
+
+/* ---- when_any: the winner, losers cancelled and reaped ---------------------------- */
+
+static void test_when_any_cancels_losers(void **state)
+{
+	struct kid k[6], inner[2];
+	co_frame *kids[6];
+	co_event never;
+	co_mutex held;
+	struct parent p = { .res = 1 };
+	(void)state;
+	assert_int_equal(co_event_init(&never, 0), 0);
+	assert_int_equal(co_mutex_init(&held), 0);
+	assert_int_equal(co_mutex_trylock(&held), 0);
+	kid_init(&k[0], K_SLEEP, 0, NEVER);      /* I/O: the kernel cancels it */
+	kid_init(&k[1], K_EVENT, 0, 0);          /* parked on an event */
+	k[1].ev = &never;
+	kid_init(&k[2], K_SLEEP, 42, 5 * CO_MS); /* the winner */
+	kid_init(&k[3], K_MUTEX, 0, 0);          /* parked on a mutex */
+	k[3].m = &held;
+	kid_init(&k[4], K_POLL, 0, 0);           /* running: polls the flag */
+	kid_init(&k[5], K_NESTED, 0, 0);         /* a when_all of its own */
+	kid_init(&inner[0], K_SLEEP, 0, NEVER);
+	kid_init(&inner[1], K_EVENT, 0, 0);
+	inner[1].ev = &never;
+	k[5].inner = inner;
+	for (int i = 0; i < 6; i++)
+		kids[i] = &k[i].co;
+	assert_int_equal(run_parent(&p, kids, 6, 1), 2);
+	assert_int_equal(co_status(kids[2]), 42);
+	for (int i = 0; i < 6; i++) {
+		assert_true(co_done(kids[i]));
+		if (i != 2)
+			assert_int_equal(co_status(kids[i]), -ECANCELED);
+	}
+	assert_true(co_done(&inner[0].co));
+	assert_true(co_done(&inner[1].co));
+	assert_int_equal(co_status(&inner[0].co), -ECANCELED);
+	/* the cancelled mutex waiter left the queue: the unlock frees it */
+	assert_int_equal(co_mutex_unlock(&held), 0);
+	assert_int_equal(co_mutex_trylock(&held), 0);
+	assert_int_equal(co_event_is_set(&never), 0);
+}
+
+/* The winner ends on its first run, before the others have started: they
+ * start cancelled, and their first wait ends at once. */
+static void test_when_any_immediate_winner(void **state)
+{
+	struct kid k[3];
+	co_frame *kids[3];
+	co_event never;
+	atomic_int ran;
+	struct parent p = { .res = 1 };
+	(void)state;
+	atomic_init(&ran, 0);
+	assert_int_equal(co_event_init(&never, 0), 0);
+	kid_init(&k[0], K_NOW, 5, 0);
+	kid_init(&k[1], K_EVENT, 0, 0);
+	k[1].ev = &never;
+	kid_init(&k[2], K_EVENT, 0, 0);
+	k[2].ev = &never;
+	for (int i = 0; i < 3; i++) {
+		k[i].ran = &ran;
+		kids[i] = &k[i].co;
+	}
+	assert_int_equal(run_parent(&p, kids, 3, 1), 0);
+	assert_int_equal(atomic_load(&ran), 3); /* each started exactly once */
+	assert_int_equal(co_status(kids[0]), 5);
+	assert_int_equal(co_status(kids[1]), -ECANCELED);
+	assert_int_equal(co_status(kids[2]), -ECANCELED);
+}
+
+/* ---- co_cancel on the awaiting frame --------------------------------------------- */
+
+struct canceller {
+	co_frame co;
+	co_io io;
+	co_frame *victim;
+	int res;
+};
+
+static int canceller_fn(co_frame *f)
+{
+	struct canceller *c = (struct canceller *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&c->io, 2 * CO_MS)); /* the children are waiting */
+	c->res = co_cancel(c->victim);
+	CO_END(f);
+}
+
+static void test_cancel_awaiting_frame(void **state)
+{
+	for (int any = 0; any < 2; any++) {
+		co_engine e;
+		co_event never;
+		struct kid k[2];
+		co_frame *kids[2] = { &k[0].co, &k[1].co };
+		struct parent p = { .kids = kids, .n = 2, .any = any, .res = 1 };
+		struct canceller c = { .victim = &p.co, .res = 1 };
+		(void)state;
+		assert_int_equal(co_event_init(&never, 0), 0);
+		kid_init(&k[0], K_SLEEP, 0, NEVER);
+		kid_init(&k[1], K_EVENT, 0, 0);
+		k[1].ev = &never;
+		co_init(&p.co, parent_fn);
+		co_init(&c.co, canceller_fn);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		assert_int_equal(co_engine_spawn(&e, &p.co), 0);
+		assert_int_equal(co_engine_spawn(&e, &c.co), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+		assert_int_equal(co_engine_destroy(&e), 0);
+		assert_int_equal(c.res, 0);
+		assert_int_equal(p.res, -ECANCELED);
+		for (int i = 0; i < 2; i++) {
+			assert_true(co_done(kids[i]));
+			assert_int_equal(co_status(kids[i]), -ECANCELED);
+		}
+	}
+}
+
+/* ---- when_all on a work-stealing scheduler: children may move ---------------------- */
+
+#define STEAL_PARENTS 100
+#define STEAL_KIDS 4
+
+struct steal_parent {
+	co_frame co;
+	co_when w;
+	struct kid k[STEAL_KIDS];
+	co_frame *kids[STEAL_KIDS];
+	int res;
+};
+
+static int steal_parent_fn(co_frame *f)
+{
+	struct steal_parent *p = (struct steal_parent *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_when_all(&p->w, p->kids, STEAL_KIDS));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_when_all_with_stealing(void **state)
+{
+	co_scheduler s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	struct steal_parent *p = calloc(STEAL_PARENTS, sizeof *p);
+	atomic_int ran;
+	(void)state;
+	assert_non_null(p);
+	atomic_init(&ran, 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < STEAL_PARENTS; i++) {
+		for (int j = 0; j < STEAL_KIDS; j++) {
+			kid_init(&p[i].k[j], K_YIELDS, j, 20);
+			p[i].k[j].ran = &ran;
+			p[i].kids[j] = &p[i].k[j].co;
+		}
+		p[i].res = 1;
+		co_init(&p[i].co, steal_parent_fn);
+		assert_int_equal(co_sched_submit_to(&s, 0, &p[i].co), 0); /* all on one */
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&ran), STEAL_PARENTS * STEAL_KIDS);
+	for (int i = 0; i < STEAL_PARENTS; i++) {
+		assert_int_equal(p[i].res, 0);
+		for (int j = 0; j < STEAL_KIDS; j++)
+			assert_int_equal(co_status(p[i].kids[j]), j);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(p);
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+struct misuse {
+	co_frame co;
+	co_when w;
+	co_frame **kids;
+	int r[4];
+};
+
+static int misuse_fn(co_frame *f)
+{
+	struct misuse *t = (struct misuse *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_when_all(NULL, t->kids, 1));
+	t->r[0] = co_result(f);
+	CO_AWAIT(f, co_when_any(&t->w, t->kids, 0));
+	t->r[1] = co_result(f);
+	CO_AWAIT(f, co_when_all(&t->w, NULL, 2));
+	t->r[2] = co_result(f);
+	CO_AWAIT(f, co_when_all(&t->w, t->kids, 0));
+	t->r[3] = co_result(f);
+	CO_END(f);
+}
+
+static void test_errors(void **state)
+{
+	struct kid k[2];
+	co_frame *kids[2] = { &k[0].co, &k[1].co };
+	co_frame *with_null[2] = { &k[0].co, NULL };
+	struct parent p = { .res = 1 };
+	struct misuse t = { .kids = kids };
+	co_loop loop;
+	co_engine e;
+	(void)state;
+	co_loop_init(&loop);
+	co_init(&t.co, misuse_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.r[0], -EINVAL);
+	assert_int_equal(t.r[1], -EINVAL);
+	assert_int_equal(t.r[2], -EINVAL);
+	assert_int_equal(t.r[3], 0);
+
+	/* not on an engine */
+	kid_init(&k[0], K_NOW, 0, 0);
+	kid_init(&k[1], K_NOW, 0, 0);
+	p = (struct parent){ .kids = kids, .n = 2, .res = 1 };
+	co_init(&p.co, parent_fn);
+	assert_int_equal(co_loop_spawn(&loop, &p.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(p.res, -ENXIO);
+	assert_false(co_done(kids[0])); /* nothing was spawned */
+
+	/* a NULL child, a child already spawned */
+	assert_int_equal(run_parent(&p, with_null, 2, 0), -EINVAL);
+	assert_false(co_done(kids[0]));
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_spawn(&e, kids[1]), 0);
+	assert_int_equal(run_parent(&p, kids, 2, 1), -EINVAL);
+	assert_false(co_done(kids[0]));
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+
+	/* the engine refuses spawns (stopped): -ESHUTDOWN, nothing waits */
+	kid_init(&k[0], K_NOW, 0, 0);
+	kid_init(&k[1], K_NOW, 0, 0);
+	p = (struct parent){ .stop_first = 1 };
+	assert_int_equal(run_parent(&p, kids, 2, 0), -ESHUTDOWN);
+	assert_false(co_done(kids[0]));
+	assert_null(kids[0]->on_done);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_when_all),
+		cmocka_unit_test(test_when_any_cancels_losers),
+		cmocka_unit_test(test_when_any_immediate_winner),
+		cmocka_unit_test(test_cancel_awaiting_frame),
+		cmocka_unit_test(test_when_all_with_stealing),
+		cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests_name("when", tests, NULL, NULL);
+}
