@@ -355,7 +355,7 @@ echo "== dispatch strategies (unbalanced tasks, 2 contexts)"
 "$B/dispatch" | grep -v '^dispatch '
 echo
 echo "== sync: mutex hand-off and channel across 2 contexts, vs pthread mutex and a pipe"
-"$B/sync"
+if [ "$mode" = quick ]; then "$B/sync" --quick; else "$B/sync"; fi
 
 # ---- targets ---------------------------------------------------------------------
 echo
