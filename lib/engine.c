@@ -345,6 +345,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		return -EINVAL;
 
 	memset(e, 0, sizeof *e);
+	e->cancel_mark = ~(uint64_t)0; /* a cancel-stop cancels at least once */
 	e->sched.wake = engine_wake;
 	e->batch = o.batch;
 	e->wake_fd = -1;
@@ -539,8 +540,10 @@ static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_i
 				     unsigned tag)
 {
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)info | (tag & 3));
-	if (info)
+	if (info) {
 		e->inflight++;
+		e->stats.ops++;
+	}
 	return sqe;
 }
 
@@ -667,12 +670,18 @@ static void reap_all(co_engine *e)
 	}
 }
 
-/* co_engine_stop(e, 1): cancel all I/O once, from the owner thread. */
+/*
+ * co_engine_stop(e, 1): cancel all I/O, from the owner thread; again on
+ * every turn that started operations since, so that a coroutine which was
+ * between two awaits at the stop cannot wait forever. The cancel SQE comes
+ * after that turn's operations: what completes at once (a close, a file
+ * write) completes, what would wait is cancelled.
+ */
 static void cancel_all_io(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
 
-	e->cancel_requested = 1;
+	e->cancel_mark = e->stats.ops;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
 	io_uring_sqe_set_data(sqe, NULL);
 }
@@ -753,11 +762,11 @@ int co_engine_run(co_engine *e, int mode)
 
 		e->stats.turns++;
 		e->last_info = NULL; /* SQEs of earlier turns are submitted */
-		if (co__unlikely(stop == 2) && !e->cancel_requested)
-			cancel_all_io(e);
 		if (co__unlikely(posts_pending(e)))
 			run_posts(e);
 		run_ready(e);
+		if (co__unlikely(stop == 2) && e->cancel_mark != e->stats.ops)
+			cancel_all_io(e);
 		if (e->stats.resumed != resumed)
 			stalled = 0;
 

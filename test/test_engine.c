@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <cmocka.h>
 
 #include <coring/engine.h>
@@ -477,6 +479,87 @@ static void test_stop_cancels_io(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* A coroutine that keeps starting I/O after a cancel-stop: one that was
+ * between two awaits when the stop came (it yields first), and one whose
+ * recv was cancelled and which tries again. Every blocking operation ends
+ * with -ECANCELED instead of waiting forever; the close on the way out
+ * still completes. */
+struct stubborn {
+	co_frame co;
+	co_io io;
+	int fd, yields, k;
+	int r[4];
+	char c;
+};
+
+static int stubborn_fn(co_frame *f)
+{
+	struct stubborn *s = (struct stubborn *)f;
+	CO_BEGIN(f);
+	for (s->k = 0; s->k < s->yields; s->k++)
+		CO_YIELD(f);
+	CO_AWAIT(f, co_recv(&s->io, s->fd, &s->c, 1, 0));
+	s->r[0] = co_result(f);
+	CO_AWAIT(f, co_recv(&s->io, s->fd, &s->c, 1, 0)); /* started after the stop */
+	s->r[1] = co_result(f);
+	CO_AWAIT(f, co_sleep(&s->io, 30 * CO_S));
+	s->r[2] = co_result(f);
+	CO_AWAIT(f, co_close(&s->io, s->fd));
+	s->r[3] = co_result(f);
+	CO_END(f);
+}
+
+struct stopper_after {
+	co_frame co;
+	co_engine *e;
+	int yields, k;
+};
+
+static int stopper_after_fn(co_frame *f)
+{
+	struct stopper_after *s = (struct stopper_after *)f;
+	CO_BEGIN(f);
+	for (s->k = 0; s->k < s->yields; s->k++)
+		CO_YIELD(f);
+	co_engine_stop(s->e, 1);
+	CO_END(f);
+}
+
+static void test_stop_cancels_io_started_later(void **state)
+{
+	int sp[2][2];
+	struct stubborn a = { .yields = 0 }, b = { .yields = 5 };
+	struct stopper_after k = { .yields = 2 };
+	co_engine e;
+	(void)state;
+	alarm(20); /* hang guard: before the fix the run never returned */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp[0]), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp[1]), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	a.fd = sp[0][0];
+	b.fd = sp[1][0];
+	k.e = &e;
+	co_init(&a.co, stubborn_fn);
+	co_init(&b.co, stubborn_fn);
+	co_init(&k.co, stopper_after_fn);
+	assert_int_equal(co_engine_spawn(&e, &a.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &k.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0); /* still yielding at the stop */
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	alarm(0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(a.r[i], -ECANCELED);
+		assert_int_equal(b.r[i], -ECANCELED);
+	}
+	assert_int_equal(a.r[3], 0); /* the closes completed */
+	assert_int_equal(b.r[3], 0);
+	assert_int_equal(fcntl(sp[0][0], F_GETFD), -1);
+	assert_int_equal(fcntl(sp[1][0], F_GETFD), -1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(sp[0][1]);
+	close(sp[1][1]);
+}
+
 struct nester {
 	co_frame co;
 	co_engine *other;
@@ -807,6 +890,7 @@ int main(void)
 		cmocka_unit_test(test_deadlock_reported),
 		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
 		cmocka_unit_test(test_stop_cancels_io),
+		cmocka_unit_test(test_stop_cancels_io_started_later),
 		cmocka_unit_test(test_nested_run_refused),
 		cmocka_unit_test(test_tiny_rings_lose_nothing),
 		cmocka_unit_test(test_post_from_other_threads),

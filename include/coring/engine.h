@@ -78,6 +78,7 @@ typedef struct co_engine_stats {
 	uint64_t waits;        /* turns that slept in io_uring_submit_and_wait */
 	uint64_t cqes;         /* completions handled */
 	uint64_t resumed;      /* frames resumed */
+	uint64_t ops;          /* operations submitted whose CQE is awaited */
 	uint64_t spilled;      /* frames that went to the overflow list */
 	uint64_t wake_writes;  /* eventfd writes by other threads (wake-ups) */
 	uint64_t sq_full;      /* times the SQ was full and was submitted early */
@@ -100,7 +101,8 @@ struct co_engine {
 	uint64_t wake_val;              /* private: the eventfd read's buffer */
 	co_io_info wake_info;           /* private */
 	int wake_armed;                 /* private */
-	int cancel_requested;           /* private: co_engine_stop(e, 1) seen */
+	uint64_t cancel_mark;           /* private: stats.ops at the last cancel-all
+	                                   of a co_engine_stop(e, 1); ~0: none yet */
 	struct __kernel_timespec *ts;   /* private: a timespec per SQ slot, read by
 	                                   the kernel when the SQE is submitted */
 	co_io_info *last_info;          /* private: the last SQE handed out ... */
@@ -194,7 +196,10 @@ int co_engine_run(co_engine *e, int mode);
  * Ask the engine to stop, from any thread (signal handlers excepted): new
  * spawns fail with -ESHUTDOWN and co_engine_run returns once every frame
  * has finished. With cancel_io nonzero, all in-flight I/O is cancelled
- * first (awaits end with -ECANCELED), so servers can shut down.
+ * (awaits end with -ECANCELED), and so is every operation started after
+ * it that does not complete at once: a server between two awaits when the
+ * stop came cannot block it, while a close or a file write on the way out
+ * still completes.
  * Returns 0, or -EINVAL for NULL or a destroyed engine.
  */
 int co_engine_stop(co_engine *e, int cancel_io);
