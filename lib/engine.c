@@ -45,7 +45,7 @@ CO_NO_TSAN static int ring_push(co_engine *e, co_frame *f)
 
 	co__hb_release(f); /* pairs with ring_pop's acquire of the same frame */
 	co__tsan_ignore_begin();
-	ok = ck_ring_enqueue_mpmc(&e->ready, e->ready_buf, f);
+	ok = ck_ring_enqueue_spmc(&e->ready, e->ready_buf, f); /* the owner only */
 	co__tsan_ignore_end();
 	return ok;
 }
@@ -56,7 +56,7 @@ CO_NO_TSAN static co_frame *ring_pop(co_engine *e)
 	int ok;
 
 	co__tsan_ignore_begin();
-	ok = ck_ring_dequeue_mpmc(&e->ready, e->ready_buf, &p);
+	ok = ck_ring_dequeue_spmc(&e->ready, e->ready_buf, &p); /* owner and thieves */
 	co__tsan_ignore_end();
 	if (!ok)
 		return NULL;
@@ -75,67 +75,22 @@ CO_NO_TSAN static unsigned ring_size(co_engine *e)
 }
 
 /*
- * Push a frame, from any thread. When the ring is full the frame goes to
- * the overflow list; while that list is not empty every push goes there
- * too, so each producer's frames keep their order.
- */
-static void ready_push(co_engine *e, co_frame *f)
-{
-	if (co__likely(atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0) &&
-	    co__likely(ring_push(e, f)))
-		return;
-	pthread_mutex_lock(&e->ov_lock);
-	if (atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0 && ring_push(e, f)) {
-		pthread_mutex_unlock(&e->ov_lock);
-		return;
-	}
-	f->next = NULL;
-	if (e->ov_tail)
-		e->ov_tail->next = f;
-	else
-		e->ov_head = f;
-	e->ov_tail = f;
-	atomic_fetch_add_explicit(&e->ov_count, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&e->spilled, 1, memory_order_relaxed);
-	pthread_mutex_unlock(&e->ov_lock);
-}
-
-/* Move overflowed frames back into the ring, oldest first. */
-static void ready_refill(co_engine *e)
-{
-	pthread_mutex_lock(&e->ov_lock);
-	while (e->ov_head) {
-		co_frame *f = e->ov_head, *next = f->next; /* read before the push
-							      hands f to a consumer */
-		if (!ring_push(e, f))
-			break;
-		e->ov_head = next;
-		if (next == NULL)
-			e->ov_tail = NULL;
-		atomic_fetch_sub_explicit(&e->ov_count, 1, memory_order_relaxed);
-	}
-	pthread_mutex_unlock(&e->ov_lock);
-}
-
-static co_frame *ready_pop(co_engine *e)
-{
-	co_frame *f = ring_pop(e);
-
-	if (co__likely(f != NULL))
-		return f;
-	if (atomic_load_explicit(&e->ov_count, memory_order_relaxed) == 0)
-		return NULL;
-	ready_refill(e);
-	return ring_pop(e);
-}
-
-/*
- * The owner thread's own wake-ups (a CQE callback's co_wake, a yield, a
- * spawn from a coroutine) skip the MPMC ring when no other thread may take
- * frames from this engine (no stealing): a plain FIFO through
- * co_frame.next, no CAS on either end (callgrind, echo_coring at 50
- * connections: 662 -> 602 user instructions per request). With stealing they stay in the ring, where thieves
- * can see them.
+ * The ready queue has three parts, so that no producer ever waits for
+ * another (ck_ring's multi-producer enqueue makes a producer wait for every
+ * earlier one to publish its slot: with more producers than CPUs, one
+ * preempted producer stalled the rest for seconds, bench/xsubmit):
+ *
+ *   inbox  frames pushed by other threads: a lock-free stack through
+ *          co_frame.next, one CAS per push; the owner takes it whole at
+ *          the start of each turn and queues it oldest first;
+ *   ring   the ck_ring, with the owner as its only producer (SPMC) and
+ *          the owner and thieves as consumers; used when this engine may
+ *          be stolen from, so that thieves see its ready frames;
+ *   local  a plain FIFO through co_frame.next, owner only, no atomics: all
+ *          of the queue when nobody steals (callgrind, echo_coring at 50
+ *          connections: 662 -> 602 user instructions per request), and the
+ *          overflow of a full ring otherwise (never a drop: DESIGN
+ *          invariant 3). While it holds overflow, pushes go behind it.
  */
 static void local_push(co_engine *e, co_frame *f)
 {
@@ -164,10 +119,70 @@ static co_frame *local_pop(co_engine *e)
 /* A frame made ready on the owner thread. */
 static void owner_push(co_engine *e, co_frame *f)
 {
-	if (e->steal == NULL)
+	if (e->steal == NULL) {
 		local_push(e, f);
-	else
-		ready_push(e, f);
+		return;
+	}
+	if (co__likely(e->local_n == 0) && co__likely(ring_push(e, f)))
+		return;
+	local_push(e, f); /* the ring is full, or overflow is ahead of us */
+	e->stats.spilled++;
+}
+
+/* Move overflow into the ring as it has room, oldest first (the ring's
+ * frames are older still), so that thieves can reach it. */
+static void ring_refill(co_engine *e)
+{
+	while (e->local_head && ring_push(e, e->local_head))
+		local_pop(e);
+}
+
+/* A frame made ready on another thread: no lock, no wait for others. */
+static void inbox_push(co_engine *e, co_frame *f)
+{
+	co_frame *head = atomic_load_explicit(&e->inbox, memory_order_relaxed);
+
+	do {
+		f->next = head;
+		/* release: the frame's state is visible to the owner; pairs
+		 * with the acquire exchange in inbox_drain */
+	} while (!atomic_compare_exchange_weak_explicit(&e->inbox, &head, f, memory_order_release,
+							memory_order_relaxed));
+}
+
+/* Queue what other threads pushed, oldest first (each producer's order is
+ * kept: the stack is newest first). */
+static void inbox_drain(co_engine *e)
+{
+	co_frame *f = atomic_exchange_explicit(&e->inbox, NULL, memory_order_acquire), *fifo = NULL;
+
+	while (f) {
+		co_frame *next = f->next;
+		f->next = fifo;
+		fifo = f;
+		f = next;
+	}
+	while (fifo) {
+		co_frame *next = fifo->next; /* owner_push reuses the link */
+		owner_push(e, fifo);
+		fifo = next;
+	}
+}
+
+static int inbox_pending(co_engine *e)
+{
+	return atomic_load_explicit(&e->inbox, memory_order_relaxed) != NULL;
+}
+
+/* The next frame to resume, on the owner thread. */
+static co_frame *ready_pop(co_engine *e)
+{
+	co_frame *f;
+
+	if (e->steal == NULL)
+		return local_pop(e);
+	f = ring_pop(e); /* older than any overflow */
+	return f ? f : local_pop(e);
 }
 
 static int posts_pending(co_engine *e)
@@ -175,11 +190,12 @@ static int posts_pending(co_engine *e)
 	return atomic_load_explicit(&e->posts, memory_order_relaxed) != NULL;
 }
 
-/* Frames to resume or posts to run: the loop has work without waiting. */
+/* Frames to resume or posts to run: the loop has work without waiting.
+ * Other threads' pushes are seen through the inbox (the Dekker check of
+ * engine_wait reads it after its fence). */
 static int ready_nonempty(co_engine *e)
 {
-	return e->local_n != 0 || ring_size(e) != 0 ||
-	       atomic_load_explicit(&e->ov_count, memory_order_relaxed) != 0 || posts_pending(e);
+	return e->local_n != 0 || ring_size(e) != 0 || inbox_pending(e) || posts_pending(e);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -235,7 +251,7 @@ static void engine_wake(co_sched *s, co_frame *f)
 		return;
 	}
 	visit_begin(e);
-	ready_push(e, f);
+	inbox_push(e, f);
 	engine_kick(e);
 	visit_end(e);
 }
@@ -354,11 +370,6 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	if (e->ready_buf == NULL)
 		return -ENOMEM;
 	ck_ring_init(&e->ready, o.ready_size);
-	ret = pthread_mutex_init(&e->ov_lock, NULL);
-	if (ret) {
-		free(e->ready_buf);
-		return -ret;
-	}
 	e->wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (e->wake_fd < 0) {
 		ret = -errno;
@@ -377,7 +388,6 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 fail:
 	if (e->wake_fd >= 0)
 		close(e->wake_fd);
-	pthread_mutex_destroy(&e->ov_lock);
 	free(e->ready_buf);
 	e->ready_buf = NULL;
 	return ret;
@@ -412,7 +422,6 @@ int co_engine_destroy(co_engine *e)
 	io_uring_queue_exit(&e->ring);
 	if (e->wake_fd >= 0)
 		close(e->wake_fd);
-	pthread_mutex_destroy(&e->ov_lock);
 	free(e->ready_buf);
 	free(e->ts);
 	e->ready_buf = NULL;
@@ -619,9 +628,8 @@ static void frame_finished(co_engine *e, co_frame *f)
 static void run_ready(co_engine *e)
 {
 	for (unsigned n = 0; n < e->batch; n++) {
-		/* alternate the two queues, so that neither starves the other */
-		co_frame *f = (n & 1) ? ready_pop(e) : local_pop(e);
-		if (f == NULL && (f = (n & 1) ? local_pop(e) : ready_pop(e)) == NULL)
+		co_frame *f = ready_pop(e);
+		if (f == NULL)
 			break;
 		e->stats.resumed++;
 		switch (co_resume(f)) {
@@ -764,6 +772,10 @@ int co_engine_run(co_engine *e, int mode)
 		e->last_info = NULL; /* SQEs of earlier turns are submitted */
 		if (co__unlikely(posts_pending(e)))
 			run_posts(e);
+		if (inbox_pending(e))
+			inbox_drain(e);
+		if (co__unlikely(e->local_n != 0) && e->steal)
+			ring_refill(e);
 		run_ready(e);
 		if (co__unlikely(stop == 2) && e->cancel_mark != e->stats.ops)
 			cancel_all_io(e);
@@ -807,7 +819,6 @@ int co_engine_run(co_engine *e, int mode)
 		ret = 0;
 		reap_all(e);
 	}
-	e->stats.spilled = atomic_load_explicit(&e->spilled, memory_order_relaxed);
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
 	co__current = NULL;
@@ -870,7 +881,7 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
 		f->sched = &thief->sched;
 		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
-		ready_push(thief, f);
+		owner_push(thief, f); /* we run on the thief's thread */
 		n++;
 	}
 	return n;

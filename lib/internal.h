@@ -13,7 +13,7 @@
 
 /*
  * ThreadSanitizer and Concurrency Kit: ck_ring's atomics are inline asm and
- * volatile loads, and its MPMC dequeue reads a slot before its CAS decides
+ * volatile loads, and its multi-consumer dequeue reads a slot before its CAS decides
  * whether the read counts (a benign race by design). TSan sees neither, so
  * the few functions that call ck_ring are left uninstrumented, and the
  * happens-before edge the ring provides (everything before an enqueue is

@@ -186,19 +186,30 @@ static void test_run_round_robin(void **state)
 
 #define MANY 20000
 
-static void test_ready_ring_past_capacity(void **state)
+/* A steal hook that takes nothing: it puts an engine in the mode where its
+ * ready frames live in the ring, for thieves to see. */
+static int steal_nothing(co_engine *e, void *arg)
 {
-	/* a 4-slot ring (capacity 3) and 20,000 frames: the overflow keeps
-	 * every frame, in order */
+	(void)e;
+	(void)arg;
+	return 0;
+}
+
+/* 20,000 frames spawned from another thread: every frame runs once, in
+ * order; with stealing on they go through a 4-slot ring (capacity 3), and
+ * the overflow keeps every frame. */
+static void ready_past_capacity(int steal)
+{
 	co_engine e;
 	co_engine_opts o = { .ready_size = 4, .batch = 64 };
 	struct task *t = calloc(MANY, sizeof *t);
 	atomic_int *runs = calloc(MANY, sizeof *runs);
 	int *order = calloc(MANY, sizeof *order);
 	atomic_int n = 0;
-	(void)state;
 	assert_non_null(t);
 	assert_int_equal(co_engine_init(&e, &o), 0);
+	if (steal)
+		e.steal = steal_nothing;
 	for (int i = 0; i < MANY; i++) {
 		t[i] = (struct task){ .id = i, .runs = runs, .order = order, .n = &n };
 		co_init(&t[i].co, task_fn);
@@ -210,11 +221,19 @@ static void test_ready_ring_past_capacity(void **state)
 		assert_int_equal(atomic_load(&runs[i]), 1);
 		assert_int_equal(order[i], i);
 	}
-	assert_true(e.stats.spilled > 0);
+	if (steal)
+		assert_true(e.stats.spilled > 0); /* the ring was full */
 	assert_int_equal(co_engine_destroy(&e), 0);
 	free(t);
 	free(runs);
 	free(order);
+}
+
+static void test_ready_ring_past_capacity(void **state)
+{
+	(void)state;
+	ready_past_capacity(1);
+	ready_past_capacity(0);
 }
 
 /* ---- other threads -------------------------------------------------------- */
@@ -309,10 +328,11 @@ static void *producer(void *arg)
 	return NULL;
 }
 
-static void test_many_producers_tiny_ring(void **state)
+/* 4 threads spawn 5,000 frames each while the engine runs (through its
+ * 8-slot ring when stealing is on): every frame runs exactly once, each
+ * producer's in order. */
+static void many_producers(int steal)
 {
-	/* 4 threads spawn 5,000 frames each into an 8-slot ring while the
-	 * engine runs: every frame runs exactly once, each producer's in order */
 	co_engine e;
 	co_engine_opts o = { .ready_size = 8 };
 	struct runner r = { &e, CO_RUN_UNTIL_STOP, -1 };
@@ -321,8 +341,9 @@ static void test_many_producers_tiny_ring(void **state)
 	pthread_t th, pt[PRODUCERS];
 	int last[PRODUCERS];
 	atomic_int bad = 0, count = 0;
-	(void)state;
 	assert_int_equal(co_engine_init(&e, &o), 0);
+	if (steal)
+		e.steal = steal_nothing;
 	for (int p = 0; p < PRODUCERS; p++) {
 		last[p] = -1;
 		for (int i = 0; i < PER_PRODUCER; i++) {
@@ -346,6 +367,13 @@ static void test_many_producers_tiny_ring(void **state)
 	for (int p = 0; p < PRODUCERS; p++)
 		assert_int_equal(last[p], PER_PRODUCER - 1);
 	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_many_producers_tiny_ring(void **state)
+{
+	(void)state;
+	many_producers(1);
+	many_producers(0);
 }
 
 /* ---- deadlock, park, stop -------------------------------------------------- */

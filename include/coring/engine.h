@@ -79,7 +79,8 @@ typedef struct co_engine_stats {
 	uint64_t cqes;         /* completions handled */
 	uint64_t resumed;      /* frames resumed */
 	uint64_t ops;          /* operations submitted whose CQE is awaited */
-	uint64_t spilled;      /* frames that went to the overflow list */
+	uint64_t spilled;      /* frames that found the ring full (stealing on)
+	                          and waited in the owner's overflow list */
 	uint64_t wake_writes;  /* eventfd writes by other threads (wake-ups) */
 	uint64_t sq_full;      /* times the SQ was full and was submitted early */
 	uint64_t cq_overflow;  /* times completions that did not fit in the CQ
@@ -92,7 +93,8 @@ struct co_engine {
 
 	/* Owner-thread state. */
 	struct io_uring ring;           /* private: driven by the owner only */
-	ck_ring_t ready;                /* private: MPMC ring of co_frame * */
+	ck_ring_t ready;                /* private: ring of co_frame *, the owner
+	                                   its only producer, thieves consumers */
 	ck_ring_buffer_t *ready_buf;    /* private */
 	unsigned batch;                 /* read-only */
 	unsigned inflight;              /* read-only: SQEs whose CQE is due */
@@ -107,9 +109,9 @@ struct co_engine {
 	                                   the kernel when the SQE is submitted */
 	co_io_info *last_info;          /* private: the last SQE handed out ... */
 	struct io_uring_sqe *last_sqe;  /* private: ... before the next submit */
-	co_frame *local_head;           /* private: frames the owner thread woke, when */
-	co_frame *local_tail;           /* private: no stealing: a plain FIFO, no atomics */
-	unsigned local_n;               /* private */
+	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
+	co_frame *local_tail;           /* private: without stealing, the ring's */
+	unsigned local_n;               /* private: overflow with it */
 	pthread_t owner;                /* private */
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
@@ -131,11 +133,8 @@ struct co_engine {
 	                                   destroy waits for them to leave */
 	_Atomic(co_post *) posts;       /* co_engine_post: newest first */
 
-	/* Overflow of the ready ring: never drop a frame (DESIGN invariant 3). */
-	_Alignas(CO_CACHELINE) pthread_mutex_t ov_lock;
-	co_frame *ov_head, *ov_tail;    /* private: under ov_lock */
-	atomic_uint ov_count;           /* frames in the overflow list */
-	atomic_uint spilled;            /* stats.spilled, counted by producers */
+	_Atomic(co_frame *) inbox;      /* private: frames other threads made
+	                                   ready, newest first (lib/engine.c) */
 };
 
 /* co_engine.features */
