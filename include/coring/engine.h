@@ -12,7 +12,8 @@
  * Threading rule: the io_uring is driven only by the thread that runs the
  * engine (the first thread to call co_engine_run owns it for life). Other
  * threads reach it through co_engine_spawn, co_wake and co_engine_stop,
- * which go through the ready queue (a Concurrency Kit MPMC ring) and wake
+ * which go through the ready queue (a lock-free inbox the
+ * engine drains; see docs/engine.md) and wake
  * the engine if it sleeps.
  */
 #ifndef CORING_ENGINE_H
