@@ -512,7 +512,7 @@ static void test_stop_cancels_io(void **state)
  * recv was cancelled and which tries again. Every blocking operation ends
  * with -ECANCELED instead of waiting forever; the close on the way out
  * still completes. */
-struct stubborn {
+struct retrier {
 	co_frame co;
 	co_io io;
 	int fd, yields, k;
@@ -520,9 +520,9 @@ struct stubborn {
 	char c;
 };
 
-static int stubborn_fn(co_frame *f)
+static int retrier_fn(co_frame *f)
 {
-	struct stubborn *s = (struct stubborn *)f;
+	struct retrier *s = (struct retrier *)f;
 	CO_BEGIN(f);
 	for (s->k = 0; s->k < s->yields; s->k++)
 		CO_YIELD(f);
@@ -556,7 +556,7 @@ static int stopper_after_fn(co_frame *f)
 static void test_stop_cancels_io_started_later(void **state)
 {
 	int sp[2][2];
-	struct stubborn a = { .yields = 0 }, b = { .yields = 5 };
+	struct retrier a = { .yields = 0 }, b = { .yields = 5 };
 	struct stopper_after k = { .yields = 2 };
 	co_engine e;
 	(void)state;
@@ -567,8 +567,8 @@ static void test_stop_cancels_io_started_later(void **state)
 	a.fd = sp[0][0];
 	b.fd = sp[1][0];
 	k.e = &e;
-	co_init(&a.co, stubborn_fn);
-	co_init(&b.co, stubborn_fn);
+	co_init(&a.co, retrier_fn);
+	co_init(&b.co, retrier_fn);
 	co_init(&k.co, stopper_after_fn);
 	assert_int_equal(co_engine_spawn(&e, &a.co), 0);
 	assert_int_equal(co_engine_spawn(&e, &k.co), 0);
