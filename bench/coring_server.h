@@ -10,22 +10,10 @@
 #ifndef CORING_BENCH_CORING_SERVER_H
 #define CORING_BENCH_CORING_SERVER_H
 
-#include <stdatomic.h>
 #include <coring/io.h>
 #include <coring/scheduler.h>
 
 #include "bench_util.h"
-
-/* Set before co_sched_shutdown: a coroutine that was between two awaits
- * when the shutdown cancelled all I/O must not start a new one. The
- * contexts see it before their cancel: the engine reads the stop request
- * (stored after this flag) with acquire. */
-static atomic_int coring_stopping;
-
-static inline int coring_stopped(void)
-{
-	return atomic_load_explicit(&coring_stopping, memory_order_relaxed);
-}
 
 /* Builds the connection coroutine for fd (co_init'ed, on_done set), or
  * returns NULL (the listener closes fd). */
@@ -45,7 +33,7 @@ static int coring_listener_fn(co_frame *f)
 	int fd;
 
 	CO_BEGIN(f);
-	while (!coring_stopped()) {
+	for (;;) {
 		CO_AWAIT(f, co_accept(&l->io, l->lfd, NULL, NULL, SOCK_CLOEXEC));
 		fd = co_result(f);
 		if (fd == -ECANCELED)
@@ -71,9 +59,10 @@ static void coring_free_frame(co_frame *f)
 	free(f);
 }
 
+/* SIGINT/SIGTERM: cancel all I/O; the engines keep cancelling what
+ * coroutines start afterwards, so every coroutine ends. */
 static void coring_stop(void *arg)
 {
-	atomic_store(&coring_stopping, 1);
 	co_sched_shutdown(arg);
 }
 

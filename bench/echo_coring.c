@@ -23,7 +23,7 @@ static int conn_fn(co_frame *f)
 	struct conn *c = (struct conn *)f;
 
 	CO_BEGIN(f);
-	while (!coring_stopped()) {
+	for (;;) {
 		CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
 		c->n = co_result(f);
 		if (c->n <= 0)

@@ -41,8 +41,6 @@ static int conn_fn(co_frame *f)
 
 	CO_BEGIN(f);
 	for (;;) {
-		if (coring_stopped())
-			break;
 		if (c->deadline == 0) {
 			CO_AWAIT(f, co_recv(&c->io, c->fd, c->in + c->have, sizeof c->in - c->have, 0));
 		} else {

@@ -137,35 +137,59 @@ static void ring_refill(co_engine *e)
 		local_pop(e);
 }
 
-/* A frame made ready on another thread: no lock, no wait for others. */
-static void inbox_push(co_engine *e, co_frame *f)
+/*
+ * A lock-free stack, for the inbox of frames and for posts: any thread
+ * pushes with one CAS and never waits for another; the owner takes all of
+ * it at once. Nodes link through a pointer at offset `link` (memcpy: the
+ * field is a co_frame * or a co_post *).
+ */
+static void *link_get(void *node, size_t link)
 {
-	co_frame *head = atomic_load_explicit(&e->inbox, memory_order_relaxed);
+	void *p;
+
+	memcpy(&p, (char *)node + link, sizeof p);
+	return p;
+}
+
+static void link_set(void *node, size_t link, void *p)
+{
+	memcpy((char *)node + link, &p, sizeof p);
+}
+
+static void lifo_push(_Atomic(void *) *top, void *node, size_t link)
+{
+	void *head = atomic_load_explicit(top, memory_order_relaxed);
 
 	do {
-		f->next = head;
-		/* release: the frame's state is visible to the owner; pairs
-		 * with the acquire exchange in inbox_drain */
-	} while (!atomic_compare_exchange_weak_explicit(&e->inbox, &head, f, memory_order_release,
+		link_set(node, link, head);
+		/* release: what the pusher wrote is visible to the owner; pairs
+		 * with the acquire exchange in lifo_take */
+	} while (!atomic_compare_exchange_weak_explicit(top, &head, node, memory_order_release,
 							memory_order_relaxed));
 }
 
-/* Queue what other threads pushed, oldest first (each producer's order is
- * kept: the stack is newest first). */
+/* Take the whole stack, oldest first: each pusher's nodes in its order. */
+static void *lifo_take(_Atomic(void *) *top, size_t link)
+{
+	void *n = atomic_exchange_explicit(top, NULL, memory_order_acquire), *fifo = NULL;
+
+	while (n) { /* the stack is newest first: reverse it */
+		void *next = link_get(n, link);
+		link_set(n, link, fifo);
+		fifo = n;
+		n = next;
+	}
+	return fifo;
+}
+
+/* Queue what other threads pushed, oldest first. */
 static void inbox_drain(co_engine *e)
 {
-	co_frame *f = atomic_exchange_explicit(&e->inbox, NULL, memory_order_acquire), *fifo = NULL;
+	co_frame *f = lifo_take(&e->inbox, offsetof(co_frame, next)), *next;
 
-	while (f) {
-		co_frame *next = f->next;
-		f->next = fifo;
-		fifo = f;
-		f = next;
-	}
-	while (fifo) {
-		co_frame *next = fifo->next; /* owner_push reuses the link */
-		owner_push(e, fifo);
-		fifo = next;
+	for (; f; f = next) {
+		next = f->next; /* owner_push reuses the link */
+		owner_push(e, f);
 	}
 }
 
@@ -241,19 +265,38 @@ static void visit_end(co_engine *e)
 	atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
 }
 
+/* Bracket a change another thread makes to e (a push, a stop, an unpark):
+ * counted as a visit before it, followed by a wake-up. Nothing to do on
+ * the owner thread. */
+static int remote_begin(co_engine *e)
+{
+	int remote = co__current != e;
+
+	if (remote)
+		visit_begin(e);
+	return remote;
+}
+
+static void remote_end(co_engine *e, int remote)
+{
+	if (remote) {
+		engine_kick(e);
+		visit_end(e);
+	}
+}
+
 /* co_sched.wake: a frame of this engine is runnable again. */
 static void engine_wake(co_sched *s, co_frame *f)
 {
 	co_engine *e = (co_engine *)s;
+	int remote = remote_begin(e);
 
-	if (co__current == e) {
+	if (!remote) {
 		owner_push(e, f); /* the hot path: no fence, no syscall */
 		return;
 	}
-	visit_begin(e);
-	inbox_push(e, f);
-	engine_kick(e);
-	visit_end(e);
+	lifo_push(&e->inbox, f, offsetof(co_frame, next));
+	remote_end(e, remote);
 }
 
 static struct io_uring_sqe *sqe_get(co_engine *e)
@@ -458,9 +501,7 @@ int co_engine_stop(co_engine *e, int cancel_io)
 
 	if (e == NULL || e->ready_buf == NULL)
 		return -EINVAL;
-	remote = co__current != e;
-	if (remote)
-		visit_begin(e); /* before the engine can see the stop and leave */
+	remote = remote_begin(e); /* before the engine can see the stop and leave */
 	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
 	if (cancel_io) {
 		atomic_store_explicit(&e->stop, 2, memory_order_release);
@@ -468,10 +509,7 @@ int co_engine_stop(co_engine *e, int cancel_io)
 		int zero = 0;
 		atomic_compare_exchange_strong(&e->stop, &zero, 1);
 	}
-	if (remote) {
-		engine_kick(e);
-		visit_end(e);
-	}
+	remote_end(e, remote);
 	return 0;
 }
 
@@ -489,59 +527,34 @@ int co_engine_unpark(co_engine *e)
 
 	if (e == NULL || e->ready_buf == NULL)
 		return -EINVAL;
-	remote = co__current != e;
-	if (remote)
-		visit_begin(e);
+	remote = remote_begin(e);
 	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
 	/* The engine may now be idle: let it see that, whichever of unpark and
 	 * the wake comes first. */
-	if (remote) {
-		engine_kick(e);
-		visit_end(e);
-	}
+	remote_end(e, remote);
 	return 0;
 }
 
 int co_engine_post(co_engine *e, co_post *p)
 {
-	co_post *head;
 	int remote;
 
 	if (e == NULL || e->ready_buf == NULL || p == NULL || p->fn == NULL)
 		return -EINVAL;
-	remote = co__current != e;
-	if (remote)
-		visit_begin(e); /* once pushed, the engine may run it, finish, be destroyed */
-	head = atomic_load_explicit(&e->posts, memory_order_relaxed);
-	do {
-		p->next = head;
-		/* release: what the poster wrote before is visible to fn; pairs
-		 * with the acquire exchange in run_posts */
-	} while (!atomic_compare_exchange_weak_explicit(&e->posts, &head, p, memory_order_release,
-							memory_order_relaxed));
-	if (remote) {
-		engine_kick(e);
-		visit_end(e);
-	}
+	remote = remote_begin(e); /* once pushed, it may run, and e be destroyed */
+	lifo_push(&e->posts, p, offsetof(co_post, next));
+	remote_end(e, remote);
 	return 0;
 }
 
 /* Run every post queued so far, oldest first. */
 static void run_posts(co_engine *e)
 {
-	/* acquire: pairs with the release CAS in co_engine_post */
-	co_post *p = atomic_exchange_explicit(&e->posts, NULL, memory_order_acquire), *fifo = NULL;
+	co_post *p = lifo_take(&e->posts, offsetof(co_post, next)), *next;
 
-	while (p) { /* the list is newest first: reverse it */
-		co_post *next = p->next;
-		p->next = fifo;
-		fifo = p;
-		p = next;
-	}
-	while (fifo) {
-		co_post *next = fifo->next; /* before fn, which may free it */
-		fifo->fn(fifo);
-		fifo = next;
+	for (; p; p = next) {
+		next = p->next; /* before fn, which may free it */
+		p->fn(p);
 	}
 }
 
@@ -831,11 +844,7 @@ int co_engine_run(co_engine *e, int mode)
 
 void co__engine_kick(co_engine *e)
 {
-	if (co__current != e) {
-		visit_begin(e);
-		engine_kick(e);
-		visit_end(e);
-	}
+	remote_end(e, remote_begin(e));
 }
 
 unsigned co__engine_ready(co_engine *e)

@@ -132,9 +132,9 @@ struct co_engine {
 	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
 	atomic_uint visitors;           /* other threads inside spawn/wake/stop:
 	                                   destroy waits for them to leave */
-	_Atomic(co_post *) posts;       /* co_engine_post: newest first */
+	_Atomic(void *) posts;          /* private: co_post list, newest first */
 
-	_Atomic(co_frame *) inbox;      /* private: frames other threads made
+	_Atomic(void *) inbox;          /* private: co_frames other threads made
 	                                   ready, newest first (lib/engine.c) */
 };
 
