@@ -5,11 +5,12 @@
  * One context (a thread running one engine) and P producer threads that
  * co_context_submit N frames between them onto it, as fast as they can.
  * Each frame is a coroutine that finishes at once, so the figure is the
- * cost of the path: MPMC ready-ring push (or the ordered overflow when the
- * ring is full), the wake-up of a sleeping engine, pop, resume, on_done.
+ * cost of the path: a push onto the engine's inbox, the wake-up of a
+ * sleeping engine, the drain, resume, on_done.
  * Prints frames per second from the first submit to the last on_done, and
- * how many frames spilled to the overflow list and how many eventfd
- * wake-ups the producers paid. Every frame must run exactly once.
+ * how many frames found the ready ring full (0: a lone context does not
+ * use its ring, nobody steals from it) and how many eventfd wake-ups the
+ * producers paid. Every frame must run exactly once.
  *
  * More producers than CPUs is fine: other threads push onto the engine's
  * lock-free inbox (one CAS, never a wait for another producer). Before,
