@@ -489,22 +489,22 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 		CO__CHECK(0, "CO_AWAIT_TASK: NULL child frame");
 		child = &einval;
 	}
-	if (child->state & CO__ST_DONE) {
-		f->u.child = child;
-		return 0; /* already finished: its status is the value */
-	}
-	if (CO__UNLIKELY(child->parent != NULL || child->label != 0 || child == co_root(f) ||
-			 (child->state & CO__ST_SPAWNED))) {
-		static co_frame ebusy = { .status = -EBUSY, .state = CO__ST_DONE };
+	/* A finished child completes the await at once: its status is the
+	 * value. Anything else must be fresh. */
+	if (!(child->state & CO__ST_DONE)) {
+		if (CO__UNLIKELY(child->parent != NULL || child->label != 0 ||
+				 child == co_root(f) || (child->state & CO__ST_SPAWNED))) {
+			static co_frame ebusy = { .status = -EBUSY, .state = CO__ST_DONE };
 
-		CO__CHECK(0, "CO_AWAIT_TASK: child already started, awaited twice or spawned");
-		child = &ebusy; /* release builds: the await's value is -EBUSY */
-	} else {
-		child->parent = f;
-		child->state |= CO__ST_CHILD;
+			CO__CHECK(0, "CO_AWAIT_TASK: child already started, awaited twice or spawned");
+			child = &ebusy; /* release builds: the await's value is -EBUSY */
+		} else {
+			child->parent = f;
+			child->state |= CO__ST_CHILD;
+		}
 	}
 	f->u.child = child;
-	return child->parent != NULL;
+	return child->parent == f; /* 1: start it */
 }
 
 /* ------------------------------------------------------------------------ */
