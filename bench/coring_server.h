@@ -71,7 +71,7 @@ static int coring_server_main(const char *name, struct bench_args a, coring_new_
 	co_sched_opts o = { .contexts = (unsigned)a.threads,
 			    .engine = { .sq_entries = 1024, .ready_size = 8192 } };
 	struct coring_listener *ls = calloc((size_t)a.threads, sizeof *ls);
-	co_scheduler s;
+	co_sched s;
 	struct bench_sig sig = { coring_stop, &s };
 	pthread_t sig_thread;
 	int err;
@@ -89,7 +89,7 @@ static int coring_server_main(const char *name, struct bench_args a, coring_new_
 		}
 		ls[i].new_conn = new_conn;
 		co_init(&ls[i].co, coring_listener_fn);
-		co_sched_submit_to(&s, (unsigned)i, &ls[i].co);
+		co_sched_spawn_to(&s, (unsigned)i, &ls[i].co);
 	}
 	pthread_create(&sig_thread, NULL, bench_sig_main, &sig);
 	bench_ready(name, a.port, a.threads);

@@ -44,7 +44,7 @@ static double now_s(void)
 static double run_case(struct job *jobs, int n, unsigned contexts, co_dispatch d, int steal,
 		       int all_to_zero, double *share0)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = contexts, .dispatch = d, .steal = steal };
 	double t0, t;
 	long work0 = 0, total = 0;
@@ -57,8 +57,8 @@ static double run_case(struct job *jobs, int n, unsigned contexts, co_dispatch d
 		jobs[i].slices = (i % 2 == 0) ? 50 : 1;
 		jobs[i].last = NULL;
 		co_init(&jobs[i].co, job_fn);
-		if ((all_to_zero ? co_sched_submit_to(&s, 0, &jobs[i].co)
-				 : co_sched_submit(&s, &jobs[i].co)) < 0) {
+		if ((all_to_zero ? co_sched_spawn_to(&s, 0, &jobs[i].co)
+				 : co_sched_spawn(&s, &jobs[i].co)) < 0) {
 			fprintf(stderr, "dispatch: submit failed\n");
 			exit(1);
 		}

@@ -73,7 +73,7 @@ static int locker_fn(co_frame *f)
 /* ops/s for `per` coroutines on each of 2 contexts, n locks each */
 static double coring_mutex(int per, long n)
 {
-	co_scheduler s;
+	co_sched s;
 	struct locker *l = calloc((size_t)per * 2, sizeof *l);
 	double t0, t;
 
@@ -84,7 +84,7 @@ static double coring_mutex(int per, long n)
 	for (int i = 0; i < 2 * per; i++) {
 		l[i].n = n;
 		co_init(&l[i].co, locker_fn);
-		if (co_sched_submit_to(&s, (unsigned)i % 2, &l[i].co) < 0)
+		if (co_sched_spawn_to(&s, (unsigned)i % 2, &l[i].co) < 0)
 			die("submit");
 	}
 	t0 = now_s();
@@ -167,7 +167,7 @@ static int consumer_fn(co_frame *f)
 
 static double coring_chan(long n, unsigned cap)
 {
-	co_scheduler s;
+	co_sched s;
 	co_chan ch;
 	struct chan_end p = { .n = n }, c = { .n = n };
 	double t0, t;
@@ -178,8 +178,8 @@ static double coring_chan(long n, unsigned cap)
 	p.ch = c.ch = &ch;
 	co_init(&p.co, producer_fn);
 	co_init(&c.co, consumer_fn);
-	co_sched_submit_to(&s, 0, &p.co);
-	co_sched_submit_to(&s, 1, &c.co);
+	co_sched_spawn_to(&s, 0, &p.co);
+	co_sched_spawn_to(&s, 1, &c.co);
 	t0 = now_s();
 	if (co_sched_run(&s) < 0)
 		die("run");

@@ -3,7 +3,7 @@
  * Cross-thread submit throughput: xsubmit [--frames N] [--producers P1,P2,...]
  *
  * One context (a thread running one engine) and P producer threads that
- * co_context_submit N frames between them onto it, as fast as they can.
+ * co_context_spawn N frames between them onto it, as fast as they can.
  * Each frame is a coroutine that finishes at once, so the figure is the
  * cost of the path: a push onto the engine's inbox, the wake-up of a
  * sleeping engine, the drain, resume, on_done.
@@ -65,7 +65,7 @@ static void *producer_main(void *arg)
 	while (!atomic_load_explicit(p->go, memory_order_acquire))
 		; /* start together */
 	for (long i = 0; i < p->n; i++)
-		if (co_context_submit(p->ctx, &p->jobs[i].co) < 0)
+		if (co_context_spawn(p->ctx, &p->jobs[i].co) < 0)
 			p->refused++;
 	return NULL;
 }

@@ -47,7 +47,7 @@ int co_context_start(co_context *c, int mode)
 	return 0;
 }
 
-int co_context_submit(co_context *c, co_frame *f)
+int co_context_spawn(co_context *c, co_frame *f)
 {
 	if (c == NULL)
 		return -EINVAL;
@@ -83,7 +83,7 @@ int co_context_destroy(co_context *c)
 
 static int transfer_suspend(co_awaiter *a, co_frame *f)
 {
-	co_transfer_aw *t = (co_transfer_aw *)a;
+	co_transfer *t = (co_transfer *)a;
 	co_engine *from = co_engine_current();
 	co_frame *root = co_root(f);
 	int err;
@@ -92,7 +92,7 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 		t->res = -ENXIO;
 		return 0;
 	}
-	if (t->target == NULL || root->sched != &from->sched) {
+	if (t->target == NULL || root->runner != &from->runner) {
 		t->res = -EINVAL;
 		return 0;
 	}
@@ -116,12 +116,12 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 static int transfer_resume(co_awaiter *a, co_frame *f)
 {
 	(void)f;
-	return ((co_transfer_aw *)a)->res;
+	return ((co_transfer *)a)->res;
 }
 
 static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_resume, NULL };
 
-co_awaiter *co_transfer(co_transfer_aw *t, co_context *target)
+co_awaiter *co_transfer_to(co_transfer *t, co_context *target)
 {
 	if (t == NULL)
 		return NULL; /* awaiting NULL: -EINVAL */

@@ -285,8 +285,8 @@ static void remote_end(co_engine *e, int remote)
 	}
 }
 
-/* co_sched.wake: a frame of this engine is runnable again. */
-static void engine_wake(co_sched *s, co_frame *f)
+/* co_runner.wake: a frame of this engine is runnable again. */
+static void engine_wake(co_runner *s, co_frame *f)
 {
 	co_engine *e = (co_engine *)s;
 	int remote = remote_begin(e);
@@ -405,7 +405,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 
 	memset(e, 0, sizeof *e);
 	e->cancel_mark = ~(uint64_t)0; /* a cancel-stop cancels at least once */
-	e->sched.wake = engine_wake;
+	e->runner.wake = engine_wake;
 	e->batch = o.batch;
 	e->wake_fd = -1;
 	e->wake_info.cb = wake_done;
@@ -490,8 +490,8 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
 							memory_order_relaxed));
 	f->state |= CO__ST_SPAWNED;
-	f->sched = &e->sched;
-	engine_wake(&e->sched, f);
+	f->runner = &e->runner;
+	engine_wake(&e->runner, f);
 	return 0;
 }
 
@@ -888,7 +888,7 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 
 	while (n < max && (f = ring_pop(victim)) != NULL) {
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
-		f->sched = &thief->sched;
+		f->runner = &thief->runner;
 		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
 		owner_push(thief, f); /* we run on the thief's thread */
 		n++;
@@ -905,7 +905,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 {
 	if (!live_get(target))
 		return -ESHUTDOWN;
-	root->sched = &target->sched;
+	root->runner = &target->runner;
 	if (from)
 		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
 	co_wake(root);

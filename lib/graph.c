@@ -85,7 +85,7 @@ static int start(co_graph_node *n)
 	int err;
 
 	atomic_store_explicit(&n->state, CO_NODE_SUBMITTED, memory_order_relaxed);
-	err = co_sched_submit(n->graph->sched, n->frame);
+	err = co_sched_spawn(n->graph->sched, n->frame);
 	if (err < 0) {
 		atomic_store_explicit(&n->state, CO_NODE_SKIPPED, memory_order_relaxed);
 		record(n->graph, err);
@@ -182,7 +182,7 @@ static int acyclic(co_graph *g)
 	return seen == g->n;
 }
 
-int co_graph_submit(co_graph *g, co_scheduler *s)
+int co_graph_spawn(co_graph *g, co_sched *s)
 {
 	co_graph_node *n;
 
@@ -212,9 +212,9 @@ int co_graph_submit(co_graph *g, co_scheduler *s)
 	return 0;
 }
 
-int co_graph_run(co_graph *g, co_scheduler *s)
+int co_graph_run(co_graph *g, co_sched *s)
 {
-	int err = co_graph_submit(g, s);
+	int err = co_graph_spawn(g, s);
 
 	if (err < 0)
 		return err;

@@ -54,7 +54,7 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 
 	/* A frame waiting on I/O never moves: its engine holds the SQE, and
 	 * only that engine's thread may submit the cancel. */
-	if (e == NULL || co_root(f)->sched != &e->sched)
+	if (e == NULL || co_root(f)->runner != &e->runner)
 		return -EPERM;
 	sqe = co_engine_sqe(e, NULL, 0);
 	io_uring_prep_cancel(sqe, &io->info, 0);

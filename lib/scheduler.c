@@ -17,7 +17,7 @@
 /* A task finished (after its on_done). The last one wakes co_sched_run. */
 static void sched_task_done(void *arg)
 {
-	co_scheduler *s = arg;
+	co_sched *s = arg;
 	unsigned long old = atomic_fetch_sub_explicit(&s->word, TASK, memory_order_acq_rel);
 
 	if ((old >> 1) == 1) {
@@ -31,7 +31,7 @@ static void sched_task_done(void *arg)
  * backlog (two or more). */
 static int sched_steal(co_engine *thief, void *arg)
 {
-	co_scheduler *s = arg;
+	co_sched *s = arg;
 	co_context *me = (co_context *)thief;
 
 	for (unsigned k = 1; k < s->n; k++) {
@@ -48,7 +48,7 @@ static int sched_steal(co_engine *thief, void *arg)
 /* A busy context has a backlog: wake one sleeping sibling to steal from it. */
 static void sched_backlog(co_engine *e, void *arg)
 {
-	co_scheduler *s = arg;
+	co_sched *s = arg;
 	co_context *me = (co_context *)e;
 
 	for (unsigned k = 1; k < s->n; k++) {
@@ -63,7 +63,7 @@ static void sched_backlog(co_engine *e, void *arg)
 
 /* ---- setup ------------------------------------------------------------------ */
 
-static int context_setup(co_scheduler *s, unsigned i)
+static int context_setup(co_sched *s, unsigned i)
 {
 	co_context *c = &s->ctx[i];
 	int err = co_context_init(c, &s->opts.engine);
@@ -81,7 +81,7 @@ static int context_setup(co_scheduler *s, unsigned i)
 	return 0;
 }
 
-int co_sched_init(co_scheduler *s, const co_sched_opts *opts)
+int co_sched_init(co_sched *s, const co_sched_opts *opts)
 {
 	co_sched_opts o = { 0 };
 	int err;
@@ -118,7 +118,7 @@ int co_sched_init(co_scheduler *s, const co_sched_opts *opts)
 	return 0;
 }
 
-int co_sched_destroy(co_scheduler *s)
+int co_sched_destroy(co_sched *s)
 {
 	if (s == NULL || s->ctx == NULL)
 		return -EINVAL;
@@ -139,7 +139,7 @@ int co_sched_destroy(co_scheduler *s)
 
 /* ---- submit ------------------------------------------------------------------ */
 
-static unsigned pick(co_scheduler *s)
+static unsigned pick(co_sched *s)
 {
 	unsigned best = 0, best_live = ~0u;
 
@@ -156,7 +156,7 @@ static unsigned pick(co_scheduler *s)
 }
 
 /* i == s->n: pick one by the dispatch strategy. */
-static int submit(co_scheduler *s, unsigned i, co_frame *f)
+static int submit(co_sched *s, unsigned i, co_frame *f)
 {
 	unsigned long w;
 	int err;
@@ -181,24 +181,24 @@ static int submit(co_scheduler *s, unsigned i, co_frame *f)
 	return err;
 }
 
-int co_sched_submit(co_scheduler *s, co_frame *f)
+int co_sched_spawn(co_sched *s, co_frame *f)
 {
 	return submit(s, s ? s->n : 0, f);
 }
 
-int co_sched_submit_to(co_scheduler *s, unsigned i, co_frame *f)
+int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f)
 {
 	if (s && i >= s->n)
 		return -EINVAL;
 	return submit(s, i, f);
 }
 
-unsigned long co_sched_tasks(co_scheduler *s)
+unsigned long co_sched_tasks(co_sched *s)
 {
 	return s ? atomic_load(&s->word) >> 1 : 0;
 }
 
-int co_sched_shutdown(co_scheduler *s)
+int co_sched_shutdown(co_sched *s)
 {
 	if (s == NULL || s->ctx == NULL)
 		return -EINVAL;
@@ -209,7 +209,7 @@ int co_sched_shutdown(co_scheduler *s)
 
 /* ---- run -------------------------------------------------------------------- */
 
-int co_sched_run(co_scheduler *s)
+int co_sched_run(co_sched *s)
 {
 	int err = 0, e;
 	unsigned started = 0;

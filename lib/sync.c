@@ -231,12 +231,12 @@ co_awaiter *co_latch_wait(co_waiter *w, co_latch *l)
 	return co__wait_prep(w, &count_wait_ops.w, l ? &l->lock : NULL, l);
 }
 
-int co_wg_init(co_waitgroup *wg)
+int co_waitgroup_init(co_waitgroup *wg)
 {
 	return wg ? co_latch_init(&wg->c, 0) : -EINVAL;
 }
 
-int co_wg_add(co_waitgroup *wg, unsigned n)
+int co_waitgroup_add(co_waitgroup *wg, unsigned n)
 {
 	int err = 0;
 
@@ -251,12 +251,12 @@ int co_wg_add(co_waitgroup *wg, unsigned n)
 	return err;
 }
 
-int co_wg_done(co_waitgroup *wg)
+int co_waitgroup_done(co_waitgroup *wg)
 {
 	return wg ? co_latch_count_down(&wg->c, 1) : -EINVAL;
 }
 
-co_awaiter *co_wg_wait(co_waiter *w, co_waitgroup *wg)
+co_awaiter *co_waitgroup_wait(co_waiter *w, co_waitgroup *wg)
 {
 	return co__wait_prep(w, &count_wait_ops.w, wg ? &wg->c.lock : NULL, wg ? &wg->c : NULL);
 }

@@ -239,7 +239,7 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 
 	/* Parked on the engine that runs the frame; a frame resumed by hand
 	 * or by a co_loop has none. */
-	if (e && co_root(f)->sched != &e->sched)
+	if (e && co_root(f)->runner != &e->runner)
 		e = NULL;
 	if (co_cancelled(f))
 		err = -ECANCELED;

@@ -61,7 +61,7 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 
 	if (w->err || w->n == 0)
 		return 0;
-	if (e == NULL || co_root(f)->sched != &e->sched) {
+	if (e == NULL || co_root(f)->runner != &e->runner) {
 		w->err = -ENXIO;
 		return 0;
 	}

@@ -15,7 +15,7 @@
 #include <coring/scheduler.h>
 #include <coring/io.h>
 
-static void sched_start(co_scheduler *s)
+static void sched_start(co_sched *s)
 {
 	co_sched_opts o = { .contexts = 2 };
 	assert_int_equal(co_sched_init(s, &o), 0);
@@ -76,7 +76,7 @@ static int producer_fn(co_frame *f)
 		if (co_result(f) != 0)
 			CO_RETURN(f, co_result(f));
 	}
-	assert_int_equal(co_wg_done(&p->m->producing), 0);
+	assert_int_equal(co_waitgroup_done(&p->m->producing), 0);
 	CO_END(f);
 }
 
@@ -129,7 +129,7 @@ static int closer_fn(co_frame *f)
 	struct closer *c = (struct closer *)f;
 	CO_BEGIN(f);
 	if (c->wg) {
-		CO_AWAIT(f, co_wg_wait(&c->w, c->wg));
+		CO_AWAIT(f, co_waitgroup_wait(&c->w, c->wg));
 		assert_int_equal(co_result(f), 0);
 	}
 	while (blocked(c->ch, 0) < c->recv_blocked || blocked(c->ch, 1) < c->send_blocked)
@@ -140,7 +140,7 @@ static int closer_fn(co_frame *f)
 
 static void test_mpmc_exactly_once(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct mpmc *m = calloc(1, sizeof *m);
 	struct producer p[PRODUCERS];
 	struct consumer *c = calloc(CONSUMERS, sizeof *c);
@@ -149,23 +149,23 @@ static void test_mpmc_exactly_once(void **state)
 	assert_non_null(m);
 	assert_non_null(c);
 	assert_int_equal(co_chan_init(&m->ch, sizeof(struct item), CAPACITY, NULL), 0);
-	assert_int_equal(co_wg_init(&m->producing), 0);
-	assert_int_equal(co_wg_add(&m->producing, PRODUCERS), 0);
+	assert_int_equal(co_waitgroup_init(&m->producing), 0);
+	assert_int_equal(co_waitgroup_add(&m->producing, PRODUCERS), 0);
 	sched_start(&s);
 	for (unsigned i = 0; i < CONSUMERS; i++) {
 		c[i].m = m;
 		co_init(&c[i].co, consumer_fn);
-		assert_int_equal(co_sched_submit_to(&s, i % 2, &c[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, i % 2, &c[i].co), 0);
 	}
 	for (unsigned i = 0; i < PRODUCERS; i++) {
 		p[i] = (struct producer){ .m = m, .id = i };
 		co_init(&p[i].co, producer_fn);
-		assert_int_equal(co_sched_submit_to(&s, (i + 1) % 2, &p[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (i + 1) % 2, &p[i].co), 0);
 	}
 	cl.ch = &m->ch;
 	cl.wg = &m->producing;
 	co_init(&cl.co, closer_fn);
-	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &cl.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 
 	assert_int_equal(cl.res, 0);
@@ -256,7 +256,7 @@ static int timed_consumer_fn(co_frame *f)
 
 static void test_timed_receives_lose_nothing(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct timed_mpmc *m = calloc(1, sizeof *m);
 	struct slow_producer p = { .m = m };
 	struct timed_consumer c[4];
@@ -265,11 +265,11 @@ static void test_timed_receives_lose_nothing(void **state)
 	assert_int_equal(co_chan_init(&m->ch, sizeof(uint64_t), 2, NULL), 0);
 	sched_start(&s);
 	co_init(&p.co, slow_producer_fn);
-	assert_int_equal(co_sched_submit_to(&s, 0, &p.co), 0);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &p.co), 0);
 	for (unsigned i = 0; i < 4; i++) {
 		c[i] = (struct timed_consumer){ .m = m };
 		co_init(&c[i].co, timed_consumer_fn);
-		assert_int_equal(co_sched_submit_to(&s, (i % 2) ? 0 : 1, &c[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (i % 2) ? 0 : 1, &c[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&m->bad), 0);
@@ -315,7 +315,7 @@ static int sender_fn(co_frame *f)
 
 static void test_close_wakes_blocked(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_chan ch;
 	uint64_t storage[2], v;
 	struct party r[BLOCKED], snd[BLOCKED];
@@ -328,11 +328,11 @@ static void test_close_wakes_blocked(void **state)
 	for (unsigned i = 0; i < BLOCKED; i++) {
 		r[i] = (struct party){ .ch = &ch, .res = 1 };
 		co_init(&r[i].co, receiver_fn);
-		assert_int_equal(co_sched_submit_to(&s, i % 2, &r[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, i % 2, &r[i].co), 0);
 	}
 	cl = (struct closer){ .ch = &ch, .recv_blocked = BLOCKED, .res = 1 };
 	co_init(&cl.co, closer_fn);
-	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &cl.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(cl.res, 0);
 	for (int i = 0; i < BLOCKED; i++)
@@ -350,11 +350,11 @@ static void test_close_wakes_blocked(void **state)
 	for (unsigned i = 0; i < BLOCKED; i++) {
 		snd[i] = (struct party){ .ch = &ch, .item = 200 + i, .res = 1 };
 		co_init(&snd[i].co, sender_fn);
-		assert_int_equal(co_sched_submit_to(&s, i % 2, &snd[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, i % 2, &snd[i].co), 0);
 	}
 	cl = (struct closer){ .ch = &ch, .send_blocked = BLOCKED, .res = 1 };
 	co_init(&cl.co, closer_fn);
-	assert_int_equal(co_sched_submit(&s, &cl.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &cl.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(cl.res, 0);
 	for (int i = 0; i < BLOCKED; i++)

@@ -120,7 +120,7 @@ static void server_start(struct server *s)
 	s->port = ntohs(a.sin_port);
 	assert_int_equal(co_context_init(&s->ctx, NULL), 0);
 	co_init(&s->co, server_fn);
-	assert_int_equal(co_context_submit(&s->ctx, &s->co), 0);
+	assert_int_equal(co_context_spawn(&s->ctx, &s->co), 0);
 	assert_int_equal(co_context_start(&s->ctx, CO_RUN_UNTIL_STOP), 0);
 }
 

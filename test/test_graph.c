@@ -44,7 +44,7 @@ static void task_init(struct task *t, atomic_uint *clock, int yields, int ret)
 	co_init(&t->co, task_fn);
 }
 
-static void sched_start(co_scheduler *s)
+static void sched_start(co_sched *s)
 {
 	co_sched_opts o = { .contexts = 2 };
 	assert_int_equal(co_sched_init(s, &o), 0);
@@ -120,7 +120,7 @@ static void dag_check(struct dag *d)
 
 static void test_random_dags(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct dag *d = calloc(GRAPHS, sizeof *d);
 	atomic_uint clock;
 	(void)state;
@@ -130,7 +130,7 @@ static void test_random_dags(void **state)
 	/* all graphs share one run, interleaved on both contexts */
 	for (int i = 0; i < GRAPHS; i++) {
 		dag_build(&d[i], &clock);
-		assert_int_equal(co_graph_submit(&d[i].g, &s), 0);
+		assert_int_equal(co_graph_spawn(&d[i].g, &s), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < GRAPHS; i++) {
@@ -154,7 +154,7 @@ static void test_failure_skips_dependents(void **state)
 {
 	/* a -> b -> d -> f, a -> c -> d, e alone; b fails */
 	enum { A, B, C, D, E, F, N };
-	co_scheduler s;
+	co_sched s;
 	co_graph g;
 	co_graph_node n[N];
 	struct task t[N];
@@ -198,7 +198,7 @@ static void test_failure_skips_dependents(void **state)
 
 static void test_cycle_and_errors(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_graph g, other;
 	co_graph_node n[4], o;
 	struct task t[4], ot;
@@ -224,8 +224,8 @@ static void test_cycle_and_errors(void **state)
 	assert_int_equal(co_graph_precede(&n[0], NULL), -EINVAL);
 	assert_int_equal(co_graph_precede(&n[0], &n[0]), -EINVAL);
 	assert_int_equal(co_graph_precede(&n[0], &o), -EINVAL); /* other graph */
-	assert_int_equal(co_graph_submit(NULL, &s), -EINVAL);
-	assert_int_equal(co_graph_submit(&g, NULL), -EINVAL);
+	assert_int_equal(co_graph_spawn(NULL, &s), -EINVAL);
+	assert_int_equal(co_graph_spawn(&g, NULL), -EINVAL);
 	assert_int_equal(co_graph_run(&g, NULL), -EINVAL);
 
 	/* 0 -> 1 -> 2 -> 0, and 3 after 0: a cycle, nothing may start */
@@ -256,7 +256,7 @@ static void test_cycle_and_errors(void **state)
 
 static void test_long_chain_skipped(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_graph g;
 	co_graph_node *n = calloc(CHAIN, sizeof *n);
 	struct task *t = calloc(CHAIN, sizeof *t);

@@ -35,7 +35,7 @@ static int tiny_fn(co_frame *f)
 
 static void test_million_tasks(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2, .steal = 1 };
 	struct tiny *t = calloc(MILLION, sizeof *t);
 	atomic_uchar *ran = calloc(MILLION, 1);
@@ -47,7 +47,7 @@ static void test_million_tasks(void **state)
 		t[i].ran = ran;
 		t[i].id = i;
 		co_init(&t[i].co, tiny_fn);
-		assert_int_equal(co_sched_submit(&s, &t[i].co), 0);
+		assert_int_equal(co_sched_spawn(&s, &t[i].co), 0);
 	}
 	assert_int_equal(co_sched_tasks(&s), MILLION);
 	assert_int_equal(co_sched_run(&s), 0);
@@ -80,7 +80,7 @@ static int racer_task_fn(co_frame *f)
 }
 
 struct racer {
-	co_scheduler *s;
+	co_sched *s;
 	struct racer_task tasks[PER_RACER];
 	int ret[PER_RACER];
 	unsigned seed;
@@ -95,7 +95,7 @@ static void *racer_main(void *arg)
 	for (int i = 0; i < PER_RACER; i++) {
 		for (unsigned spin = rand_r(&r->seed) % 2000; spin; spin--)
 			atomic_signal_fence(memory_order_seq_cst);
-		r->ret[i] = co_sched_submit(r->s, &r->tasks[i].co);
+		r->ret[i] = co_sched_spawn(r->s, &r->tasks[i].co);
 	}
 	return NULL;
 }
@@ -106,7 +106,7 @@ static void test_submit_races_end_of_run(void **state)
 	 * while the run ends. Every submit is accepted and runs exactly once
 	 * (in this run or the next), or is refused with -ESHUTDOWN and never
 	 * runs. The same scheduler serves every round. */
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	static struct racer r[RACERS];
 	struct racer_task first;
@@ -118,7 +118,7 @@ static void test_submit_races_end_of_run(void **state)
 		atomic_int go = 0;
 		memset(&first, 0, sizeof first);
 		co_init(&first.co, racer_task_fn);
-		assert_int_equal(co_sched_submit(&s, &first.co), 0);
+		assert_int_equal(co_sched_spawn(&s, &first.co), 0);
 		for (int k = 0; k < RACERS; k++) {
 			memset(&r[k], 0, sizeof r[k]);
 			r[k].s = &s;
@@ -159,7 +159,7 @@ static void test_submit_races_end_of_run(void **state)
 
 struct hopper {
 	co_frame co;
-	co_transfer_aw tr;
+	co_transfer tr;
 	co_context *to;
 	int id, ok;
 	int *arrivals;
@@ -172,12 +172,12 @@ static int hopper_fn(co_frame *f)
 	CO_BEGIN(f);
 	if (co_context_current() == h->to)
 		CO_RETURN(f, -1); /* must start on the other context */
-	CO_AWAIT(f, co_transfer(&h->tr, h->to));
+	CO_AWAIT(f, co_transfer_to(&h->tr, h->to));
 	if (co_result(f) != 0 || co_context_current() != h->to)
 		CO_RETURN(f, -2);
 	/* on the target's thread: the arrival log needs no lock */
 	h->arrivals[(*h->narrivals)++] = h->id;
-	CO_AWAIT(f, co_transfer(&h->tr, h->to)); /* to itself: a yield */
+	CO_AWAIT(f, co_transfer_to(&h->tr, h->to)); /* to itself: a yield */
 	if (co_result(f) != 0 || co_context_current() != h->to)
 		CO_RETURN(f, -3);
 	h->ok = 1;
@@ -188,7 +188,7 @@ static void test_transfer(void **state)
 {
 	/* 200 tasks all start on context 0 (FIFO) and hop to context 1: each
 	 * lands there, on that thread, in the order it left */
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	static struct hopper h[HOPPERS];
 	int arrivals[HOPPERS], n = 0;
@@ -197,7 +197,7 @@ static void test_transfer(void **state)
 	for (int i = 0; i < HOPPERS; i++) {
 		h[i] = (struct hopper){ .to = &s.ctx[1], .id = i, .arrivals = arrivals, .narrivals = &n };
 		co_init(&h[i].co, hopper_fn);
-		assert_int_equal(co_sched_submit_to(&s, 0, &h[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &h[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(n, HOPPERS);
@@ -211,7 +211,7 @@ static void test_transfer(void **state)
 
 struct stranger {
 	co_frame co;
-	co_transfer_aw tr;
+	co_transfer tr;
 	co_context *to;
 };
 
@@ -219,7 +219,7 @@ static int stranger_fn(co_frame *f)
 {
 	struct stranger *st = (struct stranger *)f;
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_transfer(&st->tr, st->to));
+	CO_AWAIT(f, co_transfer_to(&st->tr, st->to));
 	CO_RETURN(f, co_result(f));
 	CO_END(f);
 }
@@ -235,7 +235,7 @@ static void test_transfer_errors(void **state)
 	assert_int_equal(co_context_stop(&b, 0), 0);
 	co_init(&st.co, stranger_fn);
 	st.to = &b;
-	assert_int_equal(co_context_submit(&a, &st.co), 0);
+	assert_int_equal(co_context_spawn(&a, &st.co), 0);
 	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), -EALREADY);
 	assert_int_equal(co_context_join(&a), 0);
@@ -276,7 +276,7 @@ static int worker_fn(co_frame *f)
 static void test_stealing_spreads_work(void **state)
 {
 	/* every task submitted to context 0: the idle context steals a share */
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2, .steal = 1 };
 	static struct worker w[STEAL_TASKS];
 	int on[2] = { 0, 0 };
@@ -285,7 +285,7 @@ static void test_stealing_spreads_work(void **state)
 	for (int i = 0; i < STEAL_TASKS; i++) {
 		co_init(&w[i].co, worker_fn);
 		w[i].ran_on = NULL;
-		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &w[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < STEAL_TASKS; i++) {
@@ -300,14 +300,14 @@ static void test_stealing_spreads_work(void **state)
 
 static void test_no_stealing_keeps_work(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2, .steal = 0 };
 	static struct worker w[50];
 	(void)state;
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	for (int i = 0; i < 50; i++) {
 		co_init(&w[i].co, worker_fn);
-		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &w[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < 50; i++)
@@ -319,7 +319,7 @@ static void test_no_stealing_keeps_work(void **state)
 
 static void test_dispatch_strategies(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2, .dispatch = CO_DISPATCH_ROUND_ROBIN };
 	static struct worker w[100];
 	int on[2] = { 0, 0 };
@@ -327,7 +327,7 @@ static void test_dispatch_strategies(void **state)
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	for (int i = 0; i < 100; i++) {
 		co_init(&w[i].co, worker_fn);
-		assert_int_equal(co_sched_submit(&s, &w[i].co), 0);
+		assert_int_equal(co_sched_spawn(&s, &w[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < 100; i++)
@@ -343,11 +343,11 @@ static void test_dispatch_strategies(void **state)
 	on[0] = on[1] = 0;
 	for (int i = 0; i < 30; i++) {
 		co_init(&w[i].co, worker_fn);
-		assert_int_equal(co_sched_submit_to(&s, 0, &w[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &w[i].co), 0);
 	}
 	for (int i = 30; i < 50; i++) {
 		co_init(&w[i].co, worker_fn);
-		assert_int_equal(co_sched_submit(&s, &w[i].co), 0);
+		assert_int_equal(co_sched_spawn(&s, &w[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 30; i < 50; i++)
@@ -374,7 +374,7 @@ static int napper_fn(co_frame *f)
 
 static void test_run_waits_for_io(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	struct napper n[4];
 	(void)state;
@@ -382,7 +382,7 @@ static void test_run_waits_for_io(void **state)
 	for (int i = 0; i < 4; i++) {
 		n[i].res = 1;
 		co_init(&n[i].co, napper_fn);
-		assert_int_equal(co_sched_submit(&s, &n[i].co), 0);
+		assert_int_equal(co_sched_spawn(&s, &n[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < 4; i++)
@@ -476,11 +476,11 @@ static void test_parked_frame_keeps_context_alive(void **state)
 	assert_int_equal(co_context_init(&b, NULL), 0);
 	co_init(&w.co, event_waiter_fn);
 	co_init(&st.co, event_setter_fn);
-	assert_int_equal(co_context_submit(&a, &w.co), 0);
+	assert_int_equal(co_context_spawn(&a, &w.co), 0);
 	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_IDLE), 0);
 	while (__atomic_load_n(&ev.waiter, __ATOMIC_ACQUIRE) == NULL)
 		usleep(100); /* A has parked it */
-	assert_int_equal(co_context_submit(&b, &st.co), 0);
+	assert_int_equal(co_context_spawn(&b, &st.co), 0);
 	assert_int_equal(co_context_start(&b, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(co_context_join(&a), 0);
 	assert_int_equal(co_context_join(&b), 0);
@@ -502,7 +502,7 @@ static void free_task(co_frame *f)
 
 struct spawner {
 	co_frame co;
-	co_scheduler *s;
+	co_sched *s;
 	int rets[10];
 };
 
@@ -517,21 +517,21 @@ static int spawner_fn(co_frame *f)
 		t->ran = sink;
 		co_init(&t->co, tiny_fn);
 		t->co.on_done = free_task;
-		sp->rets[i] = co_sched_submit(sp->s, &t->co);
+		sp->rets[i] = co_sched_spawn(sp->s, &t->co);
 	}
 	CO_END(f);
 }
 
 static void test_submit_from_task_and_ownership(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	struct spawner sp = { .s = &s };
 	(void)state;
 	atomic_store(&freed, 0);
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	co_init(&sp.co, spawner_fn);
-	assert_int_equal(co_sched_submit(&s, &sp.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &sp.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < 10; i++)
 		assert_int_equal(sp.rets[i], 0);
@@ -559,7 +559,7 @@ static int server_task_fn(co_frame *f)
 struct shutter {
 	co_frame co;
 	co_io io;
-	co_scheduler *s;
+	co_sched *s;
 };
 
 static int shutter_fn(co_frame *f)
@@ -573,7 +573,7 @@ static int shutter_fn(co_frame *f)
 
 static void test_shutdown_cancels_blocked_tasks(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	struct server_task t[2];
 	struct shutter sh = { .s = &s };
@@ -585,10 +585,10 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 		assert_int_equal(pipe(t[i].p), 0);
 		t[i].res = 1;
 		co_init(&t[i].co, server_task_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)i, &t[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i, &t[i].co), 0);
 	}
 	co_init(&sh.co, shutter_fn);
-	assert_int_equal(co_sched_submit(&s, &sh.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &sh.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(t[i].res, -ECANCELED);
@@ -599,7 +599,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	late.ran = ran;
 	late.id = 0;
 	co_init(&late.co, tiny_fn);
-	assert_int_equal(co_sched_submit(&s, &late.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &late.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&ran[0]), 1);
 	assert_int_equal(co_sched_destroy(&s), 0);
@@ -607,7 +607,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 
 static void test_errors(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts bad = { .dispatch = (co_dispatch)9 };
 	struct tiny t;
 	atomic_uchar ran[1] = { 0 };
@@ -619,11 +619,11 @@ static void test_errors(void **state)
 	t.ran = ran;
 	t.id = 0;
 	co_init(&t.co, tiny_fn);
-	assert_int_equal(co_sched_submit(NULL, &t.co), -EINVAL);
-	assert_int_equal(co_sched_submit(&s, NULL), -EINVAL);
-	assert_int_equal(co_sched_submit_to(&s, s.n, &t.co), -EINVAL);
-	assert_int_equal(co_sched_submit(&s, &t.co), 0);
-	assert_int_equal(co_sched_submit(&s, &t.co), -EINVAL); /* twice */
+	assert_int_equal(co_sched_spawn(NULL, &t.co), -EINVAL);
+	assert_int_equal(co_sched_spawn(&s, NULL), -EINVAL);
+	assert_int_equal(co_sched_spawn_to(&s, s.n, &t.co), -EINVAL);
+	assert_int_equal(co_sched_spawn(&s, &t.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &t.co), -EINVAL); /* twice */
 	assert_int_equal(co_sched_destroy(&s), -EBUSY);         /* a task pending */
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(co_sched_run(&s), 0); /* nothing to do: returns at once */

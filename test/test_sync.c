@@ -25,7 +25,7 @@
  * timeout is the guard), so a test that ends proves it was removed. */
 #define NEVER (3600 * CO_S)
 
-static void sched_start(co_scheduler *s)
+static void sched_start(co_sched *s)
 {
 	co_sched_opts o = { .contexts = 2 };
 	assert_int_equal(co_sched_init(s, &o), 0);
@@ -71,7 +71,7 @@ static int counter_fn(co_frame *f)
 
 static void test_mutex_counter_two_contexts(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct counter_shared sh = { .counter = 0 };
 	struct counter_task *t = calloc(COUNTER_TASKS, sizeof *t);
 	(void)state;
@@ -81,7 +81,7 @@ static void test_mutex_counter_two_contexts(void **state)
 	for (int i = 0; i < COUNTER_TASKS; i++) {
 		t[i].sh = &sh;
 		co_init(&t[i].co, counter_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &t[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < COUNTER_TASKS; i++)
@@ -217,7 +217,7 @@ static void test_event_wakes_all_across_threads(void **state)
 		assert_int_equal(co_context_init(&c[k], NULL), 0);
 	for (int i = 0; i < 2 * EV_WAITERS; i++) {
 		ev_task_init(&t[i], &ev, 0);
-		assert_int_equal(co_context_submit(&c[i % 2], &t[i].co), 0);
+		assert_int_equal(co_context_spawn(&c[i % 2], &t[i].co), 0);
 	}
 	for (int k = 0; k < 2; k++)
 		assert_int_equal(co_context_start(&c[k], CO_RUN_UNTIL_IDLE), 0);
@@ -301,7 +301,7 @@ static void test_event_timeout_races_set(void **state)
 {
 	(void)state;
 	for (int round = 0; round < RACE_ROUNDS; round++) {
-		co_scheduler s;
+		co_sched s;
 		co_event ev;
 		struct ev_task t[RACE_WAITERS];
 		struct setter st = { .ev = &ev, .ns = 1 * CO_MS };
@@ -312,10 +312,10 @@ static void test_event_timeout_races_set(void **state)
 		for (int i = 0; i < RACE_WAITERS; i++) {
 			/* timeouts spread around the set time (1 ms) */
 			ev_task_init(&t[i], &ev, (uint64_t)(i % 16) * 125 * CO_US + 1);
-			assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+			assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &t[i].co), 0);
 		}
 		co_init(&st.co, setter_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)round % 2, &st.co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)round % 2, &st.co), 0);
 		assert_int_equal(co_sched_run(&s), 0);
 		for (int i = 0; i < RACE_WAITERS; i++) {
 			assert_int_equal(atomic_load(&t[i].resumed), 1);
@@ -583,12 +583,12 @@ static void test_cancel_races_set_from_other_thread(void **state)
 			if (i & 1)
 				v[i].ns = (1 + (uint64_t)(rand_r(&seed) % 20)) * CO_US;
 			co_init(&v[i].co, cr_waiter_fn);
-			assert_int_equal(co_context_submit(&ctx, &v[i].co), 0);
+			assert_int_equal(co_context_spawn(&ctx, &v[i].co), 0);
 		}
 		c = (struct cr_canceller){ .v = v,
 					   .delay = (uint64_t)(rand_r(&seed) % 30) * CO_US };
 		co_init(&c.co, cr_canceller_fn);
-		assert_int_equal(co_context_submit(&ctx, &c.co), 0);
+		assert_int_equal(co_context_spawn(&ctx, &c.co), 0);
 		atomic_store(&cr_parked, 0);
 		assert_int_equal(co_context_start(&ctx, CO_RUN_UNTIL_IDLE), 0);
 		/* the waiters park, then the canceller sleeps a little and
@@ -687,7 +687,7 @@ static int latch_waiter_fn(co_frame *f)
 
 static void test_latch(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct latch_shared sh;
 	struct latch_task wk[LATCH_WORKERS], wt[LATCH_WAITERS];
 	(void)state;
@@ -698,12 +698,12 @@ static void test_latch(void **state)
 	for (int i = 0; i < LATCH_WAITERS; i++) {
 		wt[i] = (struct latch_task){ .sh = &sh, .seen = -1 };
 		co_init(&wt[i].co, latch_waiter_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &wt[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &wt[i].co), 0);
 	}
 	for (int i = 0; i < LATCH_WORKERS; i++) {
 		wk[i] = (struct latch_task){ .sh = &sh };
 		co_init(&wk[i].co, latch_worker_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &wk[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &wk[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 0; i < LATCH_WAITERS; i++)
@@ -721,7 +721,7 @@ static void test_latch(void **state)
 
 struct wg_shared {
 	co_waitgroup wg;
-	co_scheduler *s;
+	co_sched *s;
 	atomic_int done;
 };
 
@@ -736,7 +736,7 @@ static int wg_worker_fn(co_frame *f)
 	CO_BEGIN(f);
 	CO_YIELD(f);
 	atomic_fetch_add(&t->sh->done, 1);
-	assert_int_equal(co_wg_done(&t->sh->wg), 0);
+	assert_int_equal(co_waitgroup_done(&t->sh->wg), 0);
 	CO_END(f);
 }
 
@@ -754,14 +754,14 @@ static int wg_coord_fn(co_frame *f)
 	struct wg_coord *c = (struct wg_coord *)f;
 	CO_BEGIN(f);
 	for (c->round = 0; c->round < WG_ROUNDS; c->round++) {
-		assert_int_equal(co_wg_add(&c->sh->wg, WG_WORKERS), 0);
+		assert_int_equal(co_waitgroup_add(&c->sh->wg, WG_WORKERS), 0);
 		for (c->i = 0; c->i < WG_WORKERS; c->i++) {
 			struct wg_worker *w = &c->workers[c->round][c->i];
 			w->sh = c->sh;
 			co_init(&w->co, wg_worker_fn);
-			assert_int_equal(co_sched_submit(c->sh->s, &w->co), 0);
+			assert_int_equal(co_sched_spawn(c->sh->s, &w->co), 0);
 		}
-		CO_AWAIT(f, co_wg_wait(&c->w, &c->sh->wg));
+		CO_AWAIT(f, co_waitgroup_wait(&c->w, &c->sh->wg));
 		assert_int_equal(co_result(f), 0);
 		c->seen[c->round] = atomic_load(&c->sh->done);
 	}
@@ -770,22 +770,22 @@ static int wg_coord_fn(co_frame *f)
 
 static void test_wait_group(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct wg_shared sh = { .s = &s };
 	static struct wg_worker workers[WG_ROUNDS][WG_WORKERS];
 	struct wg_coord c = { .sh = &sh, .workers = workers };
 	(void)state;
 	atomic_init(&sh.done, 0);
-	assert_int_equal(co_wg_init(&sh.wg), 0);
-	assert_int_equal(co_wg_done(&sh.wg), -EINVAL); /* nothing added */
+	assert_int_equal(co_waitgroup_init(&sh.wg), 0);
+	assert_int_equal(co_waitgroup_done(&sh.wg), -EINVAL); /* nothing added */
 	sched_start(&s);
 	co_init(&c.co, wg_coord_fn);
-	assert_int_equal(co_sched_submit(&s, &c.co), 0);
+	assert_int_equal(co_sched_spawn(&s, &c.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int r = 0; r < WG_ROUNDS; r++)
 		assert_int_equal(c.seen[r], (r + 1) * WG_WORKERS);
-	assert_int_equal(co_wg_add(&sh.wg, UINT_MAX), 0);
-	assert_int_equal(co_wg_add(&sh.wg, 1), -EOVERFLOW);
+	assert_int_equal(co_waitgroup_add(&sh.wg, UINT_MAX), 0);
+	assert_int_equal(co_waitgroup_add(&sh.wg, 1), -EOVERFLOW);
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
@@ -827,7 +827,7 @@ static int sem_task_fn(co_frame *f)
 
 static void test_semaphore(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct sem_shared sh;
 	struct sem_task *t = calloc(SEM_TASKS, sizeof *t);
 	(void)state;
@@ -840,7 +840,7 @@ static void test_semaphore(void **state)
 	for (int i = 0; i < SEM_TASKS; i++) {
 		t[i].sh = &sh;
 		co_init(&t[i].co, sem_task_fn);
-		assert_int_equal(co_sched_submit_to(&s, (unsigned)i % 2, &t[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &t[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&sh.total), SEM_TASKS);
@@ -928,7 +928,7 @@ static int cv_consumer_fn(co_frame *f)
 
 static void test_condvar_producer_consumer(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	struct cv_shared sh = { .producers_left = CV_PRODUCERS };
 	struct cv_task p[CV_PRODUCERS], c[CV_CONSUMERS];
 	long want = 0;
@@ -940,14 +940,14 @@ static void test_condvar_producer_consumer(void **state)
 	for (int i = 0; i < CV_PRODUCERS; i++) {
 		p[i] = (struct cv_task){ .sh = &sh, .id = i + 1 };
 		co_init(&p[i].co, cv_producer_fn);
-		assert_int_equal(co_sched_submit_to(&s, 0, &p[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &p[i].co), 0);
 		for (int k = 1; k <= CV_ITEMS; k++)
 			want += (i + 1) * 100000 + k;
 	}
 	for (int i = 0; i < CV_CONSUMERS; i++) {
 		c[i] = (struct cv_task){ .sh = &sh, .id = i };
 		co_init(&c[i].co, cv_consumer_fn);
-		assert_int_equal(co_sched_submit_to(&s, 1, &c[i].co), 0);
+		assert_int_equal(co_sched_spawn_to(&s, 1, &c[i].co), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(sh.consumed, CV_PRODUCERS * CV_ITEMS);
@@ -1060,7 +1060,7 @@ static int misuse_fn(co_frame *f)
 	t->r[5] = co_result(f);
 	CO_AWAIT(f, co_latch_wait(&t->w, NULL));
 	t->r[6] = co_result(f);
-	CO_AWAIT(f, co_wg_wait(NULL, NULL));
+	CO_AWAIT(f, co_waitgroup_wait(NULL, NULL));
 	t->r[7] = co_result(f);
 	CO_END(f);
 }
@@ -1084,9 +1084,9 @@ static void test_misuse(void **state)
 	assert_int_equal(co_latch_init(NULL, 1), -EINVAL);
 	assert_int_equal(co_latch_count_down(NULL, 1), -EINVAL);
 	assert_int_equal(co_latch_try_wait(NULL), -EINVAL);
-	assert_int_equal(co_wg_init(NULL), -EINVAL);
-	assert_int_equal(co_wg_add(NULL, 1), -EINVAL);
-	assert_int_equal(co_wg_done(NULL), -EINVAL);
+	assert_int_equal(co_waitgroup_init(NULL), -EINVAL);
+	assert_int_equal(co_waitgroup_add(NULL, 1), -EINVAL);
+	assert_int_equal(co_waitgroup_done(NULL), -EINVAL);
 	assert_int_equal(co_sem_init(NULL, 1), -EINVAL);
 	assert_int_equal(co_sem_try_acquire(NULL), -EINVAL);
 	assert_int_equal(co_sem_release(NULL, 1), -EINVAL);

@@ -289,7 +289,7 @@ static int steal_parent_fn(co_frame *f)
 
 static void test_when_all_with_stealing(void **state)
 {
-	co_scheduler s;
+	co_sched s;
 	co_sched_opts o = { .contexts = 2, .steal = 1 };
 	struct steal_parent *p = calloc(STEAL_PARENTS, sizeof *p);
 	atomic_int ran;
@@ -305,7 +305,7 @@ static void test_when_all_with_stealing(void **state)
 		}
 		p[i].res = 1;
 		co_init(&p[i].co, steal_parent_fn);
-		assert_int_equal(co_sched_submit_to(&s, 0, &p[i].co), 0); /* all on one */
+		assert_int_equal(co_sched_spawn_to(&s, 0, &p[i].co), 0); /* all on one */
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&ran), STEAL_PARENTS * STEAL_KIDS);

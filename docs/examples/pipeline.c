@@ -100,7 +100,7 @@ static int worker_fn(co_frame *f)
 		if (co_result(f) < 0)
 			break; /* the writer failed */
 	}
-	co_wg_done(&k->p->working);
+	co_waitgroup_done(&k->p->working);
 	CO_END(f);
 }
 
@@ -115,7 +115,7 @@ static int closer_fn(co_frame *f)
 {
 	struct closer *c = (struct closer *)f;
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_wg_wait(&c->w, &c->p->working));
+	CO_AWAIT(f, co_waitgroup_wait(&c->w, &c->p->working));
 	co_chan_close(&c->p->out);
 	CO_END(f);
 }
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 	static struct worker wk[WORKERS];
 	static struct closer cl;
 	static struct writer wr;
-	co_scheduler s;
+	co_sched s;
 	int err;
 
 	if (argc != 3) {
@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 	}
 	if (co_chan_init(&p.in, sizeof(struct block), DEPTH, NULL) < 0 ||
 	    co_chan_init(&p.out, sizeof(struct block), DEPTH, NULL) < 0 ||
-	    co_wg_init(&p.working) < 0 || co_wg_add(&p.working, WORKERS) < 0 ||
+	    co_waitgroup_init(&p.working) < 0 || co_waitgroup_add(&p.working, WORKERS) < 0 ||
 	    co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }) < 0) {
 		fprintf(stderr, "pipeline: cannot set up\n");
 		return 1;
@@ -183,13 +183,13 @@ int main(int argc, char **argv)
 	co_init(&rd.co, reader_fn);
 	co_init(&wr.co, writer_fn);
 	co_init(&cl.co, closer_fn);
-	co_sched_submit_to(&s, 0, &rd.co);
-	co_sched_submit_to(&s, 1, &wr.co);
-	co_sched_submit_to(&s, 0, &cl.co);
+	co_sched_spawn_to(&s, 0, &rd.co);
+	co_sched_spawn_to(&s, 1, &wr.co);
+	co_sched_spawn_to(&s, 0, &cl.co);
 	for (unsigned i = 0; i < WORKERS; i++) {
 		wk[i].p = &p;
 		co_init(&wk[i].co, worker_fn);
-		co_sched_submit_to(&s, i % 2, &wk[i].co);
+		co_sched_spawn_to(&s, i % 2, &wk[i].co);
 	}
 	err = co_sched_run(&s);
 	if (err == 0)

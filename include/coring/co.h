@@ -156,7 +156,7 @@ extern "C" {
 typedef struct co_frame co_frame;
 typedef struct co_awaiter co_awaiter;
 typedef struct co_awaiter_ops co_awaiter_ops;
-typedef struct co_sched co_sched;
+typedef struct co_runner co_runner;
 
 /* What a body returns to the trampoline (internal; bodies return them via
  * the macros only). */
@@ -178,7 +178,7 @@ enum co_run {
 enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
-	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a scheduler (loop/engine) */
+	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a runner (loop/engine) */
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
@@ -188,7 +188,7 @@ enum {
  * The frame every coroutine struct begins with. Field ownership:
  *   public, read-only: status (after the end), result (after an await);
  *   public, read-write before spawning: on_done, user;
- *   private: everything else (the trampoline, the awaiters, the schedulers).
+ *   private: everything else (the trampoline, the awaiters, the runners).
  * 88 bytes on LP64; see bench/memory for the per-coroutine total.
  */
 struct co_frame {
@@ -199,12 +199,12 @@ struct co_frame {
 	                                   child: its root */
 	co_frame *next;                 /* private: intrusive link, owned by whichever
 	                                   queue or wait list holds the frame */
-	co_sched *sched;                /* private: root: who runs it (NULL: by hand) */
+	co_runner *runner;                /* private: root: who runs it (NULL: by hand) */
 	union {                         /* private: what the frame is suspended on */
 		co_awaiter *aw;
 		co_frame *child;
 	} u;
-	void (*on_done)(co_frame *);    /* public: called by the scheduler once the
+	void (*on_done)(co_frame *);    /* public: called by its runner once the
 	                                   root finished; may free the frame */
 	void *user;                     /* public: free for the owner's use */
 	int status;                     /* public: CO_RETURN status (0 or -errno) */
@@ -243,13 +243,13 @@ struct co_awaiter {
 };
 
 /*
- * A scheduler: anything that runs root frames (the bare-metal co_loop below,
+ * A runner: anything that runs root frames (the bare-metal co_loop below,
  * the Linux engine). wake() makes a root runnable again; it is called by
- * co_wake() and must be safe from wherever the scheduler says it is (the
+ * co_wake() and must be safe from wherever the runner says it is (the
  * engine's is safe from any thread; co_loop's from its own thread only).
  */
-struct co_sched {
-	void (*wake)(co_sched *s, co_frame *root);
+struct co_runner {
+	void (*wake)(co_runner *s, co_frame *root);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -266,7 +266,7 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 	f->parent = NULL;
 	f->top = f;
 	f->next = NULL;
-	f->sched = NULL;
+	f->runner = NULL;
 	f->u.aw = NULL;
 	f->on_done = NULL;
 	f->user = NULL;
@@ -307,7 +307,7 @@ static inline int co_cancelled(const co_frame *f)
 	return r->cancel != 0;
 }
 
-/* The outermost frame of f's await chain (what schedulers queue). */
+/* The outermost frame of f's await chain (what runners queue). */
 static inline co_frame *co_root(co_frame *f)
 {
 	return f->parent ? f->top : f;
@@ -382,7 +382,7 @@ static inline int co_next(co_frame *f)
 
 /*
  * Make a frame that waits on an awaiter runnable again: its root goes back
- * to its scheduler (or, with no scheduler, to whoever calls co_resume).
+ * to its runner (or, with no runner, to whoever calls co_resume).
  * Awaiters call this exactly once per suspension; waking a frame that is
  * not waiting traps in debug builds.
  */
@@ -400,8 +400,8 @@ static inline void co_wake(co_frame *f)
 	/* a store, not |= / &=: only co_wake writes the word while the frame
 	 * waits (co_cancel writes r->cancel) */
 	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
-	if (r->sched)
-		r->sched->wake(r->sched, r);
+	if (r->runner)
+		r->runner->wake(r->runner, r);
 }
 
 /*
@@ -579,7 +579,7 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 /*
  * CO_YIELD(f): suspend; the next co_resume() continues after it. Inside a
  * child, the whole chain yields and the next resume of the root continues
- * here. With a scheduler, the frame goes to the back of the ready queue.
+ * here. With a runner, the frame goes to the back of the ready queue.
  *
  *     for (s->i = 0; s->i < 10; s->i++) { work(s->i); CO_YIELD(f); }
  */
@@ -699,7 +699,7 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
  *     for (;;) { co_loop_step(&loop); sleep_until_interrupt(); }
  */
 typedef struct co_loop {
-	co_sched sched;      /* private: must stay first */
+	co_runner runner;     /* private: must stay first */
 	co_frame *head;      /* private: ready FIFO */
 	co_frame *tail;      /* private */
 	unsigned ready;      /* read-only: frames in the FIFO */
@@ -728,7 +728,7 @@ static inline co_frame *co__loop_pop(co_loop *l)
 	return f;
 }
 
-static inline void co__loop_wake(co_sched *s, co_frame *root)
+static inline void co__loop_wake(co_runner *s, co_frame *root)
 {
 	co__loop_push((co_loop *)s, root);
 }
@@ -736,7 +736,7 @@ static inline void co__loop_wake(co_sched *s, co_frame *root)
 static inline void co_loop_init(co_loop *l)
 {
 	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
-	l->sched.wake = co__loop_wake;
+	l->runner.wake = co__loop_wake;
 	l->head = NULL;
 	l->tail = NULL;
 	l->ready = 0;
@@ -754,7 +754,7 @@ static inline int co_loop_spawn(co_loop *l, co_frame *f)
 	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
 		return -EINVAL;
 	f->state |= CO__ST_SPAWNED;
-	f->sched = &l->sched;
+	f->runner = &l->runner;
 	l->live++;
 	co__loop_push(l, f);
 	return 0;

@@ -4,7 +4,7 @@
  *
  *     co_context c;
  *     co_context_init(&c, NULL);
- *     co_context_submit(&c, &task.co);       // before or after start, any thread
+ *     co_context_spawn(&c, &task.co);       // before or after start, any thread
  *     co_context_start(&c, CO_RUN_UNTIL_IDLE); // stops by itself when idle
  *     int err = co_context_join(&c);
  *     co_context_destroy(&c);
@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-struct co_scheduler;
+struct co_sched;
 
 typedef struct co_context {
 	co_engine engine;            /* public: its engine (first member) */
@@ -34,7 +34,7 @@ typedef struct co_context {
 	int state;                   /* private: 0 set up, 1 started, 2 joined */
 	int ret;                     /* read-only: the engine's result, after join */
 	unsigned index;              /* read-only: position in its scheduler */
-	struct co_scheduler *sched;  /* read-only: NULL for a lone context */
+	struct co_sched *sched;  /* read-only: NULL for a lone context */
 } co_context;
 
 /* Errors: as co_engine_init. */
@@ -45,7 +45,7 @@ int co_context_init(co_context *c, const co_engine_opts *opts);
 int co_context_start(co_context *c, int mode);
 
 /* Hand it a root frame, from any thread: as co_engine_spawn. */
-int co_context_submit(co_context *c, co_frame *f);
+int co_context_spawn(co_context *c, co_frame *f);
 
 /* Ask it to stop (it drains first); cancel_io as co_engine_stop. */
 int co_context_stop(co_context *c, int cancel_io);
@@ -61,18 +61,18 @@ int co_context_destroy(co_context *c);
 co_context *co_context_current(void);
 
 /*
- * CO_AWAIT(f, co_transfer(&s->tr, ctx)): continue on ctx's thread. The
+ * CO_AWAIT(f, co_transfer_to(&s->tr, ctx)): continue on ctx's thread. The
  * value is 0 once there; -ESHUTDOWN (ctx stopped: the frame stays where it
  * was), -EINVAL (NULL, or the frame does not run on an engine), -ENXIO (no
  * engine on this thread). Transferring to the current context is a yield.
  */
-typedef struct co_transfer_aw {
+typedef struct co_transfer {
 	co_awaiter aw;               /* private: first */
 	co_context *target;          /* private */
 	int res;                     /* private */
-} co_transfer_aw;
+} co_transfer;
 
-co_awaiter *co_transfer(co_transfer_aw *t, co_context *target);
+co_awaiter *co_transfer_to(co_transfer *t, co_context *target);
 
 #ifdef __cplusplus
 }

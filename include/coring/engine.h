@@ -90,7 +90,7 @@ typedef struct co_engine_stats {
 
 typedef struct co_engine co_engine;
 struct co_engine {
-	co_sched sched;                 /* private: must stay first */
+	co_runner runner;                 /* private: must stay first */
 
 	/* Owner-thread state. */
 	struct io_uring ring;           /* private: driven by the owner only */

@@ -68,7 +68,7 @@ struct co_graph_node {
 struct co_graph {
 	co_graph_node *head, *tail;   /* private: nodes in insertion order */
 	unsigned n;                   /* read-only: node count */
-	co_scheduler *sched;          /* private: during a run */
+	co_sched *sched;          /* private: during a run */
 	atomic_int error;             /* read-only: the first failure, or 0 */
 	atomic_uint finished;         /* read-only: nodes done or skipped */
 };
@@ -98,11 +98,11 @@ int co_graph_succeed(co_graph_node *a, co_graph_node *b);
  * edges contain a cycle: nothing was started). A node whose submit the
  * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule.
  */
-int co_graph_submit(co_graph *g, co_scheduler *s);
+int co_graph_spawn(co_graph *g, co_sched *s);
 
-/* co_graph_submit, then co_sched_run(s). Returns the scheduler's error
+/* co_graph_spawn, then co_sched_run(s). Returns the scheduler's error
  * if it failed, else the graph's first failure, else 0. */
-int co_graph_run(co_graph *g, co_scheduler *s);
+int co_graph_run(co_graph *g, co_sched *s);
 
 #ifdef __cplusplus
 }

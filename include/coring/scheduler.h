@@ -2,9 +2,9 @@
 /*
  * coring/scheduler.h - N contexts behind one submit/run API.
  *
- *     co_scheduler s;
+ *     co_sched s;
  *     co_sched_init(&s, NULL);               // one context per online CPU
- *     co_sched_submit(&s, &task.co);         // any thread, also from a coroutine
+ *     co_sched_spawn(&s, &task.co);         // any thread, also from a coroutine
  *     int err = co_sched_run(&s);            // until every task finished
  *     co_sched_destroy(&s);
  *
@@ -39,7 +39,7 @@ typedef struct co_sched_opts {
 	co_engine_opts engine;   /* for every context (zeros: defaults) */
 } co_sched_opts;
 
-typedef struct co_scheduler {
+typedef struct co_sched {
 	co_context *ctx;               /* read-only: the contexts */
 	unsigned n;                    /* read-only: how many */
 	co_sched_opts opts;            /* private */
@@ -50,34 +50,34 @@ typedef struct co_scheduler {
 	 * submit are ordered (docs/scheduler.md). */
 	_Alignas(CO_CACHELINE) atomic_ulong word;
 	atomic_uint rr;                /* private: round-robin cursor */
-} co_scheduler;
+} co_sched;
 
 /* opts may be NULL. Errors: -EINVAL (NULL s, bad dispatch), -ENOMEM, or a
  * context's co_engine_init error. */
-int co_sched_init(co_scheduler *s, const co_sched_opts *opts);
+int co_sched_init(co_sched *s, const co_sched_opts *opts);
 
 /* -EINVAL (NULL), -EBUSY (running, or tasks not finished). */
-int co_sched_destroy(co_scheduler *s);
+int co_sched_destroy(co_sched *s);
 
 /* Hand a task (a co_init'ed root frame) to a context chosen by the dispatch
  * strategy, or to context i. Any thread, including a coroutine's. Tasks
  * submitted while no run is going wait for the next co_sched_run.
  * Errors: -EINVAL (NULL, a started/spawned frame, i out of range),
  * -ESHUTDOWN (the run is ending, or co_sched_shutdown was called). */
-int co_sched_submit(co_scheduler *s, co_frame *f);
-int co_sched_submit_to(co_scheduler *s, unsigned i, co_frame *f);
+int co_sched_spawn(co_sched *s, co_frame *f);
+int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
 
 /* Run until every task has finished; then stop and join the contexts.
  * Returns 0, -EINVAL, -EBUSY (already running on another thread), or the
  * first error a context reported (for example -EDEADLK). */
-int co_sched_run(co_scheduler *s);
+int co_sched_run(co_sched *s);
 
 /* Cancel all I/O in every context and refuse new tasks until the run ends:
  * servers blocked in accept/recv see -ECANCELED and finish. Any thread. */
-int co_sched_shutdown(co_scheduler *s);
+int co_sched_shutdown(co_sched *s);
 
 /* The number of tasks accepted and not finished. */
-unsigned long co_sched_tasks(co_scheduler *s);
+unsigned long co_sched_tasks(co_sched *s);
 
 #ifdef __cplusplus
 }

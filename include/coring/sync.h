@@ -176,14 +176,14 @@ typedef struct co_waitgroup {
 } co_waitgroup;
 
 /* Errors: -EINVAL (NULL). */
-int co_wg_init(co_waitgroup *wg);
+int co_waitgroup_init(co_waitgroup *wg);
 /* 0, -EINVAL (NULL), -EOVERFLOW (the count would pass UINT_MAX). */
-int co_wg_add(co_waitgroup *wg, unsigned n);
+int co_waitgroup_add(co_waitgroup *wg, unsigned n);
 /* One unit done; at zero every waiter wakes. 0, -EINVAL (NULL, or nothing
  * was added). From any thread. */
-int co_wg_done(co_waitgroup *wg);
+int co_waitgroup_done(co_waitgroup *wg);
 /* Await zero: 0, -ECANCELED, -ETIME (co_wait_for). */
-co_awaiter *co_wg_wait(co_waiter *w, co_waitgroup *wg);
+co_awaiter *co_waitgroup_wait(co_waiter *w, co_waitgroup *wg);
 
 /* ------------------------------------------------------------------------ */
 /* Counting semaphore                                                       */
