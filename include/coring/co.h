@@ -149,6 +149,16 @@ extern "C" {
 #define CO__STORE_RELAXED(p, v) ((void)(*(p) = (v)))
 #endif
 
+/* co_frame.cancel is written by co_cancel on the frame's thread and, on the
+ * Linux engine, by cancel requests from other threads: an atomic OR where
+ * the target has one for a byte, a plain one where it has not (a core
+ * without atomics runs frames on one thread: co_loop). */
+#if defined(__GNUC__) && defined(__GCC_ATOMIC_CHAR_LOCK_FREE) && __GCC_ATOMIC_CHAR_LOCK_FREE == 2
+#define CO__OR_BYTE(p, v) ((void)__atomic_fetch_or((p), (unsigned char)(v), __ATOMIC_RELAXED))
+#else
+#define CO__OR_BYTE(p, v) ((void)(*(p) = (unsigned char)(*(p) | (v))))
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Types                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -184,12 +194,19 @@ enum {
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 };
 
+/* co_frame.cancel bits (private). ASKED is the request co_cancelled()
+ * reports; the other bits belong to the frame's runner (the Linux engine
+ * uses them to route requests made on other threads). */
+enum {
+	CO__CANCEL_ASKED = 1u << 0,
+};
+
 /*
  * The frame every coroutine struct begins with. Field ownership:
  *   public, read-only: status (after the end), result (after an await);
  *   public, read-write before spawning: on_done, user;
  *   private: everything else (the trampoline, the awaiters, the runners).
- * 88 bytes on LP64; see bench/memory for the per-coroutine total.
+ * 96 bytes on LP64; see bench/memory for the per-coroutine total.
  */
 struct co_frame {
 	int (*fn)(co_frame *);          /* private: the body */
@@ -199,7 +216,7 @@ struct co_frame {
 	                                   child: its root */
 	co_frame *next;                 /* private: intrusive link, owned by whichever
 	                                   queue or wait list holds the frame */
-	co_runner *runner;                /* private: root: who runs it (NULL: by hand) */
+	co_runner *runner;              /* private: root: who runs it (NULL: by hand) */
 	union {                         /* private: what the frame is suspended on */
 		co_awaiter *aw;
 		co_frame *child;
@@ -210,10 +227,12 @@ struct co_frame {
 	int status;                     /* public: CO_RETURN status (0 or -errno) */
 	int result;                     /* public: value of the last await */
 	unsigned state;                 /* private: CO__ST_* bits */
-	unsigned char cancel;           /* private: root: co_cancel() was asked; a
+	unsigned char cancel;           /* private: root: CO__CANCEL_* bits; a
 	                                   byte of its own, so that co_cancel and a
 	                                   co_wake from another thread never
 	                                   read-modify-write the same word */
+	co_frame *cancel_next;          /* private: root: the runner's list of
+	                                   cancel requests from other threads */
 };
 
 /*
@@ -247,9 +266,14 @@ struct co_awaiter {
  * the Linux engine). wake() makes a root runnable again; it is called by
  * co_wake() and must be safe from wherever the runner says it is (the
  * engine's is safe from any thread; co_loop's from its own thread only).
+ * cancel() is optional: co_cancel() hands the request to it, so that a
+ * runner whose frames may be cancelled from other threads can carry the
+ * request to the frame's own thread, which then calls co__cancel_here().
+ * Without it, co_cancel() acts at once, on the calling thread.
  */
 struct co_runner {
-	void (*wake)(co_runner *s, co_frame *root);
+	void (*wake)(co_runner *r, co_frame *root);
+	int (*cancel)(co_runner *r, co_frame *root);
 };
 
 /* ------------------------------------------------------------------------ */
@@ -274,6 +298,7 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 	f->result = 0;
 	f->state = 0;
 	f->cancel = 0;
+	f->cancel_next = NULL;
 }
 
 /* True once the coroutine has finished (CO_END or CO_RETURN). */
@@ -304,7 +329,7 @@ static inline int co_cancelled(const co_frame *f)
 
 	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
 	r = f->parent ? f->top : f;
-	return r->cancel != 0;
+	return (CO__LOAD_RELAXED(&r->cancel) & CO__CANCEL_ASKED) != 0;
 }
 
 /* The outermost frame of f's await chain (what runners queue). */
@@ -389,6 +414,7 @@ static inline int co_next(co_frame *f)
 static inline void co_wake(co_frame *f)
 {
 	co_frame *r;
+	co_runner *run;
 
 	CO__CHECK(f != NULL, "co_wake: NULL frame");
 	r = co_root(f);
@@ -400,8 +426,25 @@ static inline void co_wake(co_frame *f)
 	/* a store, not |= / &=: only co_wake writes the word while the frame
 	 * waits (co_cancel writes r->cancel) */
 	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
-	if (r->runner)
-		r->runner->wake(r->runner, r);
+	run = CO__LOAD_RELAXED(&r->runner); /* another thread may read it */
+	if (run)
+		run->wake(run, r);
+}
+
+/* Cancel root r's chain on the thread that runs it (co_cancel without a
+ * runner, or a runner's cancel op once it is there). */
+static inline int co__cancel_here(co_frame *r)
+{
+	co_frame *leaf = r->top;
+
+	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
+		return -EALREADY;
+	CO__OR_BYTE(&r->cancel, CO__CANCEL_ASKED);
+	if (!(CO__LOAD_RELAXED(&r->state) & CO__ST_WAITING))
+		return 0; /* running, or a wake from another thread came first */
+	if (leaf->u.aw->ops->cancel == NULL)
+		return -EBUSY;
+	return leaf->u.aw->ops->cancel(leaf->u.aw, leaf);
 }
 
 /*
@@ -409,27 +452,24 @@ static inline void co_wake(co_frame *f)
  * awaiter that can be cancelled, that awaiter's cancel op runs and the await
  * later ends with -ECANCELED (or with the result that won the race: a
  * cancelled await always completes exactly once). Bodies may poll
- * co_cancelled(). Call from the thread that runs f.
+ * co_cancelled(). On a co_loop or by hand, call it from the thread that runs
+ * f; the Linux engine takes requests from any thread (see engine.h).
  * Returns 0, -EINVAL for NULL, -EALREADY if f has finished, -EBUSY if the
  * awaiter cannot be cancelled (the flag is still set), or the cancel op's
  * error.
  */
 static inline int co_cancel(co_frame *f)
 {
-	co_frame *r, *leaf;
+	co_frame *r;
+	co_runner *run;
 
 	if (f == NULL)
 		return -EINVAL;
 	r = co_root(f);
-	leaf = r->top;
-	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
-		return -EALREADY;
-	r->cancel = 1;
-	if (!(CO__LOAD_RELAXED(&r->state) & CO__ST_WAITING))
-		return 0; /* running, or a wake from another thread came first */
-	if (leaf->u.aw->ops->cancel == NULL)
-		return -EBUSY;
-	return leaf->u.aw->ops->cancel(leaf->u.aw, leaf);
+	run = CO__LOAD_RELAXED(&r->runner);
+	if (run && run->cancel)
+		return run->cancel(run, r);
+	return co__cancel_here(r);
 }
 
 /* --- internals used by the macros --------------------------------------- */
@@ -737,6 +777,7 @@ static inline void co_loop_init(co_loop *l)
 {
 	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
 	l->runner.wake = co__loop_wake;
+	l->runner.cancel = NULL;
 	l->head = NULL;
 	l->tail = NULL;
 	l->ready = 0;
