@@ -63,7 +63,7 @@ static void coring_free_frame(co_frame *f)
  * coroutines start afterwards, so every coroutine ends. */
 static void coring_stop(void *arg)
 {
-	co_sched_shutdown(arg);
+	co_sched_stop(arg, CO_STOP_CANCEL);
 }
 
 static int coring_server_main(const char *name, struct bench_args a, coring_new_conn new_conn)

@@ -14,7 +14,7 @@
  * closes the connection. The recv of an idle keep-alive connection has no
  * deadline (so the common path costs no timeout SQE). A client that does
  * not read blocks only its own coroutine in its send.
- * SIGINT/SIGTERM: co_sched_shutdown cancels all I/O, exit 0.
+ * SIGINT/SIGTERM: co_sched_stop(CO_STOP_CANCEL) cancels every wait, exit 0.
  */
 #include "coring_server.h"
 #include "http_parse.h"

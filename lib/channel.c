@@ -13,9 +13,8 @@
 
 #include <coring/channel.h>
 #include "wait.h"
+#include "fault.h"
 
-#define LOCK(c) co__spin_lock(&(c)->lock)
-#define UNLOCK(c) co__spin_unlock(&(c)->lock)
 
 int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf)
 {
@@ -29,7 +28,7 @@ int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf)
 	c->cap = capacity;
 	c->buf = buf;
 	if (buf == NULL) {
-		c->buf = malloc(item_size * capacity);
+		c->buf = co__malloc(item_size * capacity);
 		if (c->buf == NULL)
 			return -ENOMEM;
 		c->owned = 1;
@@ -43,9 +42,9 @@ int co_chan_destroy(co_chan *c)
 
 	if (c == NULL || c->buf == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	busy = c->recvq.head != NULL || c->sendq.head != NULL;
-	UNLOCK(c);
+	co__unlock(c);
 	if (busy)
 		return -EBUSY;
 	if (c->owned)
@@ -101,10 +100,10 @@ static int send_suspend(co_awaiter *a, co_frame *f)
 	co_chan *c = w->obj;
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
-	LOCK(c);
+	co__lock(c);
 	if (c->closed || put(c, w->u.item, &l)) {
 		w->res = c->closed ? -EPIPE : 0;
-		UNLOCK(c);
+		co__unlock(c);
 		co__wake_all(&l);
 		return 0;
 	}
@@ -118,11 +117,11 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 	co__wake_list l = CO__WAKE_LIST_INIT;
 	int got;
 
-	LOCK(c);
+	co__lock(c);
 	got = take(c, w->u.item, &l);
 	if (got || c->closed) {
 		w->res = got ? 0 : -EPIPE;
-		UNLOCK(c);
+		co__unlock(c);
 		co__wake_all(&l);
 		return 0;
 	}
@@ -163,9 +162,9 @@ int co_chan_try_send(co_chan *c, const void *item)
 
 	if (c == NULL || item == NULL || c->buf == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	err = c->closed ? -EPIPE : put(c, item, &l) ? 0 : -EAGAIN;
-	UNLOCK(c);
+	co__unlock(c);
 	co__wake_all(&l);
 	return err;
 }
@@ -177,9 +176,9 @@ int co_chan_try_recv(co_chan *c, void *item)
 
 	if (c == NULL || item == NULL || c->buf == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	err = take(c, item, &l) ? 0 : c->closed ? -EPIPE : -EAGAIN;
-	UNLOCK(c);
+	co__unlock(c);
 	co__wake_all(&l);
 	return err;
 }
@@ -190,9 +189,9 @@ int co_chan_close(co_chan *c)
 
 	if (c == NULL || c->buf == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	if (c->closed) {
-		UNLOCK(c);
+		co__unlock(c);
 		return -EALREADY;
 	}
 	c->closed = 1;
@@ -201,7 +200,7 @@ int co_chan_close(co_chan *c)
 		co__wait_claim(c->recvq.head, -EPIPE, &l);
 	while (c->sendq.head)
 		co__wait_claim(c->sendq.head, -EPIPE, &l);
-	UNLOCK(c);
+	co__unlock(c);
 	co__wake_all(&l);
 	return 0;
 }
@@ -212,8 +211,8 @@ int co_chan_len(co_chan *c)
 
 	if (c == NULL || c->buf == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	n = (int)c->count;
-	UNLOCK(c);
+	co__unlock(c);
 	return n;
 }

@@ -5,6 +5,7 @@
 
 #include <coring/context.h>
 #include "internal.h"
+#include "fault.h"
 
 static _Thread_local co_context *co__ctx_current;
 
@@ -13,37 +14,72 @@ co_context *co_context_current(void)
 	return co__ctx_current;
 }
 
+/* Move c from state `from` to `to`; 1 if it was in `from`. */
+static int context_move(co_context *c, int from, int to)
+{
+	return atomic_compare_exchange_strong_explicit(&c->state, &from, to, memory_order_acq_rel,
+						       memory_order_acquire);
+}
+
+int co_context_state(co_context *c)
+{
+	return c ? atomic_load_explicit(&c->state, memory_order_acquire) : -EINVAL;
+}
+
 int co_context_init(co_context *c, const co_engine_opts *opts)
 {
+	int err;
+
 	if (c == NULL)
 		return -EINVAL;
 	memset(c, 0, sizeof *c);
-	return co_engine_init(&c->engine, opts);
+	err = co_engine_init(&c->engine, opts);
+	if (err == 0)
+		atomic_store_explicit(&c->state, CO_CONTEXT_NEW, memory_order_release);
+	return err;
 }
 
+/*
+ * The thread. When the run returns, the engine is stopped (new spawns are
+ * refused from then on) and run once more, to drain frames that were
+ * accepted between the end of the first run and the stop: once the thread
+ * returns, no accepted frame is left behind.
+ */
 static void *context_main(void *arg)
 {
 	co_context *c = arg;
+	int ret, drain;
 
 	co__ctx_current = c;
-	c->ret = co_engine_run(&c->engine, c->mode);
+	ret = co_engine_run(&c->engine, c->mode);
+	co_engine_stop(&c->engine, CO_STOP_DRAIN);
+	drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);
+	c->ret = ret < 0 ? ret : drain;
 	co__ctx_current = NULL;
+	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
+	if (c->sched)
+		co__sched_context_ended(c);
 	return NULL;
 }
 
 int co_context_start(co_context *c, int mode)
 {
-	int err;
+	int err, s;
 
 	if (c == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
 		return -EINVAL;
-	if (c->state != 0)
-		return -EALREADY;
+	if (!context_move(c, CO_CONTEXT_NEW, CO_CONTEXT_STARTING)) {
+		s = co_context_state(c);
+		return s == CO_CONTEXT_DEAD ? -EINVAL : -EALREADY;
+	}
 	c->mode = mode;
-	err = pthread_create(&c->thread, NULL, context_main, c);
-	if (err)
+	/* RUNNING before the thread exists: the thread sets ENDED. */
+	atomic_store_explicit(&c->state, CO_CONTEXT_RUNNING, memory_order_release);
+	err = co__thread_create(&c->thread, context_main, c);
+	if (err) {
+		atomic_store_explicit(&c->state, CO_CONTEXT_NEW, memory_order_release);
 		return -err;
-	c->state = 1;
+	}
 	return 0;
 }
 
@@ -54,29 +90,49 @@ int co_context_spawn(co_context *c, co_frame *f)
 	return co_engine_spawn(&c->engine, f);
 }
 
-int co_context_stop(co_context *c, int cancel_io)
+int co_context_stop(co_context *c, int mode)
 {
+	int err;
+
 	if (c == NULL)
 		return -EINVAL;
-	return co_engine_stop(&c->engine, cancel_io);
+	err = co_engine_stop(&c->engine, mode);
+	if (err == 0 && mode == CO_STOP_CANCEL && co_context_state(c) == CO_CONTEXT_NEW)
+		co__engine_cancel_unrun(&c->engine); /* -EBUSY: a start raced us; it runs them */
+	return err;
 }
 
 int co_context_join(co_context *c)
 {
-	if (c == NULL || c->state != 1)
+	int s;
+
+	if (c == NULL)
+		return -EINVAL;
+	s = co_context_state(c);
+	if (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED)
 		return -EINVAL;
 	pthread_join(c->thread, NULL);
-	c->state = 2;
+	atomic_store_explicit(&c->state, CO_CONTEXT_JOINED, memory_order_release);
 	return c->ret;
 }
 
 int co_context_destroy(co_context *c)
 {
+	int s, err;
+
 	if (c == NULL)
 		return -EINVAL;
-	if (c->state == 1)
+	s = co_context_state(c);
+	if (s == CO_CONTEXT_DEAD)
+		return -EINVAL;
+	if (s == CO_CONTEXT_RUNNING || s == CO_CONTEXT_STARTING)
 		return -EBUSY;
-	return co_engine_destroy(&c->engine);
+	if (s == CO_CONTEXT_ENDED)
+		co_context_join(c);
+	err = co_engine_destroy(&c->engine);
+	if (err == 0)
+		atomic_store_explicit(&c->state, CO_CONTEXT_DEAD, memory_order_release);
+	return err;
 }
 
 /* ---- transfer ------------------------------------------------------------ */
@@ -85,6 +141,7 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 {
 	co_transfer *t = (co_transfer *)a;
 	co_engine *from = co_engine_current();
+	co_context *here = co_context_current();
 	co_frame *root = co_root(f);
 	int err;
 
@@ -102,9 +159,15 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 		co_wake(root);
 		return 1;
 	}
-	/* Elsewhere: its live count moves with it. After a successful move the
-	 * target's thread may already run it: the result is written before,
-	 * and nothing of the frame is touched after. */
+	/* A scheduler counts its tasks: they stay among its contexts. (A
+	 * frame on a lone engine has no context here.) */
+	if ((here ? here->sched : NULL) != t->target->sched) {
+		t->res = -EXDEV;
+		return 0;
+	}
+	/* Its live count moves with it. After a successful move the target's
+	 * thread may already run it: the result is written before, and
+	 * nothing of the frame is touched after. */
 	t->res = 0;
 	err = co__engine_move(root, from, &t->target->engine);
 	if (err == 0)

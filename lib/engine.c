@@ -1,38 +1,127 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-thread engine: ready queue (ck_ring MPMC + ordered overflow),
- * io_uring, wake-up, loop. See docs/engine.md for the loop and the
- * threading rule.
+ * The per-thread engine: the ready queue, the io_uring, wake-ups, the
+ * loop, and the engine's lifecycle (docs/design.md: states, stop modes,
+ * what each call gets in each state). docs/engine.md explains the loop
+ * and the threading rule.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
-#include <sys/eventfd.h>
 
 #include <coring/engine.h>
 #include "internal.h"
+#include "fault.h"
+#include "list.h"
 
-/* The live count and the STOPPED bit share one word, so that a spawn is
- * either counted before the stop (and runs) or refused: never both. */
+/* The live count and the "spawns refused" bit share one word, so that a
+ * spawn is either counted before a stop (and runs) or refused: never both. */
 #define LIVE_STOPPED 0x80000000u
 #define LIVE_COUNT(v) ((v) & ~LIVE_STOPPED)
 
-/* A frame that nothing wakes within this grace period, while the engine
- * is otherwise idle, makes co_engine_run return -EDEADLK. */
-#define DEADLOCK_GRACE_NS 50000000LL
-
-int (*co__uring_setup_hook)(unsigned entries, struct io_uring *ring, struct io_uring_params *p);
+#define STOP_NONE (-1)
+#define CANCEL_GRACE_NS 1000000000ull
 
 /* The engine running on this thread; lib/io.c reads it directly (internal.h)
  * rather than through co_engine_current's PLT call. */
 _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")));
-#define co__current co__tls_engine
 
 co_engine *co_engine_current(void)
 {
-	return co__current;
+	return co__tls_engine;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The spinlock (internal.h)                                                */
+/* ------------------------------------------------------------------------ */
+
+void co__spin_lock(atomic_uint *l)
+{
+	unsigned spins = 0;
+
+	for (;;) {
+		/* acquire: pairs with the release in co__spin_unlock */
+		if (!atomic_exchange_explicit(l, 1, memory_order_acquire))
+			return;
+		while (atomic_load_explicit(l, memory_order_relaxed)) {
+			if (++spins < 128)
+				co__cpu_relax();
+			else
+				sched_yield();
+		}
+	}
+}
+
+void co__spin_unlock(atomic_uint *l)
+{
+	atomic_store_explicit(l, 0, memory_order_release); /* pairs with co__spin_lock */
+}
+
+/* ------------------------------------------------------------------------ */
+/* The lifecycle                                                            */
+/* ------------------------------------------------------------------------ */
+
+enum transition {
+	T_RUN,       /* co_engine_run starts */
+	T_RUN_END,   /* co_engine_run returns */
+	T_STOP,      /* co_engine_stop */
+	T_DESTROY,   /* co_engine_destroy begins (it may give up: -EBUSY) */
+};
+
+/* Every state change of the engine, in one table: the new state, or -1 if
+ * the call is not legal in that state (the caller says why). */
+static int next_state(int s, enum transition t)
+{
+	switch (t) {
+	case T_RUN:
+		return s == CO_ENGINE_READY ? CO_ENGINE_RUNNING
+		     : s == CO_ENGINE_STOPPED ? CO_ENGINE_STOPPING : -1;
+	case T_RUN_END:
+		return s == CO_ENGINE_RUNNING ? CO_ENGINE_READY
+		     : s == CO_ENGINE_STOPPING ? CO_ENGINE_STOPPED : -1;
+	case T_STOP:
+		return s == CO_ENGINE_READY || s == CO_ENGINE_STOPPED ? CO_ENGINE_STOPPED
+		     : s == CO_ENGINE_RUNNING || s == CO_ENGINE_STOPPING ? CO_ENGINE_STOPPING : -1;
+	case T_DESTROY:
+		return s == CO_ENGINE_READY || s == CO_ENGINE_STOPPED ? CO_ENGINE_DYING : -1;
+	}
+	return -1;
+}
+
+/* Apply t; returns the state it was applied to, or -1 (nothing changed). */
+static int transition(co_engine *e, enum transition t)
+{
+	int s = atomic_load_explicit(&e->state, memory_order_acquire), n;
+
+	do {
+		n = next_state(s, t);
+		if (n < 0)
+			return -1;
+	} while (!atomic_compare_exchange_weak_explicit(&e->state, &s, n, memory_order_acq_rel,
+							memory_order_acquire));
+	return s;
+}
+
+static int engine_alive(co_engine *e)
+{
+	int s = atomic_load_explicit(&e->state, memory_order_acquire);
+
+	return s != CO_ENGINE_DEAD && s != CO_ENGINE_DYING;
+}
+
+int co_engine_state(co_engine *e)
+{
+	return e ? atomic_load_explicit(&e->state, memory_order_acquire) : -EINVAL;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -77,8 +166,8 @@ CO_NO_TSAN static unsigned ring_size(co_engine *e)
 /*
  * The ready queue has three parts, so that no producer ever waits for
  * another (ck_ring's multi-producer enqueue makes a producer wait for every
- * earlier one to publish its slot: with more producers than CPUs, one
- * preempted producer stalled the rest for seconds, bench/xsubmit):
+ * earlier one to publish its slot; with more producers than CPUs one
+ * preempted producer stalls the rest):
  *
  *   inbox  frames pushed by other threads: a lock-free stack through
  *          co_frame.next, one CAS per push; the owner takes it whole at
@@ -87,19 +176,13 @@ CO_NO_TSAN static unsigned ring_size(co_engine *e)
  *          the owner and thieves as consumers; used when this engine may
  *          be stolen from, so that thieves see its ready frames;
  *   local  a plain FIFO through co_frame.next, owner only, no atomics: all
- *          of the queue when nobody steals (callgrind, echo_coring at 50
- *          connections: 662 -> 602 user instructions per request), and the
- *          overflow of a full ring otherwise (never a drop: DESIGN
- *          invariant 3). While it holds overflow, pushes go behind it.
+ *          of the queue when nobody steals, and the overflow of a full
+ *          ring otherwise (never a drop: invariant 3 of docs/design.md).
+ *          While it holds overflow, pushes go behind it.
  */
 static void local_push(co_engine *e, co_frame *f)
 {
-	f->next = NULL;
-	if (e->local_tail)
-		e->local_tail->next = f;
-	else
-		e->local_head = f;
-	e->local_tail = f;
+	co__fifo_push(&e->local_head, &e->local_tail, f, next);
 	e->local_n++;
 }
 
@@ -116,10 +199,15 @@ static co_frame *local_pop(co_engine *e)
 	return f;
 }
 
+static int stealable(co_engine *e)
+{
+	return e->hooks && e->hooks->steal;
+}
+
 /* A frame made ready on the owner thread. */
 static void owner_push(co_engine *e, co_frame *f)
 {
-	if (e->steal == NULL) {
+	if (!stealable(e)) {
 		local_push(e, f);
 		return;
 	}
@@ -137,55 +225,10 @@ static void ring_refill(co_engine *e)
 		local_pop(e);
 }
 
-/*
- * A lock-free stack, for the inbox of frames and for posts: any thread
- * pushes with one CAS and never waits for another; the owner takes all of
- * it at once. Nodes link through a pointer at offset `link` (memcpy: the
- * field is a co_frame * or a co_post *).
- */
-static void *link_get(void *node, size_t link)
-{
-	void *p;
-
-	memcpy(&p, (char *)node + link, sizeof p);
-	return p;
-}
-
-static void link_set(void *node, size_t link, void *p)
-{
-	memcpy((char *)node + link, &p, sizeof p);
-}
-
-static void lifo_push(_Atomic(void *) *top, void *node, size_t link)
-{
-	void *head = atomic_load_explicit(top, memory_order_relaxed);
-
-	do {
-		link_set(node, link, head);
-		/* release: what the pusher wrote is visible to the owner; pairs
-		 * with the acquire exchange in lifo_take */
-	} while (!atomic_compare_exchange_weak_explicit(top, &head, node, memory_order_release,
-							memory_order_relaxed));
-}
-
-/* Take the whole stack, oldest first: each pusher's nodes in its order. */
-static void *lifo_take(_Atomic(void *) *top, size_t link)
-{
-	void *n = atomic_exchange_explicit(top, NULL, memory_order_acquire), *fifo = NULL;
-
-	while (n) { /* the stack is newest first: reverse it */
-		void *next = link_get(n, link);
-		link_set(n, link, fifo);
-		fifo = n;
-		n = next;
-	}
-	return fifo;
-}
-
 /* Queue what other threads pushed, oldest first. */
 static void inbox_drain(co_engine *e)
 {
-	co_frame *f = lifo_take(&e->inbox, offsetof(co_frame, next)), *next;
+	co_frame *f = co__lifo_take(&e->inbox, offsetof(co_frame, next)), *next;
 
 	for (; f; f = next) {
 		next = f->next; /* owner_push reuses the link */
@@ -193,53 +236,73 @@ static void inbox_drain(co_engine *e)
 	}
 }
 
-static int inbox_pending(co_engine *e)
-{
-	return atomic_load_explicit(&e->inbox, memory_order_relaxed) != NULL;
-}
-
 /* The next frame to resume, on the owner thread. */
 static co_frame *ready_pop(co_engine *e)
 {
 	co_frame *f;
 
-	if (e->steal == NULL)
+	if (!stealable(e))
 		return local_pop(e);
 	f = ring_pop(e); /* older than any overflow */
 	return f ? f : local_pop(e);
 }
 
-static int posts_pending(co_engine *e)
-{
-	return atomic_load_explicit(&e->posts, memory_order_relaxed) != NULL;
-}
-
-/* Frames to resume or posts to run: the loop has work without waiting.
- * Other threads' pushes are seen through the inbox (the Dekker check of
- * engine_wait reads it after its fence). */
+/* Work the loop can do without waiting: frames to resume, posts to run,
+ * cancel requests to handle. Other threads' pushes are seen through the
+ * inbox, the post and the cancel lists. */
 static int ready_nonempty(co_engine *e)
 {
-	return e->local_n != 0 || ring_size(e) != 0 || inbox_pending(e) || posts_pending(e);
+	return e->local_n != 0 || (stealable(e) && ring_size(e) != 0) ||
+	       !co__lifo_empty(&e->inbox) || !co__lifo_empty(&e->posts) ||
+	       !co__lifo_empty(&e->cancels);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Wake-up                                                                  */
+/* Other threads: visits and wake-ups                                       */
 /* ------------------------------------------------------------------------ */
 
 /*
- * Called by another thread after it queued work or asked to stop. Pairs
- * with the engine's sleep check: the engine stores sleeping = 1, fences,
- * then looks at the queue and the stop flag; we changed those, fence, then
- * look at sleeping. One of the two sees the other's store (Dekker), so the
- * engine never sleeps on queued work. At most one eventfd write is on its
- * way at a time (wake_pending).
+ * Another thread is about to change something the engine looks at (push a
+ * frame, a post or a cancel request, stop it, unpark). The visit brackets
+ * the change:
+ *   - visitors counts it, so that destroy waits for the thread to leave
+ *     (once its frame is pushed, that frame may run and finish and the
+ *     engine be destroyed while the thread is still waking it), and so
+ *     that the engine does not take a frame whose push is on its way for
+ *     one that nothing will wake;
+ *   - the quiet flag is cleared first, so a scheduler never counts the
+ *     engine as idle while the change is in progress;
+ *   - at the end, epoch is bumped and the engine woken if it sleeps.
+ */
+static void quiet_clear(co_engine *e)
+{
+	if (co__unlikely(atomic_load_explicit(&e->quiet, memory_order_relaxed)) &&
+	    atomic_exchange_explicit(&e->quiet, 0, memory_order_acq_rel))
+		e->hooks->quiet(e, e->hook_arg, 0);
+}
+
+static int remote_begin(co_engine *e)
+{
+	if (co__tls_engine == e)
+		return 0; /* the owner: it sees its own changes */
+	atomic_fetch_add_explicit(&e->visitors, 1, memory_order_seq_cst);
+	quiet_clear(e);
+	return 1;
+}
+
+/*
+ * Pairs with engine_wait: the engine stores sleeping = 1 and then reads
+ * epoch; we bump epoch and then read sleeping (all seq_cst). One of the
+ * two sees the other's store (Dekker), so the engine never sleeps through
+ * a change (invariant 1). At most one eventfd write is on its way at a
+ * time (wake_pending).
  */
 static void engine_kick(co_engine *e)
 {
 	uint64_t one = 1;
 
-	atomic_thread_fence(memory_order_seq_cst);
-	if (!atomic_load_explicit(&e->sleeping, memory_order_relaxed))
+	atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&e->sleeping, memory_order_seq_cst))
 		return;
 	if (atomic_exchange_explicit(&e->wake_pending, 1, memory_order_acq_rel))
 		return;
@@ -248,56 +311,183 @@ static void engine_kick(co_engine *e)
 		;
 }
 
-/*
- * Another thread is about to touch e. Once its frame is pushed, that frame
- * may run and finish and the engine may stop and be destroyed while the
- * thread is still kicking it: the visitor count makes destroy wait. The
- * increment precedes the push, which precedes everything that leads to
- * destroy, so destroy sees it.
- */
-static void visit_begin(co_engine *e)
-{
-	atomic_fetch_add_explicit(&e->visitors, 1, memory_order_seq_cst);
-}
-
-static void visit_end(co_engine *e)
-{
-	atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
-}
-
-/* Bracket a change another thread makes to e (a push, a stop, an unpark):
- * counted as a visit before it, followed by a wake-up. Nothing to do on
- * the owner thread. */
-static int remote_begin(co_engine *e)
-{
-	int remote = co__current != e;
-
-	if (remote)
-		visit_begin(e);
-	return remote;
-}
-
 static void remote_end(co_engine *e, int remote)
 {
 	if (remote) {
 		engine_kick(e);
-		visit_end(e);
+		/* release: the thread's last touch of e happens before
+		 * destroy's acquire load sees the count drop */
+		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
 	}
 }
 
-/* co_runner.wake: a frame of this engine is runnable again. */
-static void engine_wake(co_runner *s, co_frame *f)
+/* Begin a call that may come from another thread: the visit, then the
+ * check that the engine is set up (inside the visit, so that destroy,
+ * which waits for visitors after it marked the engine DYING, never frees
+ * it under a call that passed the check). 0, or -EINVAL (no visit left). */
+static int call_begin(co_engine *e, int *remote)
 {
-	co_engine *e = (co_engine *)s;
+	*remote = remote_begin(e);
+	if (co__likely(engine_alive(e)))
+		return 0;
+	if (*remote)
+		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
+	return -EINVAL;
+}
+
+/* co_runner.wake: a frame of this engine is runnable again. */
+static void engine_wake(co_runner *r, co_frame *f)
+{
+	co_engine *e = co__container_of(r, co_engine, runner);
 	int remote = remote_begin(e);
 
 	if (!remote) {
 		owner_push(e, f); /* the hot path: no fence, no syscall */
 		return;
 	}
-	lifo_push(&e->inbox, f, offsetof(co_frame, next));
+	co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
 	remote_end(e, remote);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Cancel requests from other threads                                       */
+/* ------------------------------------------------------------------------ */
+
+/* co_frame.cancel bits of the engine's own (co.h keeps ASKED): */
+enum {
+	CX_QUEUED = 1u << 4,    /* on the engine's cancel list, not handled yet */
+	CX_FINISHED = 1u << 5,  /* the frame finished (its on_done may wait for a
+	                           queued request) */
+};
+
+static unsigned char cx_load(co_frame *f)
+{
+	return __atomic_load_n(&f->cancel, __ATOMIC_SEQ_CST);
+}
+
+static void finish_now(co_engine *e, co_frame *f);
+
+/*
+ * co_runner.cancel, from any thread. Mark the frame (ASKED | QUEUED)
+ * unless it finished; from then on it does not move to another engine
+ * (co__engine_steal and co__engine_move store the new runner, then look at
+ * the bits; we set the bits, then read the runner: Dekker). On the owner's
+ * thread, act at once; elsewhere queue the frame for the owner, and its
+ * finish waits for the request (finish_frame), so the request reaches the
+ * engine that owns the frame while the frame is still there.
+ */
+static int engine_cancel(co_runner *r, co_frame *f)
+{
+	co_engine *e;
+	unsigned char old = cx_load(f), want;
+	int remote;
+
+	do {
+		if (old & CX_FINISHED)
+			return -EALREADY; /* changes nothing */
+		want = (unsigned char)(old | CO__CANCEL_ASKED | CX_QUEUED);
+	} while (!__atomic_compare_exchange_n(&f->cancel, &old, want, 1, __ATOMIC_SEQ_CST,
+					      __ATOMIC_SEQ_CST));
+	if (old & CX_QUEUED)
+		return 0; /* a request is on its way already */
+	/* From here the frame stays with the engine that owns it now. */
+	r = __atomic_load_n(&f->runner, __ATOMIC_SEQ_CST);
+	e = co__container_of(r, co_engine, runner);
+	if (co__tls_engine == e) {
+		/* Its own thread: at once. Only this thread finishes it, so
+		 * it has not finished since the CAS. */
+		__atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
+		return co__cancel_here(f);
+	}
+	remote = remote_begin(e);
+	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+	remote_end(e, remote);
+	return 0;
+}
+
+/* The owner handles the requests other threads queued. */
+static void run_cancels(co_engine *e)
+{
+	co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
+
+	for (; f; f = next) {
+		unsigned char old;
+
+		next = f->cancel_next;
+		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
+		if (old & CX_FINISHED)
+			finish_now(e, f); /* it finished meanwhile: its finish waited */
+		else
+			co__cancel_here(f);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* The cancel stop's list of parked waits                                   */
+/* ------------------------------------------------------------------------ */
+
+void co__engine_park_link(co_engine *e, co_parking *p)
+{
+	co__spin_lock(&e->park_lock);
+	p->prev = NULL;
+	p->next = e->park_head;
+	if (e->park_head)
+		e->park_head->prev = p;
+	e->park_head = p;
+	p->linked = 1;
+	co__spin_unlock(&e->park_lock);
+}
+
+static void park_remove(co_engine *e, co_parking *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else
+		e->park_head = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->next = p->prev = NULL;
+	p->linked = 0;
+}
+
+int co__engine_park_unlink(co_engine *e, co_parking *p)
+{
+	int took;
+
+	co__spin_lock(&e->park_lock);
+	took = p->linked;
+	if (took)
+		park_remove(e, p);
+	co__spin_unlock(&e->park_lock);
+	return took;
+}
+
+/*
+ * The cancel stop, on the owner thread: end every listed wait. Each one is
+ * taken off the list and marked as visited under the park lock; whoever
+ * ends a wait first (a release on another thread, or p->cancel here)
+ * decides its result, and a releaser that finds the wait visited waits
+ * until p->cancel is done before it lets the frame go (lib/wait.c), so
+ * the primitive behind the wait outlives the visit.
+ */
+static void park_cancel_all(co_engine *e)
+{
+	co_parking *p;
+
+	co__spin_lock(&e->park_lock);
+	while ((p = e->park_head) != NULL) {
+		park_remove(e, p);
+		atomic_store_explicit(&p->visit, 1, memory_order_seq_cst);
+		co__spin_unlock(&e->park_lock);
+		p->cancel(p);
+		co__spin_lock(&e->park_lock);
+	}
+	co__spin_unlock(&e->park_lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Wake-up                                                                  */
+/* ------------------------------------------------------------------------ */
 
 static struct io_uring_sqe *sqe_get(co_engine *e)
 {
@@ -339,18 +529,29 @@ static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned ta
 /* Setup and teardown                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* Setup flags the engine takes from the caller; the rest of the known
+ * ones it cannot honour: IOPOLL (sockets and eventfd cannot be polled
+ * that way, and an idle engine would spin), ATTACH_WQ (no wq_fd in the
+ * options). CQSIZE and R_DISABLED it sets itself. */
+#define SETUP_TAKEN                                                                   \
+	(IORING_SETUP_SQPOLL | IORING_SETUP_SQ_AFF | IORING_SETUP_CLAMP |             \
+	 IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |         \
+	 IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |                       \
+	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |                     \
+	 IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED)
+#define SETUP_REFUSED (IORING_SETUP_IOPOLL | IORING_SETUP_ATTACH_WQ)
+
 static int uring_setup(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
 {
-	if (co__uring_setup_hook)
-		return co__uring_setup_hook(entries, ring, p);
-	return io_uring_queue_init_params(entries, ring, p);
+	int err = co__fault_hit(CO__FAULT_RING);
+
+	return err ? -err : io_uring_queue_init_params(entries, ring, p);
 }
 
 /*
  * Create the ring disabled (enabled by the owner thread at its first run),
  * with the fastest task-run mode the kernel accepts: SINGLE_ISSUER |
- * DEFER_TASKRUN (measured 2x the echo rate of no flags), else COOP_TASKRUN,
- * else none.
+ * DEFER_TASKRUN, else COOP_TASKRUN, else none (docs/engine.md).
  */
 static int engine_ring_init(co_engine *e, const co_engine_opts *o)
 {
@@ -369,16 +570,28 @@ static int engine_ring_init(co_engine *e, const co_engine_opts *o)
 		p.cq_entries = o->cq_entries;
 		ret = uring_setup(o->sq_entries, &e->ring, &p);
 		if (ret == -EINVAL)
-			continue; /* an older kernel: try the next mode */
+			continue; /* an older kernel, or a combination it refuses */
 		if (ret < 0)
 			return ret;
-		if (i == 0)
+		if ((p.flags & (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)) ==
+		    (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN))
 			e->features |= CO_ENGINE_F_SINGLE_ISSUER;
 		if (p.features & IORING_FEAT_NODROP)
 			e->features |= CO_ENGINE_F_NODROP;
 		return 0;
 	}
 	return ret;
+}
+
+static void engine_free(co_engine *e)
+{
+	if (e->wake_fd >= 0)
+		close(e->wake_fd);
+	e->wake_fd = -1;
+	free(e->ready_buf);
+	free(e->ts);
+	e->ready_buf = NULL;
+	e->ts = NULL;
 }
 
 int co_engine_init(co_engine *e, const co_engine_opts *opts)
@@ -399,21 +612,27 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	}
 	if (o.cq_entries == 0)
 		o.cq_entries = 4 * o.sq_entries;
+	if (o.cancel_grace_ns == 0)
+		o.cancel_grace_ns = CANCEL_GRACE_NS;
 	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
-	    o.cq_entries < o.sq_entries)
+	    o.cq_entries < o.sq_entries || (o.setup_flags & ~(SETUP_TAKEN | SETUP_REFUSED)))
 		return -EINVAL;
+	if (o.setup_flags & SETUP_REFUSED)
+		return -EOPNOTSUPP;
 
 	memset(e, 0, sizeof *e);
-	e->cancel_mark = ~(uint64_t)0; /* a cancel-stop cancels at least once */
 	e->runner.wake = engine_wake;
+	e->runner.cancel = engine_cancel;
 	e->batch = o.batch;
+	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
 	e->wake_info.cb = wake_done;
-	e->ready_buf = calloc(o.ready_size, sizeof *e->ready_buf);
+	atomic_init(&e->stop_mode, STOP_NONE);
+	e->ready_buf = co__calloc(o.ready_size, sizeof *e->ready_buf);
 	if (e->ready_buf == NULL)
 		return -ENOMEM;
 	ck_ring_init(&e->ready, o.ready_size);
-	e->wake_fd = eventfd(0, EFD_CLOEXEC);
+	e->wake_fd = co__eventfd();
 	if (e->wake_fd < 0) {
 		ret = -errno;
 		goto fail;
@@ -421,101 +640,174 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	ret = engine_ring_init(e, &o);
 	if (ret < 0)
 		goto fail;
-	e->ts = calloc(e->ring.sq.ring_entries, sizeof *e->ts);
+	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
 	if (e->ts == NULL) {
 		io_uring_queue_exit(&e->ring);
 		ret = -ENOMEM;
 		goto fail;
 	}
+	atomic_store_explicit(&e->state, CO_ENGINE_READY, memory_order_release);
 	return 0;
 fail:
-	if (e->wake_fd >= 0)
-		close(e->wake_fd);
-	free(e->ready_buf);
-	e->ready_buf = NULL;
+	engine_free(e);
 	return ret;
+}
+
+/* A stopped engine whose last run found frames stuck, with nothing
+ * changed since: nothing can wake them, so destroy may forget them. */
+static int only_stuck_left(co_engine *e, unsigned live)
+{
+	return atomic_load_explicit(&e->stop_mode, memory_order_acquire) != STOP_NONE &&
+	       e->stuck != 0 && LIVE_COUNT(live) == e->stuck &&
+	       atomic_load_explicit(&e->parked, memory_order_acquire) == 0 && !ready_nonempty(e);
+}
+
+/* From the owner thread, reap the armed eventfd read before the ring goes,
+ * so the kernel holds no pointer into *e (invariant 6). From another
+ * thread, closing the ring cancels it. */
+static void wake_disarm(co_engine *e)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+
+	if (!e->wake_armed || !e->has_owner || !pthread_equal(e->owner, pthread_self()))
+		return;
+	sqe = sqe_get(e);
+	io_uring_prep_cancel(sqe, &e->wake_info, 0);
+	io_uring_sqe_set_data(sqe, NULL);
+	io_uring_submit(&e->ring);
+	close(e->wake_fd);
+	e->wake_fd = -1; /* wake_done must not re-arm */
+	while (e->wake_armed && io_uring_wait_cqe(&e->ring, &cqe) == 0) {
+		if (io_uring_cqe_get_data(cqe) == &e->wake_info)
+			e->wake_armed = 0;
+		io_uring_cqe_seen(&e->ring, cqe);
+	}
 }
 
 int co_engine_destroy(co_engine *e)
 {
-	if (e == NULL || e->ready_buf == NULL)
-		return -EINVAL;
-	if (LIVE_COUNT(atomic_load(&e->live)) != 0 || posts_pending(e))
-		return -EBUSY;
-	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
-		sched_yield(); /* a waker is still returning from a kick */
-	/* From the owner thread, reap the armed eventfd read before the ring
-	 * goes, so the kernel holds no pointer into *e (invariant 6). */
-	if (e->wake_armed && e->has_owner && pthread_equal(e->owner, pthread_self())) {
-		struct io_uring_sqe *sqe = sqe_get(e);
-		struct io_uring_cqe *cqe;
+	unsigned live;
+	int was;
 
-		io_uring_prep_cancel(sqe, &e->wake_info, 0);
-		io_uring_sqe_set_data(sqe, NULL);
-		io_uring_submit(&e->ring);
-		close(e->wake_fd);
-		e->wake_fd = -1; /* wake_done must not re-arm */
-		while (e->wake_armed && io_uring_wait_cqe(&e->ring, &cqe) == 0) {
-			co_io_info *info = io_uring_cqe_get_data(cqe);
-			if (info == &e->wake_info)
-				e->wake_armed = 0;
-			io_uring_cqe_seen(&e->ring, cqe);
-		}
+	if (e == NULL)
+		return -EINVAL;
+	was = transition(e, T_DESTROY);
+	if (was < 0) {
+		int s = atomic_load_explicit(&e->state, memory_order_acquire);
+		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
 	}
+	/* DYING: no run can start, and calls from other threads that begin
+	 * from now on see it and touch nothing. Let those inside leave. */
+	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
+		sched_yield();
+	/* Close the door to spawns unless frames are live (the CAS fails if
+	 * a spawn counted itself meanwhile) or posts are pending. */
+	live = atomic_load_explicit(&e->live, memory_order_acquire);
+	if ((LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
+	    !atomic_compare_exchange_strong(&e->live, &live, live | LIVE_STOPPED)) {
+		/* Busy after all. A stop that came meanwhile set the refusal
+		 * bit but could not move the state: STOPPED then. */
+		if (atomic_load_explicit(&e->live, memory_order_acquire) & LIVE_STOPPED)
+			was = CO_ENGINE_STOPPED;
+		atomic_store_explicit(&e->state, was, memory_order_release);
+		return -EBUSY;
+	}
+	wake_disarm(e);
 	io_uring_queue_exit(&e->ring);
-	if (e->wake_fd >= 0)
-		close(e->wake_fd);
-	free(e->ready_buf);
-	free(e->ts);
-	e->ready_buf = NULL;
-	e->ts = NULL;
+	engine_free(e);
+	atomic_store_explicit(&e->state, CO_ENGINE_DEAD, memory_order_release);
 	return 0;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Spawn, stop, park                                                        */
+/* Spawn, stop, park, post                                                  */
 /* ------------------------------------------------------------------------ */
+
+/* Count one more frame on e unless spawns are refused. */
+static int live_get(co_engine *e)
+{
+	unsigned v = atomic_load_explicit(&e->live, memory_order_relaxed);
+
+	do {
+		if (v & LIVE_STOPPED)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
+							memory_order_relaxed));
+	return 1;
+}
+
+static int frame_fresh(const co_frame *f)
+{
+	return f && f->fn && f->parent == NULL && f->label == 0 &&
+	       !(f->state & (CO__ST_SPAWNED | CO__ST_DONE));
+}
 
 int co_engine_spawn(co_engine *e, co_frame *f)
 {
-	unsigned v;
-
-	if (e == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
-	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)) || e->ready_buf == NULL)
-		return -EINVAL;
-	v = atomic_load_explicit(&e->live, memory_order_relaxed);
-	do {
-		if (v & LIVE_STOPPED)
-			return -ESHUTDOWN;
-	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
-							memory_order_relaxed));
-	f->state |= CO__ST_SPAWNED;
-	f->runner = &e->runner;
-	engine_wake(&e->runner, f);
-	return 0;
-}
-
-int co_engine_stop(co_engine *e, int cancel_io)
-{
 	int remote;
 
-	if (e == NULL || e->ready_buf == NULL)
+	if (e == NULL || !frame_fresh(f))
 		return -EINVAL;
-	remote = remote_begin(e); /* before the engine can see the stop and leave */
-	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
-	if (cancel_io) {
-		atomic_store_explicit(&e->stop, 2, memory_order_release);
-	} else {
-		int zero = 0;
-		atomic_compare_exchange_strong(&e->stop, &zero, 1);
+	/* The visit starts before the count, so that the engine never sees
+	 * the count without either the frame or the visitor (visitor_inside). */
+	if (call_begin(e, &remote) < 0)
+		return -EINVAL;
+	if (!live_get(e)) {
+		remote_end(e, remote);
+		return -ESHUTDOWN;
 	}
+	f->state |= CO__ST_SPAWNED;
+	__atomic_store_n(&f->runner, &e->runner, __ATOMIC_RELAXED);
+	if (!remote)
+		owner_push(e, f);
+	else
+		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
 	remote_end(e, remote);
 	return 0;
 }
 
+static int stop(co_engine *e, int mode, uint64_t at)
+{
+	int remote, cur;
+
+	if (e == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
+		return -EINVAL;
+	if (call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
+		return -EINVAL;
+	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
+	if (at) { /* the earliest time asked for */
+		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
+		while ((cur_at == 0 || at < cur_at) &&
+		       !atomic_compare_exchange_weak(&e->stop_at, &cur_at, at))
+			;
+	}
+	/* the mode only rises: none < drain < cancel */
+	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
+	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
+		;
+	transition(e, T_STOP);
+	if (!remote) /* the owner may be about to sleep in this turn */
+		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
+	remote_end(e, remote);
+	return 0;
+}
+
+int co_engine_stop(co_engine *e, int mode)
+{
+	return stop(e, mode, 0);
+}
+
+int co_engine_stop_timed(co_engine *e, uint64_t ns)
+{
+	uint64_t at = now_ns() + ns;
+
+	return stop(e, CO_STOP_DRAIN, at ? at : 1);
+}
+
 int co_engine_park(co_engine *e)
 {
-	if (e == NULL || e->ready_buf == NULL)
+	if (e == NULL || !engine_alive(e))
 		return -EINVAL;
 	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
 	return 0;
@@ -525,9 +817,8 @@ int co_engine_unpark(co_engine *e)
 {
 	int remote;
 
-	if (e == NULL || e->ready_buf == NULL)
+	if (e == NULL || call_begin(e, &remote) < 0)
 		return -EINVAL;
-	remote = remote_begin(e);
 	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
 	/* The engine may now be idle: let it see that, whichever of unpark and
 	 * the wake comes first. */
@@ -539,10 +830,11 @@ int co_engine_post(co_engine *e, co_post *p)
 {
 	int remote;
 
-	if (e == NULL || e->ready_buf == NULL || p == NULL || p->fn == NULL)
+	if (e == NULL || p == NULL || p->fn == NULL)
 		return -EINVAL;
-	remote = remote_begin(e); /* once pushed, it may run, and e be destroyed */
-	lifo_push(&e->posts, p, offsetof(co_post, next));
+	if (call_begin(e, &remote) < 0) /* once pushed, it may run, and e be destroyed */
+		return -EINVAL;
+	co__lifo_push(&e->posts, p, offsetof(co_post, next));
 	remote_end(e, remote);
 	return 0;
 }
@@ -550,7 +842,7 @@ int co_engine_post(co_engine *e, co_post *p)
 /* Run every post queued so far, oldest first. */
 static void run_posts(co_engine *e)
 {
-	co_post *p = lifo_take(&e->posts, offsetof(co_post, next)), *next;
+	co_post *p = co__lifo_take(&e->posts, offsetof(co_post, next)), *next;
 
 	for (; p; p = next) {
 		next = p->next; /* before fn, which may free it */
@@ -558,10 +850,14 @@ static void run_posts(co_engine *e)
 	}
 }
 
+/* ------------------------------------------------------------------------ */
+/* SQEs                                                                     */
+/* ------------------------------------------------------------------------ */
+
 static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
 				     unsigned tag)
 {
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)info | (tag & 3));
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)info | (tag & CO_IO_TAG_MASK));
 	if (info) {
 		e->inflight++;
 		e->stats.ops++;
@@ -569,23 +865,27 @@ static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_i
 	return sqe;
 }
 
+static unsigned sqe_shift(co_engine *e)
+{
+	return (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
+}
+
 struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 {
 	struct io_uring_sq *sq;
 	unsigned tail;
 
-	if (e == NULL || e != co__current)
+	if (e == NULL || e != co__tls_engine)
 		return NULL;
 	/* Keep room for a linked timeout after this SQE, so a deadline never
 	 * finds its chain cut by an early submit. The common case takes the
-	 * slot in place (liburing's get_sqe with that room test folded in;
-	 * callgrind: 602 -> 550 instructions per echo request). The acquire load of the
-	 * head pairs with the kernel's release store after it consumed SQEs. */
+	 * slot in place (liburing's get_sqe with that room test folded in).
+	 * The acquire load of the head pairs with the kernel's release store
+	 * after it consumed SQEs. */
 	sq = &e->ring.sq;
 	tail = sq->sqe_tail;
 	if (co__likely(tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries)) {
-		unsigned shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
-		e->last_sqe = &sq->sqes[(tail & sq->ring_mask) << shift];
+		e->last_sqe = &sq->sqes[(tail & sq->ring_mask) << sqe_shift(e)];
 		sq->sqe_tail = tail + 1;
 	} else {
 		e->stats.sq_full++;
@@ -600,7 +900,7 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 {
 	struct io_uring_sqe *sqe;
 
-	if (e == NULL || e != co__current)
+	if (e == NULL || e != co__tls_engine)
 		return NULL;
 	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
 	e->last_info = NULL;
@@ -609,48 +909,82 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 
 struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
 {
-	if (e == NULL || e != co__current || info == NULL || e->last_info != info)
+	if (e == NULL || e != co__tls_engine || info == NULL || e->last_info != info)
 		return NULL;
 	return e->last_sqe;
 }
 
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
 {
-	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes ||
-	    sqe >= e->ring.sq.sqes + e->ring.sq.ring_entries)
+	size_t i;
+
+	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes)
 		return NULL;
-	return &e->ts[sqe - e->ring.sq.sqes];
+	i = (size_t)(sqe - e->ring.sq.sqes) >> sqe_shift(e); /* SQE128: two per slot */
+	if (i >= e->ring.sq.ring_entries)
+		return NULL;
+	return &e->ts[i];
 }
 
 /* ------------------------------------------------------------------------ */
 /* The loop                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static void frame_finished(co_engine *e, co_frame *f)
+static void finish_now(co_engine *e, co_frame *f)
 {
 	int task = (f->state & CO__ST_TASK) != 0;
 
 	if (f->on_done)
 		f->on_done(f); /* may free f: not touched after this */
 	atomic_fetch_sub_explicit(&e->live, 1, memory_order_release);
-	if (task && e->task_done)
-		e->task_done(e->hook_arg);
+	if (task && e->hooks && e->hooks->task_done)
+		e->hooks->task_done(e, e->hook_arg);
 }
 
-/* Resume up to batch ready frames; a yield goes to the back of the queue. */
-static void run_ready(co_engine *e)
+/* A root frame ended. If a cancel request from another thread is on its
+ * way, that request finishes it (run_cancels): the requester may still be
+ * touching the frame. */
+static void finish_frame(co_engine *e, co_frame *f)
+{
+	if (__atomic_fetch_or(&f->cancel, (unsigned char)CX_FINISHED, __ATOMIC_SEQ_CST) & CX_QUEUED)
+		return;
+	finish_now(e, f);
+}
+
+/* Cancel stop: finish f for it, without running it: it never started, or
+ * it is still running past the grace. It is in no queue and no awaiter
+ * holds it (it came off the ready queue). */
+static void abandon(co_engine *e, co_frame *f)
+{
+	f->status = -ECANCELED;
+	f->state = (f->state | CO__ST_DONE) & ~(unsigned)(CO__ST_WAITING | CO__ST_NESTED);
+	e->stats.cancelled++;
+	finish_frame(e, f);
+}
+
+/* Resume up to batch ready frames; a yield goes to the back of the queue.
+ * Under a cancel stop, every frame resumed is marked cancelled first. */
+static void run_ready(co_engine *e, uint64_t cancel_deadline)
 {
 	for (unsigned n = 0; n < e->batch; n++) {
 		co_frame *f = ready_pop(e);
+
 		if (f == NULL)
 			break;
+		if (co__unlikely(cancel_deadline)) {
+			if (f->label == 0 || now_ns() >= cancel_deadline) {
+				abandon(e, f);
+				continue;
+			}
+			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
+		}
 		e->stats.resumed++;
 		switch (co_resume(f)) {
 		case CO_YIELDED:
 			owner_push(e, f);
 			break;
 		case CO_DONE:
-			frame_finished(e, f);
+			finish_frame(e, f);
 			break;
 		default: /* CO_WAITING: its awaiter wakes it */
 			break;
@@ -666,7 +1000,7 @@ static unsigned reap(co_engine *e)
 
 	io_uring_for_each_cqe(&e->ring, head, cqe) {
 		uintptr_t ud = (uintptr_t)cqe->user_data;
-		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)3);
+		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
 
 		n++;
 		if (info == NULL || ud == (uintptr_t)LIBURING_UDATA_TIMEOUT)
@@ -674,7 +1008,7 @@ static unsigned reap(co_engine *e)
 				     own timeout on kernels without EXT_ARG */
 		if (info != &e->wake_info && !(cqe->flags & IORING_CQE_F_MORE))
 			e->inflight--;
-		info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & 3));
+		info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
 	}
 	io_uring_cq_advance(&e->ring, n);
 	e->stats.cqes += n;
@@ -692,19 +1026,22 @@ static void reap_all(co_engine *e)
 }
 
 /*
- * co_engine_stop(e, 1): cancel all I/O, from the owner thread; again on
- * every turn that started operations since, so that a coroutine which was
- * between two awaits at the stop cannot wait forever. The cancel SQE comes
- * after that turn's operations: what completes at once (a close, a file
- * write) completes, what would wait is cancelled.
+ * A cancel stop begins (owner thread, once): cancel every operation in
+ * flight and every listed parked wait. From then on each frame the loop
+ * resumes is marked cancelled, and a cancelled frame's later waits end at
+ * once: sync waits refuse to park (lib/wait.c), and an I/O await asks the
+ * kernel to cancel its operation right after it (lib/io.c), behind
+ * anything that completes at once, like a close on the way out.
  */
-static void cancel_all_io(co_engine *e)
+static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
+	uint64_t now = now_ns();
 
-	e->cancel_mark = e->stats.ops;
+	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
 	io_uring_sqe_set_data(sqe, NULL);
+	park_cancel_all(e);
 }
 
 static int first_run(co_engine *e)
@@ -723,7 +1060,7 @@ static int first_run(co_engine *e)
 	return ret < 0 ? ret : 0;
 }
 
-/* 1 if no frame is ready and no I/O or parked frame is pending. */
+/* No frame ready and no I/O or parked frame pending. */
 static int engine_idle(co_engine *e)
 {
 	/* SQEs prepared by awaiters are counted in inflight; the rest (the
@@ -733,24 +1070,55 @@ static int engine_idle(co_engine *e)
 }
 
 /*
- * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless the Dekker check finds work or a stop
- * request the loop has not seen yet. With a timeout (ns > 0) it returns
- * -ETIME when nothing came.
+ * The engine is idle (nothing ready, no I/O, nothing parked): can anything
+ * still come from inside coring? Only from another thread inside a call
+ * on the engine (a spawn counts its frame before pushing it; a waker
+ * pushes before it unparks): visits are short, so the caller yields until
+ * there is none and looks again. Read after the live count; with no
+ * visitor and nothing changed since the turn began (snap), the live frames
+ * are stuck for good. No timing is involved.
  */
-static int engine_wait(co_engine *e, int seen_stop, long long ns)
+static int visitor_inside(co_engine *e)
+{
+	return atomic_load_explicit(&e->visitors, memory_order_seq_cst) != 0;
+}
+
+static int unchanged(co_engine *e, unsigned snap)
+{
+	return atomic_load_explicit(&e->epoch, memory_order_seq_cst) == snap && engine_idle(e);
+}
+
+/* Tell the scheduler (if any) that this engine is idle with nothing that
+ * can progress; cleared by the next visitor or by the owner's next turn. */
+static void quiet_set(co_engine *e)
+{
+	int zero = 0;
+
+	if (e->hooks && e->hooks->quiet &&
+	    atomic_compare_exchange_strong_explicit(&e->quiet, &zero, 1, memory_order_acq_rel,
+						    memory_order_relaxed))
+		e->hooks->quiet(e, e->hook_arg, 1);
+}
+
+/*
+ * Sleep in the kernel until a completion arrives (submitting what is
+ * queued in the same call), unless another thread changed something since
+ * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
+ * when nothing came in time.
+ */
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns)
 {
 	int ret;
 
-	atomic_store_explicit(&e->sleeping, 1, memory_order_relaxed);
-	atomic_thread_fence(memory_order_seq_cst); /* pairs with engine_kick */
-	if (ready_nonempty(e) || atomic_load_explicit(&e->stop, memory_order_relaxed) != seen_stop) {
+	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
-	if (ns > 0) {
-		struct __kernel_timespec ts = { .tv_sec = ns / 1000000000LL, .tv_nsec = ns % 1000000000LL };
+	if (ns) {
+		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
+						.tv_nsec = (long long)(ns % 1000000000ull) };
 		struct io_uring_cqe *cqe;
 		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
 	} else {
@@ -760,71 +1128,87 @@ static int engine_wait(co_engine *e, int seen_stop, long long ns)
 	return ret;
 }
 
-int co_engine_run(co_engine *e, int mode)
+/* The stop state at the start of a turn: escalates a timed drain to a
+ * cancel when its time came, begins the cancel once, and returns the
+ * time after which frames still running are finished for them (0: no
+ * cancel stop), and in *wait_ns how long a drain may still sleep. */
+static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 {
-	int ret = 0, stalled = 0;
+	int mode = atomic_load_explicit(&e->stop_mode, memory_order_acquire);
+	uint64_t at;
 
-	if (e == NULL || e->ready_buf == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
-		return -EINVAL;
-	if (co__current != NULL)
-		return -EBUSY;
-	if (!e->has_owner) {
-		ret = first_run(e);
-		if (ret < 0)
-			return ret;
-	} else if (!pthread_equal(e->owner, pthread_self())) {
-		return -EPERM;
+	*wait_ns = 0;
+	if (co__likely(mode == STOP_NONE))
+		return 0;
+	if (mode == CO_STOP_DRAIN) {
+		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
+		if (at == 0)
+			return 0;
+		uint64_t now = now_ns();
+		if (now < at) {
+			*wait_ns = at - now;
+			return 0;
+		}
+		int drain = CO_STOP_DRAIN;
+		atomic_compare_exchange_strong(&e->stop_mode, &drain, CO_STOP_CANCEL);
 	}
-	co__current = e;
+	if (e->cancel_since == 0)
+		cancel_begin(e);
+	return e->cancel_since + e->cancel_grace;
+}
+
+static int loop(co_engine *e, int mode)
+{
+	int ret = 0;
 
 	for (;;) {
-		int stop = atomic_load_explicit(&e->stop, memory_order_acquire);
-		uint64_t resumed = e->stats.resumed;
+		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+		uint64_t wait_ns, cancel_deadline;
 
+		quiet_clear(e);
 		e->stats.turns++;
 		e->last_info = NULL; /* SQEs of earlier turns are submitted */
-		if (co__unlikely(posts_pending(e)))
+		if (co__unlikely(!co__lifo_empty(&e->posts)))
 			run_posts(e);
-		if (inbox_pending(e))
+		if (!co__lifo_empty(&e->inbox))
 			inbox_drain(e);
-		if (co__unlikely(e->local_n != 0) && e->steal)
+		if (co__unlikely(!co__lifo_empty(&e->cancels)))
+			run_cancels(e);
+		cancel_deadline = stop_turn(e, &wait_ns);
+		if (co__unlikely(e->local_n != 0) && stealable(e))
 			ring_refill(e);
-		run_ready(e);
-		if (co__unlikely(stop == 2) && e->cancel_mark != e->stats.ops)
-			cancel_all_io(e);
-		if (e->stats.resumed != resumed)
-			stalled = 0;
+		run_ready(e, cancel_deadline);
 
 		if (ready_nonempty(e)) {
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is
 			 * something to submit or completions to run. */
-			if (e->backlog && ring_size(e) > 1)
-				e->backlog(e, e->hook_arg);
+			if (e->hooks && e->hooks->backlog && ring_size(e) > 1)
+				e->hooks->backlog(e, e->hook_arg);
 			ret = io_uring_submit(&e->ring);
-		} else if (e->steal && e->steal(e, e->hook_arg) > 0) {
-			stalled = 0;
+		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, stop, 0); /* one syscall: submit + wait */
+			ret = engine_wait(e, snap, wait_ns); /* one syscall: submit + wait */
 		} else {
-			unsigned live = atomic_load_explicit(&e->live, memory_order_acquire);
+			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
 
 			if (LIVE_COUNT(live) == 0 && stopping)
 				break; /* every frame finished */
-			if (LIVE_COUNT(live) != 0 && stopping) {
-				/* Frames that nothing can wake: give a push in
-				 * progress a grace period, then report them. */
-				if (stalled) {
+			if (visitor_inside(e)) {
+				sched_yield(); /* its change is about to land */
+				continue;
+			}
+			if (unchanged(e, snap)) {
+				if (LIVE_COUNT(live) != 0 && stopping) {
+					e->stuck = LIVE_COUNT(live);
 					ret = -EDEADLK;
 					break;
 				}
-				stalled = 1;
-				ret = engine_wait(e, stop, DEADLOCK_GRACE_NS);
-			} else {
-				ret = engine_wait(e, stop, 0); /* UNTIL_STOP: wait for work */
+				quiet_set(e); /* a scheduler decides */
 			}
+			ret = engine_wait(e, snap, wait_ns); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)
@@ -832,15 +1216,62 @@ int co_engine_run(co_engine *e, int mode)
 		ret = 0;
 		reap_all(e);
 	}
+	return ret;
+}
+
+int co_engine_run(co_engine *e, int mode)
+{
+	int ret;
+
+	if (e == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP) ||
+	    !engine_alive(e))
+		return -EINVAL;
+	if (co__tls_engine != NULL)
+		return -EBUSY; /* another engine runs on this thread */
+	if (transition(e, T_RUN) < 0)
+		return engine_alive(e) ? -EBUSY : -EINVAL;
+	/* Only one thread gets here at a time: owner is safe to read. */
+	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
+		transition(e, T_RUN_END);
+		return -EPERM;
+	}
+	if (!e->has_owner) {
+		ret = first_run(e);
+		if (ret < 0) {
+			transition(e, T_RUN_END);
+			return ret;
+		}
+	}
+	co__tls_engine = e;
+	e->stuck = 0;
+	ret = loop(e, mode);
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
-	co__current = NULL;
+	co__tls_engine = NULL;
+	quiet_clear(e);
+	transition(e, T_RUN_END);
 	return ret;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Moving frames between engines (lib/scheduler.c)                          */
+/* For a scheduler (lib/scheduler.c, lib/context.c)                         */
 /* ------------------------------------------------------------------------ */
+
+void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg)
+{
+	e->hooks = h;
+	e->hook_arg = arg;
+}
+
+int co__engine_visit_begin(co_engine *e)
+{
+	return remote_begin(e);
+}
+
+void co__engine_visit_end(co_engine *e, int visit)
+{
+	remote_end(e, visit);
+}
 
 void co__engine_kick(co_engine *e)
 {
@@ -854,7 +1285,7 @@ unsigned co__engine_ready(co_engine *e)
 
 unsigned co__engine_live(co_engine *e)
 {
-	return LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_relaxed));
+	return LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_acquire));
 }
 
 int co__engine_sleeping(co_engine *e)
@@ -862,24 +1293,30 @@ int co__engine_sleeping(co_engine *e)
 	return atomic_load_explicit(&e->sleeping, memory_order_relaxed);
 }
 
-/* Count one more frame on e unless it stopped. */
-static int live_get(co_engine *e)
+int co__engine_quiet(co_engine *e, unsigned *epoch)
 {
-	unsigned v = atomic_load_explicit(&e->live, memory_order_relaxed);
+	*epoch = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+	return atomic_load_explicit(&e->quiet, memory_order_seq_cst);
+}
 
-	do {
-		if (v & LIVE_STOPPED)
-			return 0;
-	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
-							memory_order_relaxed));
-	return 1;
+/* Give f to engine `to` (its runner pointer), then check that no cancel
+ * request is queued for it; the requester sets the bit, then reads the
+ * runner (engine_cancel). 0: moved; -ECANCELED: f stays (runner put back). */
+static int runner_move(co_frame *f, co_engine *from, co_engine *to)
+{
+	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_SEQ_CST);
+	if (co__likely(!(cx_load(f) & (CX_QUEUED | CO__CANCEL_ASKED))))
+		return 0;
+	__atomic_store_n(&f->runner, &from->runner, __ATOMIC_SEQ_CST);
+	return -ECANCELED;
 }
 
 /*
  * Take up to max ready frames from victim's ring into thief's. Only frames
  * in a ready ring move: none of them has I/O in flight (their awaits have
  * completed), so no SQE or CQE refers to another ring than the one that
- * will resume them. Returns how many moved.
+ * will resume them. A frame with a cancel request stays with the victim
+ * (back through its inbox). Returns how many moved.
  */
 unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 {
@@ -887,8 +1324,11 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 	co_frame *f;
 
 	while (n < max && (f = ring_pop(victim)) != NULL) {
+		if (runner_move(f, victim, thief) < 0) {
+			engine_wake(&victim->runner, f);
+			continue;
+		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
-		f->runner = &thief->runner;
 		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
 		owner_push(thief, f); /* we run on the thief's thread */
 		n++;
@@ -898,16 +1338,48 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 
 /*
  * Move a waiting root frame (it is suspended in an awaiter's suspend) from
- * the engine running it to target, and wake it there. Fails with
- * -ESHUTDOWN, leaving everything as it was, if target has stopped.
+ * the engine running it to target, and wake it there. Fails, leaving
+ * everything as it was, with -ESHUTDOWN if target refuses spawns, or
+ * -ECANCELED if the frame was asked to cancel.
  */
 int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 {
 	if (!live_get(target))
 		return -ESHUTDOWN;
-	root->runner = &target->runner;
-	if (from)
-		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+	if (runner_move(root, from, target) < 0) {
+		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
+		co__engine_kick(target); /* it may be waiting for its count to drop */
+		return -ECANCELED;
+	}
+	atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
 	co_wake(root);
+	return 0;
+}
+
+/*
+ * A cancel stop on an engine that has never run (a context whose thread
+ * never started): finish its queued frames for them, on the calling
+ * thread (on_done sees -ECANCELED). -EBUSY if the engine ran or runs.
+ */
+int co__engine_cancel_unrun(co_engine *e)
+{
+	co_frame *f, *next;
+
+	if (transition(e, T_RUN) < 0)
+		return -EBUSY;
+	if (e->has_owner) {
+		transition(e, T_RUN_END);
+		return -EBUSY;
+	}
+	/* Spawns are refused (a stop was asked); let those counted before it
+	 * finish their push. */
+	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
+		sched_yield();
+	for (f = co__lifo_take(&e->inbox, offsetof(co_frame, next)); f; f = next) {
+		next = f->next;
+		abandon(e, f);
+	}
+	run_cancels(e); /* requests for them: each finishes its frame */
+	transition(e, T_RUN_END);
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <coring/graph.h>
+#include "fault.h"
 
 int co_graph_init(co_graph *g)
 {
@@ -52,7 +53,7 @@ int co_graph_precede(co_graph_node *a, co_graph_node *b)
 		return -EINVAL;
 	if (a->nsucc == a->cap) {
 		unsigned cap = a->cap ? 2 * a->cap : 4;
-		co_graph_node **s = realloc(a->succ, cap * sizeof *s);
+		co_graph_node **s = co__realloc(a->succ, cap * sizeof *s);
 
 		if (s == NULL)
 			return -ENOMEM;

@@ -52,25 +52,77 @@ void AnnotateIgnoreReadsEnd(const char *file, int line);
 #define co__hb_acquire(p) ((void)(p))
 #endif
 
-/* Test hook (fault injection): when set, co_engine_init calls it instead of
- * io_uring_queue_init_params, so tests can simulate ENOSYS or EPERM. */
-struct io_uring;
-struct io_uring_params;
-extern int (*co__uring_setup_hook)(unsigned entries, struct io_uring *ring,
-				   struct io_uring_params *p);
+/* ---- the engine as the layers above it see it (lib/engine.c) ---- */
 
-/* Engine internals used by the scheduler (lib/engine.c). */
-struct co_engine;
+#include <coring/engine.h>
+
+/*
+ * What a scheduler hooks into its contexts' engines (one struct, set
+ * before the engine first runs; every hook runs on the engine's thread
+ * unless said otherwise).
+ */
+struct co__engine_hooks {
+	/* a frame marked CO__ST_TASK finished (after its on_done) */
+	void (*task_done)(co_engine *e, void *arg);
+	/* idle: take ready frames from elsewhere; returns how many */
+	int (*steal)(co_engine *thief, void *arg);
+	/* busy: ready frames are waiting */
+	void (*backlog)(co_engine *e, void *arg);
+	/* the engine became quiet (1: idle with nothing that can progress,
+	 * about to sleep) or stopped being so (0; from any thread) */
+	void (*quiet)(co_engine *e, void *arg, int quiet);
+};
+
 /* The engine running on the calling thread (co_engine_current without the
  * call): hidden, so the library reads it straight from its TLS block. */
-extern _Thread_local struct co_engine *co__tls_engine
+extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
-struct co_frame;
-void co__engine_kick(struct co_engine *e);
-int co__engine_sleeping(struct co_engine *e);
-unsigned co__engine_ready(struct co_engine *e);
-unsigned co__engine_live(struct co_engine *e);
-unsigned co__engine_steal(struct co_engine *thief, struct co_engine *victim, unsigned max);
-int co__engine_move(struct co_frame *root, struct co_engine *from, struct co_engine *target);
+
+/* Install hooks (before the engine first runs). */
+void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
+/* Bracket a change made to e from any thread (see remote_begin in
+ * engine.c): begin returns what end needs. */
+int co__engine_visit_begin(co_engine *e);
+void co__engine_visit_end(co_engine *e, int visit);
+/* A scheduler's context's thread returned (lib/scheduler.c). */
+struct co_context;
+void co__sched_context_ended(struct co_context *c);
+/* Wake e if it sleeps (any thread). */
+void co__engine_kick(co_engine *e);
+int co__engine_sleeping(co_engine *e);
+/* Frames in e's ready ring (what thieves can take). */
+unsigned co__engine_ready(co_engine *e);
+/* Live frames of e (spawned, not finished). */
+unsigned co__engine_live(co_engine *e);
+/* The engine's quiet flag and epoch, for a scheduler's consistent look at
+ * all of its engines (see scheduler.c). */
+int co__engine_quiet(co_engine *e, unsigned *epoch);
+/* A cancel stop's work on an engine that never ran (lib/context.c). */
+int co__engine_cancel_unrun(co_engine *e);
+unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max);
+int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
+
+/* The cancel stop's list of parked waits (co_parking): link on e's thread
+ * while the wait starts, unlink from any thread when it ends. unlink
+ * returns 1 if it took p off the list, 0 if the engine had taken it. */
+void co__engine_park_link(co_engine *e, co_parking *p);
+int co__engine_park_unlink(co_engine *e, co_parking *p);
+
+/* ---- a spinlock for short critical sections ---- */
+
+static inline void co__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Held for a few dozen instructions (a list operation, a copy of one
+ * channel item): spin briefly, then yield the CPU, since on a loaded
+ * machine the holder may have been preempted. */
+void co__spin_lock(atomic_uint *l);
+void co__spin_unlock(atomic_uint *l);
 
 #endif

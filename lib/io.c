@@ -23,9 +23,24 @@ static int io_ready(co_awaiter *a, co_frame *f)
 	return ((co_io *)a)->pending == 0; /* a prep that failed has its result */
 }
 
+/* Ask the kernel to cancel io's operation (fire and forget): its own CQE
+ * ends the await, with -ECANCELED or the result that won the race. */
+static void io_cancel_op(co_engine *e, co_io *io)
+{
+	io_uring_prep_cancel(co_engine_sqe(e, NULL, 0), &io->info, 0);
+}
+
+/* A frame that was asked to cancel still submits the operation, followed
+ * by its cancel: what completes at once (a close on the way out)
+ * completes, what would wait ends with -ECANCELED, and either way the
+ * result comes back through the engine's loop. */
 static int io_suspend(co_awaiter *a, co_frame *f)
 {
-	((co_io *)a)->frame = f;
+	co_io *io = (co_io *)a;
+
+	io->frame = f;
+	if (co__unlikely(co_cancelled(f)))
+		io_cancel_op(co__tls_engine, io);
 	return 1;
 }
 
@@ -49,15 +64,13 @@ static int io_resume(co_awaiter *a, co_frame *f)
 static int io_cancel(co_awaiter *a, co_frame *f)
 {
 	co_io *io = (co_io *)a;
-	co_engine *e = co_engine_current();
-	struct io_uring_sqe *sqe;
+	co_engine *e = co__tls_engine;
 
-	/* A frame waiting on I/O never moves: its engine holds the SQE, and
-	 * only that engine's thread may submit the cancel. */
+	/* A frame waiting on I/O never moves, and co_cancel brings the
+	 * request to its engine's thread, the only one that may submit. */
 	if (e == NULL || co_root(f)->runner != &e->runner)
 		return -EPERM;
-	sqe = co_engine_sqe(e, NULL, 0);
-	io_uring_prep_cancel(sqe, &io->info, 0);
+	io_cancel_op(e, io);
 	return 0;
 }
 
@@ -122,6 +135,14 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
+/* The SQE's length is 32 bits and the kernel moves at most CO_IO_MAX
+ * bytes per call anyway: longer requests are clamped to it (a short count,
+ * reported as such), never truncated modulo 2^32. */
+static unsigned io_len(size_t len)
+{
+	return len > CO_IO_MAX ? CO_IO_MAX : (unsigned)len;
+}
+
 co_awaiter *co_nop(co_io *io)
 {
 	IO_PREP(io, 0, io_uring_prep_nop(sqe));
@@ -129,12 +150,12 @@ co_awaiter *co_nop(co_io *io)
 
 co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_read(sqe, fd, buf, len, off));
+	IO_PREP(io, 0, io_uring_prep_read(sqe, fd, buf, io_len(len), off));
 }
 
 co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_write(sqe, fd, buf, len, off));
+	IO_PREP(io, 0, io_uring_prep_write(sqe, fd, buf, io_len(len), off));
 }
 
 co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off)
@@ -149,12 +170,12 @@ co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, ui
 
 co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags)
 {
-	IO_PREP(io, 0, io_uring_prep_recv(sqe, fd, buf, len, flags));
+	IO_PREP(io, 0, io_uring_prep_recv(sqe, fd, buf, io_len(len), flags));
 }
 
 co_awaiter *co_send(co_io *io, int fd, const void *buf, size_t len, int flags)
 {
-	IO_PREP(io, 0, io_uring_prep_send(sqe, fd, buf, len, flags));
+	IO_PREP(io, 0, io_uring_prep_send(sqe, fd, buf, io_len(len), flags));
 }
 
 co_awaiter *co_recvmsg(co_io *io, int fd, struct msghdr *msg, unsigned flags)

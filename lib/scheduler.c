@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The scheduler: dispatch, the race-free end of a run, work stealing.
- * The protocol and its memory orders are explained in docs/scheduler.md. */
+/*
+ * The scheduler: dispatch, waiting for the end of the work (and noticing
+ * when it cannot end), stop, work stealing. The protocol and its memory
+ * orders are explained in docs/scheduler.md; the lifecycle in
+ * docs/design.md.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,23 +12,56 @@
 
 #include <coring/scheduler.h>
 #include "internal.h"
+#include "fault.h"
 
 #define ACCEPTING 1ul
 #define TASK 2ul /* one task in the word */
 
+static co_context *ctx_of(co_engine *e)
+{
+	return co__container_of(e, co_context, engine);
+}
+
+static void lock(co_sched *s)
+{
+	pthread_mutex_lock(&s->lock);
+}
+
+static void unlock(co_sched *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Wake the threads in co_sched_run and co_sched_destroy. */
+static void signal_waiters(co_sched *s)
+{
+	lock(s);
+	pthread_cond_broadcast(&s->cond);
+	unlock(s);
+}
+
 /* ---- engine hooks ---------------------------------------------------------- */
 
-/* A task finished (after its on_done). The last one wakes co_sched_run. */
-static void sched_task_done(void *arg)
+/* A task finished (after its on_done). */
+static void sched_task_done(co_engine *e, void *arg)
 {
 	co_sched *s = arg;
-	unsigned long old = atomic_fetch_sub_explicit(&s->word, TASK, memory_order_acq_rel);
 
-	if ((old >> 1) == 1) {
-		pthread_mutex_lock(&s->lock);
-		pthread_cond_broadcast(&s->idle);
-		pthread_mutex_unlock(&s->lock);
-	}
+	(void)e;
+	atomic_fetch_sub_explicit(&s->word, TASK, memory_order_acq_rel);
+}
+
+/* An engine became quiet (idle, nothing can progress) or stopped being
+ * so. The count only tells co_sched_run when to look (all_quiet decides);
+ * an engine that goes quiet wakes it. */
+static void sched_quiet(co_engine *e, void *arg, int quiet)
+{
+	co_sched *s = arg;
+
+	(void)e;
+	atomic_fetch_add_explicit(&s->quiet, quiet ? 1 : -1, memory_order_acq_rel);
+	if (quiet)
+		signal_waiters(s);
 }
 
 /* An idle context takes half the ready frames of the first sibling with a
@@ -32,7 +69,7 @@ static void sched_task_done(void *arg)
 static int sched_steal(co_engine *thief, void *arg)
 {
 	co_sched *s = arg;
-	co_context *me = (co_context *)thief;
+	co_context *me = ctx_of(thief);
 
 	for (unsigned k = 1; k < s->n; k++) {
 		co_context *v = &s->ctx[(me->index + k) % s->n];
@@ -49,7 +86,7 @@ static int sched_steal(co_engine *thief, void *arg)
 static void sched_backlog(co_engine *e, void *arg)
 {
 	co_sched *s = arg;
-	co_context *me = (co_context *)e;
+	co_context *me = ctx_of(e);
 
 	for (unsigned k = 1; k < s->n; k++) {
 		co_context *o = &s->ctx[(me->index + k) % s->n];
@@ -61,30 +98,47 @@ static void sched_backlog(co_engine *e, void *arg)
 	}
 }
 
-/* ---- setup ------------------------------------------------------------------ */
+static const struct co__engine_hooks hooks_plain = {
+	.task_done = sched_task_done,
+	.quiet = sched_quiet,
+};
 
-static int context_setup(co_sched *s, unsigned i)
+static const struct co__engine_hooks hooks_stealing = {
+	.task_done = sched_task_done,
+	.steal = sched_steal,
+	.backlog = sched_backlog,
+	.quiet = sched_quiet,
+};
+
+/* A context's thread returned (lib/context.c). */
+void co__sched_context_ended(co_context *c)
 {
-	co_context *c = &s->ctx[i];
-	int err = co_context_init(c, &s->opts.engine);
+	co_sched *s = c->sched;
 
-	if (err < 0)
-		return err;
-	c->index = i;
-	c->sched = s;
-	c->engine.task_done = sched_task_done;
-	if (s->opts.steal && s->n > 1) {
-		c->engine.steal = sched_steal;
-		c->engine.backlog = sched_backlog;
-	}
-	c->engine.hook_arg = s;
-	return 0;
+	lock(s);
+	s->ended++;
+	if (c->ret < 0 && c->ret != -EDEADLK && s->err == 0)
+		s->err = c->ret;
+	pthread_cond_broadcast(&s->cond);
+	unlock(s);
+}
+
+/* ---- setup and teardown ----------------------------------------------------- */
+
+/* Stop, join and release contexts [0, n), of which [0, started) run. */
+static void contexts_release(co_sched *s, unsigned n, unsigned started)
+{
+	for (unsigned i = 0; i < started; i++)
+		co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
+	for (unsigned i = 0; i < n; i++)
+		co_context_destroy(&s->ctx[i]); /* joins the started ones */
 }
 
 int co_sched_init(co_sched *s, const co_sched_opts *opts)
 {
 	co_sched_opts o = { 0 };
-	int err;
+	unsigned i, started = 0;
+	int err = 0;
 
 	if (s == NULL)
 		return -EINVAL;
@@ -99,22 +153,49 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	memset(s, 0, sizeof *s);
 	s->opts = o;
 	s->n = o.contexts;
-	s->ctx = calloc(s->n, sizeof *s->ctx);
+	s->ctx = co__calloc(s->n, sizeof *s->ctx);
 	if (s->ctx == NULL)
 		return -ENOMEM;
-	for (unsigned i = 0; i < s->n; i++) {
-		err = context_setup(s, i);
-		if (err < 0) {
-			while (i--)
-				co_context_destroy(&s->ctx[i]);
-			free(s->ctx);
-			s->ctx = NULL;
-			return err;
-		}
-	}
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->idle, NULL);
-	atomic_store(&s->word, ACCEPTING);
+	pthread_cond_init(&s->cond, NULL);
+	atomic_init(&s->word, ACCEPTING);
+	for (i = 0; i < s->n; i++) {
+		co_context *c = &s->ctx[i];
+
+		err = co_context_init(c, &s->opts.engine);
+		if (err < 0)
+			break;
+		c->index = i;
+		c->sched = s;
+		co__engine_set_hooks(&c->engine, s->opts.steal && s->n > 1 ? &hooks_stealing
+									    : &hooks_plain, s);
+	}
+	s->state = CO_SCHED_RUNNING;
+	s->epochs = err == 0 ? co__calloc(2 * (size_t)s->n, sizeof *s->epochs) : NULL;
+	if (err == 0 && s->epochs == NULL)
+		err = -ENOMEM;
+	for (started = 0; err == 0 && started < s->n; started++) {
+		err = co_context_start(&s->ctx[started], CO_RUN_UNTIL_STOP);
+		if (err < 0)
+			break;
+	}
+	if (err < 0) {
+		contexts_release(s, i, started);
+		free(s->epochs);
+		pthread_mutex_destroy(&s->lock);
+		pthread_cond_destroy(&s->cond);
+		free(s->ctx);
+		memset(s, 0, sizeof *s);
+		return err;
+	}
+	return 0;
+}
+
+static int live_frames(co_sched *s)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (co__engine_live(&s->ctx[i].engine))
+			return 1;
 	return 0;
 }
 
@@ -122,22 +203,48 @@ int co_sched_destroy(co_sched *s)
 {
 	if (s == NULL || s->ctx == NULL)
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	if (s->running || (atomic_load(&s->word) >> 1) != 0) {
-		pthread_mutex_unlock(&s->lock);
-		return -EBUSY;
+	lock(s);
+	if (s->state == CO_SCHED_DEAD || s->waiters) {
+		int busy = s->waiters != 0;
+		unlock(s);
+		return busy ? -EBUSY : -EINVAL;
 	}
-	pthread_mutex_unlock(&s->lock);
+	if (s->state == CO_SCHED_RUNNING) {
+		/* Refuse spawns, then make sure nothing was live: if something
+		 * is, take the refusal back (a spawn that saw it was refused
+		 * with -ESHUTDOWN and kept nothing). */
+		unsigned long w = ACCEPTING;
+		if (!atomic_compare_exchange_strong(&s->word, &w, 0) || live_frames(s)) {
+			if (w == ACCEPTING)
+				atomic_fetch_or(&s->word, ACCEPTING);
+			unlock(s);
+			return -EBUSY;
+		}
+		s->state = CO_SCHED_STOPPING;
+		unlock(s);
+		for (unsigned i = 0; i < s->n; i++)
+			co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
+		lock(s);
+		while (s->ended != s->n) /* nothing was live: they end at once */
+			pthread_cond_wait(&s->cond, &s->lock);
+	} else if (s->ended != s->n) {
+		unlock(s);
+		return -EBUSY; /* stopped, still finishing: co_sched_run waits */
+	}
+	s->state = CO_SCHED_DEAD;
+	unlock(s);
 	for (unsigned i = 0; i < s->n; i++)
-		co_context_destroy(&s->ctx[i]);
+		co_context_destroy(&s->ctx[i]); /* joins; forgets stuck frames */
 	free(s->ctx);
+	free(s->epochs);
 	s->ctx = NULL;
+	s->epochs = NULL;
 	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->idle);
+	pthread_cond_destroy(&s->cond);
 	return 0;
 }
 
-/* ---- submit ------------------------------------------------------------------ */
+/* ---- spawn ------------------------------------------------------------------ */
 
 static unsigned pick(co_sched *s)
 {
@@ -156,41 +263,47 @@ static unsigned pick(co_sched *s)
 }
 
 /* i == s->n: pick one by the dispatch strategy. */
-static int submit(co_sched *s, unsigned i, co_frame *f)
+static int spawn(co_sched *s, unsigned i, co_frame *f)
 {
+	co_engine *e;
 	unsigned long w;
-	int err;
+	int err, visit;
 
 	if (s == NULL || s->ctx == NULL || f == NULL || f->fn == NULL || f->parent != NULL ||
 	    f->label != 0 || (f->state & (CO__ST_SPAWNED | CO__ST_DONE)) || i > s->n)
 		return -EINVAL;
-	/* Count the task, unless the run is ending (ACCEPTING cleared). This
-	 * CAS and the one in co_sched_run are the two sides of the protocol. */
+	e = &s->ctx[i == s->n ? pick(s) : i].engine;
+	/* Visit the engine before the task is counted, so that co_sched_run
+	 * never counts the task while the engine still looks quiet. */
+	visit = co__engine_visit_begin(e);
 	w = atomic_load_explicit(&s->word, memory_order_relaxed);
 	do {
-		if (!(w & ACCEPTING))
+		if (!(w & ACCEPTING)) {
+			co__engine_visit_end(e, visit);
 			return -ESHUTDOWN;
+		}
 	} while (!atomic_compare_exchange_weak_explicit(&s->word, &w, w + TASK, memory_order_acq_rel,
 							memory_order_relaxed));
 	f->state |= CO__ST_TASK;
-	err = co_engine_spawn(&s->ctx[i == s->n ? pick(s) : i].engine, f);
-	if (err < 0) { /* its context was shut down: refused, uncounted */
+	err = co_engine_spawn(e, f);
+	if (err < 0) { /* its context was stopped: refused, uncounted */
 		f->state &= ~(unsigned)CO__ST_TASK;
-		sched_task_done(s);
+		atomic_fetch_sub_explicit(&s->word, TASK, memory_order_acq_rel);
 	}
+	co__engine_visit_end(e, visit);
 	return err;
 }
 
 int co_sched_spawn(co_sched *s, co_frame *f)
 {
-	return submit(s, s ? s->n : 0, f);
+	return spawn(s, s ? s->n : 0, f);
 }
 
 int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f)
 {
 	if (s && i >= s->n)
 		return -EINVAL;
-	return submit(s, i, f);
+	return spawn(s, i, f);
 }
 
 unsigned long co_sched_tasks(co_sched *s)
@@ -198,74 +311,119 @@ unsigned long co_sched_tasks(co_sched *s)
 	return s ? atomic_load(&s->word) >> 1 : 0;
 }
 
-int co_sched_shutdown(co_sched *s)
+int co_sched_state(co_sched *s)
 {
-	if (s == NULL || s->ctx == NULL)
+	int st;
+
+	if (s == NULL)
 		return -EINVAL;
-	for (unsigned i = 0; i < s->n; i++)
-		co_engine_stop(&s->ctx[i].engine, 1);
+	if (s->ctx == NULL)
+		return CO_SCHED_DEAD;
+	lock(s);
+	st = s->state == CO_SCHED_STOPPING && s->ended == s->n ? CO_SCHED_ENDED : s->state;
+	unlock(s);
+	return st;
+}
+
+/* ---- stop --------------------------------------------------------------------- */
+
+static int sched_stop(co_sched *s, int mode, uint64_t ns, int timed)
+{
+	if (s == NULL || s->ctx == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
+		return -EINVAL;
+	lock(s);
+	if (s->state == CO_SCHED_DEAD) {
+		unlock(s);
+		return -EINVAL;
+	}
+	s->state = CO_SCHED_STOPPING;
+	atomic_fetch_and_explicit(&s->word, ~ACCEPTING, memory_order_acq_rel);
+	/* under the lock: destroy cannot free the contexts meanwhile */
+	for (unsigned i = 0; i < s->n; i++) {
+		if (timed)
+			co_engine_stop_timed(&s->ctx[i].engine, ns);
+		else
+			co_context_stop(&s->ctx[i], mode);
+	}
+	unlock(s);
 	return 0;
 }
 
-/* ---- run -------------------------------------------------------------------- */
+int co_sched_stop(co_sched *s, int mode)
+{
+	return sched_stop(s, mode, 0, 0);
+}
+
+int co_sched_stop_timed(co_sched *s, uint64_t ns)
+{
+	return sched_stop(s, CO_STOP_DRAIN, ns, 1);
+}
+
+/* ---- run ---------------------------------------------------------------------- */
+
+/* One look at every running context's quiet flag and epoch. */
+static int collect(co_sched *s, unsigned *epochs)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		if (co_context_state(&s->ctx[i]) != CO_CONTEXT_RUNNING)
+			continue; /* ended (under the lock: s->ended counts it) */
+		if (!co__engine_quiet(&s->ctx[i].engine, &epochs[i]))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Is every context quiet at one instant? A context that is quiet and
+ * whose epoch (bumped by every change another thread makes to it) is the
+ * same in two looks stayed quiet in between: it sleeps with nothing that
+ * can progress, and nothing came. The tasks and frames are counted
+ * between the two looks: a spawn makes its context not quiet before it
+ * counts its task (spawn), so a count that includes it fails the second
+ * look. Returns 1 with *work set when there is work left, 0 otherwise.
+ */
+static int all_quiet(co_sched *s, unsigned *epochs, int *work)
+{
+	unsigned *again = epochs + s->n;
+
+	if (!collect(s, epochs))
+		return 0;
+	*work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
+	if (!collect(s, again))
+		return 0;
+	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
+}
 
 int co_sched_run(co_sched *s)
 {
-	int err = 0, e;
-	unsigned started = 0;
+	int ret = 0, work = 0;
 
 	if (s == NULL || s->ctx == NULL)
 		return -EINVAL;
-	pthread_mutex_lock(&s->lock);
-	if (s->running) {
-		pthread_mutex_unlock(&s->lock);
-		return -EBUSY;
+	lock(s);
+	if (s->state == CO_SCHED_DEAD) {
+		unlock(s);
+		return -EINVAL;
 	}
-	s->running = 1;
-	pthread_mutex_unlock(&s->lock);
-
-	for (; started < s->n; started++) {
-		err = co_context_start(&s->ctx[started], CO_RUN_UNTIL_STOP);
-		if (err < 0)
+	s->waiters++;
+	for (;;) {
+		if (s->ended == s->n) { /* stopped, and every context ended */
+			work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
 			break;
-	}
-	/* Wait for zero tasks, then close the door with one CAS that succeeds
-	 * only if the word is exactly "accepting, no task": a submit that
-	 * counted itself first makes it fail, and we wait again. */
-	while (err == 0) {
-		unsigned long w = ACCEPTING;
-
-		pthread_mutex_lock(&s->lock);
-		while ((atomic_load_explicit(&s->word, memory_order_acquire) >> 1) != 0)
-			pthread_cond_wait(&s->idle, &s->lock);
-		pthread_mutex_unlock(&s->lock);
-		if (atomic_compare_exchange_strong_explicit(&s->word, &w, 0, memory_order_acq_rel,
-							    memory_order_acquire))
+		}
+		if ((unsigned)atomic_load(&s->quiet) + s->ended >= s->n &&
+		    all_quiet(s, s->epochs, &work))
 			break;
+		pthread_cond_wait(&s->cond, &s->lock);
 	}
-	if (err < 0) /* a context could not start: refuse new tasks */
-		atomic_fetch_and_explicit(&s->word, ~ACCEPTING, memory_order_acq_rel);
-	/* No task is left and none can be accepted: stop (each engine drains
-	 * what remains, e.g. frames spawned by tasks), join, and set up fresh
-	 * engines for the next run (an io_uring belongs to its thread). */
-	for (unsigned i = 0; i < s->n; i++)
-		co_context_stop(&s->ctx[i], 0);
-	for (unsigned i = 0; i < started; i++) {
-		e = co_context_join(&s->ctx[i]);
-		if (e < 0 && err == 0)
-			err = e;
+	if (s->err)
+		ret = s->err;
+	else if (work) {
+		s->stuck = (unsigned)(atomic_load(&s->word) >> 1);
+		ret = -EDEADLK;
 	}
-	for (unsigned i = 0; i < s->n && err == 0; i++) {
-		e = co_context_destroy(&s->ctx[i]);
-		if (e == 0)
-			e = context_setup(s, i);
-		if (e < 0)
-			err = e;
-	}
-	if (err == 0)
-		atomic_store_explicit(&s->word, ACCEPTING, memory_order_release);
-	pthread_mutex_lock(&s->lock);
-	s->running = 0;
-	pthread_mutex_unlock(&s->lock);
-	return err;
+	s->waiters--;
+	pthread_cond_broadcast(&s->cond);
+	unlock(s);
+	return ret;
 }

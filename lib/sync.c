@@ -11,9 +11,6 @@
 #include <coring/sync.h>
 #include "wait.h"
 
-/* Every primitive's fields are read and written under its spinlock only. */
-#define LOCK(p) co__spin_lock(&(p)->lock)
-#define UNLOCK(p) co__spin_unlock(&(p)->lock)
 
 /* Claim every waiter of q with result res (the lock is held). */
 static void claim_all(co_waitq *q, int res, co__wake_list *l)
@@ -101,8 +98,6 @@ int co_mutex_trylock(co_mutex *m)
 	return try_take(&m->lock, mutex_take, m) ? 0 : -EBUSY;
 }
 
-static const co__wait_ops cond_wait_ops;
-
 int co_mutex_unlock(co_mutex *m)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
@@ -110,18 +105,19 @@ int co_mutex_unlock(co_mutex *m)
 
 	if (m == NULL)
 		return -EINVAL;
-	LOCK(m);
+	co__lock(m);
 	if (!m->locked) {
-		UNLOCK(m);
+		co__unlock(m);
 		return -EPERM;
 	}
 	w = m->q.head;
 	if (w) /* hand-off: stays locked, now owned by w; a condition
-		  variable's waiter keeps the result of its wait */
-		co__wait_claim(w, w->aw.ops == &cond_wait_ops.ops ? w->res : 0, &l);
+		  variable's waiter (re-locking) keeps the result of its wait */
+		co__wait_claim(w, atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ?
+					  w->res : 0, &l);
 	else
 		m->locked = 0;
-	UNLOCK(m);
+	co__unlock(m);
 	co__wake_all(&l);
 	return 0;
 }
@@ -144,10 +140,10 @@ int co_event_set(co_event *ev)
 
 	if (ev == NULL)
 		return -EINVAL;
-	LOCK(ev);
+	co__lock(ev);
 	ev->set = 1;
 	claim_all(&ev->q, 0, &l);
-	UNLOCK(ev);
+	co__unlock(ev);
 	co__wake_all(&l);
 	return 0;
 }
@@ -156,9 +152,9 @@ int co_event_reset(co_event *ev)
 {
 	if (ev == NULL)
 		return -EINVAL;
-	LOCK(ev);
+	co__lock(ev);
 	ev->set = 0;
-	UNLOCK(ev);
+	co__unlock(ev);
 	return 0;
 }
 
@@ -199,15 +195,15 @@ int co_latch_count_down(co_latch *l, unsigned n)
 
 	if (l == NULL)
 		return -EINVAL;
-	LOCK(l);
+	co__lock(l);
 	if (n > l->count) {
-		UNLOCK(l);
+		co__unlock(l);
 		return -EINVAL;
 	}
 	l->count -= n;
 	if (l->count == 0)
 		claim_all(&l->q, 0, &wl);
-	UNLOCK(l);
+	co__unlock(l);
 	co__wake_all(&wl);
 	return 0;
 }
@@ -242,12 +238,12 @@ int co_waitgroup_add(co_waitgroup *wg, unsigned n)
 
 	if (wg == NULL)
 		return -EINVAL;
-	LOCK(&wg->c);
+	co__lock(&wg->c);
 	if (n > UINT_MAX - wg->c.count)
 		err = -EOVERFLOW;
 	else
 		wg->c.count += n;
-	UNLOCK(&wg->c);
+	co__unlock(&wg->c);
 	return err;
 }
 
@@ -305,15 +301,15 @@ int co_sem_release(co_sem *s, unsigned n)
 
 	if (s == NULL)
 		return -EINVAL;
-	LOCK(s);
+	co__lock(s);
 	if (s->q.head == NULL && n > UINT_MAX - s->count) {
-		UNLOCK(s);
+		co__unlock(s);
 		return -EOVERFLOW;
 	}
 	for (; n && s->q.head; n--)
 		co__wait_claim(s->q.head, 0, &l);
 	s->count += n; /* waiters exist only while count is 0: no overflow */
-	UNLOCK(s);
+	co__unlock(s);
 	co__wake_all(&l);
 	return 0;
 }
@@ -345,10 +341,10 @@ static void cond_deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 		return;
 	}
-	LOCK(m);
+	co__lock(m);
 	if (!m->locked) {
 		m->locked = 1;
-		UNLOCK(m);
+		co__unlock(m);
 		co__wait_wake_frame(w);
 		return;
 	}
@@ -356,7 +352,7 @@ static void cond_deliver(co_waiter *w)
 	w->u.mutex = NULL;
 	atomic_store_explicit(&w->state, CO__W_MUTEX, memory_order_relaxed);
 	co__waitq_push(&m->q, w);
-	UNLOCK(m);
+	co__unlock(m);
 }
 
 static int cond_wait_suspend(co_awaiter *a, co_frame *f)
@@ -366,16 +362,17 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 	co_mutex *m = w->u.mutex;
 	int held;
 
-	LOCK(m);
+	co__lock(m);
 	held = m->locked;
-	UNLOCK(m);
+	co__unlock(m);
 	if (!held) {
 		w->res = -EPERM;
 		return 0;
 	}
-	LOCK(c);
-	if (!co__wait_park(w, f, &c->q))
-		return 0; /* did not wait: the caller still holds m */
+	co__lock(c);
+	held = co__wait_park(w, f, &c->q);
+	if (held != 1)
+		return held; /* did not wait: the caller still holds m */
 	/* Queued on c before m is released, so a notify that follows our
 	 * unlock finds us. A notify may already have claimed us: then we are
 	 * queued on m (still locked), and this unlock may hand it to us. */
@@ -402,12 +399,12 @@ static int cond_notify(co_cond *c, int all)
 
 	if (c == NULL)
 		return -EINVAL;
-	LOCK(c);
+	co__lock(c);
 	if (all)
 		claim_all(&c->q, 0, &l);
 	else if (c->q.head)
 		co__wait_claim(c->q.head, 0, &l);
-	UNLOCK(c);
+	co__unlock(c);
 	co__wake_all(&l); /* each re-locks the mutex (cond_deliver) */
 	return 0;
 }

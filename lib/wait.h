@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The waiter core shared by the primitives (lib/sync.c, lib/channel.c):
- * a spinlock, FIFO wait queues, parking, claiming and waking, timed waits.
- * Not installed. See docs/sync.md for the protocol.
+ * FIFO wait queues, parking, claiming and waking, timed waits. Not
+ * installed. See docs/sync.md for the protocol.
  */
 #ifndef CORING_WAIT_H
 #define CORING_WAIT_H
 
-#include <coring/sync.h>
+#include <coring/waiter.h>
+#include "internal.h"
+
+/* Every primitive's fields are read and written under its spinlock only. */
+#define co__lock(p) co__spin_lock(&(p)->lock)
+#define co__unlock(p) co__spin_unlock(&(p)->lock)
 
 /* co_waiter.state. Written under the lock of the queue the waiter is on;
- * atomic because a condition variable's cancel reads it under the
- * condition's lock while the re-lock phase writes it under the mutex's. */
+ * read without it by the waiter's engine before it takes that lock
+ * (lib/wait.c: the visit). */
 enum {
 	CO__W_IDLE = 0,     /* not waiting */
 	CO__W_WAITING = 1,  /* linked on its primitive's queue */
@@ -36,9 +41,6 @@ typedef struct co__wake_list {
 
 #define CO__WAKE_LIST_INIT { NULL, NULL }
 
-void co__spin_lock(atomic_uint *l);
-void co__spin_unlock(atomic_uint *l);
-
 /* The shared ops every waiter uses for resume and cancel. */
 int co__wait_resume(co_awaiter *a, co_frame *f);
 int co__wait_cancel(co_awaiter *a, co_frame *f);
@@ -52,15 +54,18 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 
 /*
  * Called from a suspend op with *w->lk held, once the operation found it
- * must wait: park f on q (or finish at once with -ECANCELED, -ETIME or
- * -ENXIO in w->res). Releases the lock in every case.
- * Returns what suspend returns: 1 parked, 0 finished.
+ * must wait: park f on q, or finish with -ENXIO, -ECANCELED or -ETIME in
+ * w->res. Releases the lock in every case. Returns what suspend returns:
+ * 1 parked, 2 cancelled on an engine (not parked: the frame went through
+ * its ready queue with -ECANCELED, so that a coroutine retrying in a loop
+ * gives its engine control at every try), 0 finished at once.
  */
 int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q);
 
 /* Under the lock of w's queue: take w off it with result res, onto l;
  * co__wake_all, once the lock is released, wakes it (or, for a timed
- * waiter, posts the removal of its timer to its engine, which wakes it). */
+ * waiter, posts the removal of its timer to its engine, which wakes it).
+ * Nothing touches the primitive after co__wake_all returns. */
 void co__wait_claim(co_waiter *w, int res, co__wake_list *l);
 void co__wake_all(co__wake_list *l);
 

@@ -18,7 +18,8 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-extern int (*co__uring_setup_hook)(unsigned, struct io_uring *, struct io_uring_params *);
+#include "internal.h"
+#include "fault.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -73,29 +74,20 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_destroy(&e), -EINVAL); /* twice */
 }
 
-static int fail_setup_errno;
-static int failing_setup(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
-{
-	(void)entries;
-	(void)ring;
-	(void)p;
-	return -fail_setup_errno;
-}
-
 static void test_uring_unavailable(void **state)
 {
 	/* io_uring_setup refused (no kernel support, or disabled by policy):
 	 * a clear error, nothing leaked (ASan checks), nothing crashes. */
 	co_engine e;
 	(void)state;
-	co__uring_setup_hook = failing_setup;
-	fail_setup_errno = ENOSYS;
+	co__fault_arm(CO__FAULT_RING, 1, ENOSYS);
 	assert_int_equal(co_engine_init(&e, NULL), -ENOSYS);
-	fail_setup_errno = EPERM;
+	co__fault_arm(CO__FAULT_RING, 1, EPERM);
 	assert_int_equal(co_engine_init(&e, NULL), -EPERM);
-	fail_setup_errno = EINVAL; /* every mode refused */
+	co__fault_arm_range(CO__FAULT_RING, 1, 3, EINVAL); /* every mode refused */
 	assert_int_equal(co_engine_init(&e, NULL), -EINVAL);
-	co__uring_setup_hook = NULL;
+	assert_int_equal(co__fault_calls(CO__FAULT_RING), 3);
+	co__fault_arm(CO__FAULT_RING, 0, 0);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
@@ -195,6 +187,8 @@ static int steal_nothing(co_engine *e, void *arg)
 	return 0;
 }
 
+static const struct co__engine_hooks stealing = { .steal = steal_nothing };
+
 /* 20,000 frames spawned from another thread: every frame runs once, in
  * order; with stealing on they go through a 4-slot ring (capacity 3), and
  * the overflow keeps every frame. */
@@ -209,7 +203,7 @@ static void ready_past_capacity(int steal)
 	assert_non_null(t);
 	assert_int_equal(co_engine_init(&e, &o), 0);
 	if (steal)
-		e.steal = steal_nothing;
+		co__engine_set_hooks(&e, &stealing, NULL);
 	for (int i = 0; i < MANY; i++) {
 		t[i] = (struct task){ .id = i, .runs = runs, .order = order, .n = &n };
 		co_init(&t[i].co, task_fn);
@@ -343,7 +337,7 @@ static void many_producers(int steal)
 	atomic_int bad = 0, count = 0;
 	assert_int_equal(co_engine_init(&e, &o), 0);
 	if (steal)
-		e.steal = steal_nothing;
+		co__engine_set_hooks(&e, &stealing, NULL);
 	for (int p = 0; p < PRODUCERS; p++) {
 		last[p] = -1;
 		for (int i = 0; i < PER_PRODUCER; i++) {

@@ -4,16 +4,23 @@
  *
  *     co_context c;
  *     co_context_init(&c, NULL);
- *     co_context_spawn(&c, &task.co);       // before or after start, any thread
- *     co_context_start(&c, CO_RUN_UNTIL_IDLE); // stops by itself when idle
+ *     co_context_spawn(&c, &task.co);        // before or after start, any thread
+ *     co_context_start(&c, CO_RUN_UNTIL_IDLE); // ends by itself when idle
  *     int err = co_context_join(&c);
  *     co_context_destroy(&c);
  *
- * With CO_RUN_UNTIL_IDLE the context stops by itself once it has no ready
- * frame, no pending or in-flight I/O and no parked frame; with
- * CO_RUN_UNTIL_STOP it waits for work until co_context_stop. A context runs
- * once: to run again, destroy and init it (its io_uring belongs to its
- * thread).
+ * Lifecycle (docs/design.md):
+ *
+ *   NEW --start--> RUNNING --its thread returns--> ENDED --join--> JOINED
+ *
+ * NEW: spawns are queued and run once the thread starts; a start that
+ * fails leaves it NEW (start again). RUNNING: the thread runs the engine;
+ * with CO_RUN_UNTIL_IDLE it ends by itself once nothing can make progress,
+ * with CO_RUN_UNTIL_STOP it waits for work until co_context_stop. When the
+ * thread ends, its engine refuses spawns (-ESHUTDOWN) before the thread
+ * returns, and every frame accepted until then has run: nothing is left
+ * in a context whose thread is gone. A context runs once (its io_uring
+ * belongs to its thread); destroy it and set it up again to run again.
  */
 #ifndef CORING_CONTEXT_H
 #define CORING_CONTEXT_H
@@ -27,43 +34,68 @@ extern "C" {
 
 struct co_sched;
 
+/* co_context_state() */
+enum co_context_state {
+	CO_CONTEXT_DEAD = 0,     /* not set up, or destroyed */
+	CO_CONTEXT_NEW = 1,      /* set up; its thread not started */
+	CO_CONTEXT_RUNNING = 2,  /* its thread runs the engine */
+	CO_CONTEXT_ENDED = 3,    /* its thread returned; spawns refused */
+	CO_CONTEXT_JOINED = 4,   /* co_context_join returned */
+	CO_CONTEXT_STARTING = 5, /* private: co_context_start in progress */
+};
+
 typedef struct co_context {
-	co_engine engine;            /* public: its engine (first member) */
+	co_engine engine;            /* public: its engine */
 	pthread_t thread;            /* private */
-	int mode;                    /* private */
-	int state;                   /* private: 0 set up, 1 started, 2 joined */
+	int mode;                    /* private: enum co_run_mode */
+	CO__ATOMIC(int) state;       /* private: enum co_context_state */
 	int ret;                     /* read-only: the engine's result, after join */
 	unsigned index;              /* read-only: position in its scheduler */
-	struct co_sched *sched;  /* read-only: NULL for a lone context */
+	struct co_sched *sched;      /* read-only: NULL for a lone context */
 } co_context;
 
-/* Errors: as co_engine_init. */
+/* Errors: -EINVAL (NULL), then as co_engine_init. */
 int co_context_init(co_context *c, const co_engine_opts *opts);
 
-/* Start the thread. -EINVAL (NULL, bad mode), -EALREADY (started before),
- * or pthread_create's error, negated. */
+/* Start the thread. -EINVAL (NULL, bad mode, not set up), -EALREADY
+ * (started before), or pthread_create's error, negated (-EAGAIN): then the
+ * context is still NEW, with its queued frames, and may be started again. */
 int co_context_start(co_context *c, int mode);
 
-/* Hand it a root frame, from any thread: as co_engine_spawn. */
+/* Hand it a root frame, from any thread: as co_engine_spawn (-ESHUTDOWN
+ * once it was stopped or its thread ended). */
 int co_context_spawn(co_context *c, co_frame *f);
 
-/* Ask it to stop (it drains first); cancel_io as co_engine_stop. */
-int co_context_stop(co_context *c, int cancel_io);
+/* Ask it to stop: as co_engine_stop (mode CO_STOP_DRAIN or CO_STOP_CANCEL).
+ * On a context whose thread never started, a cancel stop finishes the
+ * queued frames at once, on the calling thread (their on_done sees
+ * -ECANCELED). -EINVAL for NULL or a bad mode. */
+int co_context_stop(co_context *c, int mode);
 
-/* Wait for the thread; returns the engine's result (0, -EDEADLK, ...),
- * or -EINVAL if it was never started. */
+/* Wait for the thread; returns the engine's result (0, -EDEADLK, ...).
+ * -EINVAL (NULL, never started, joined already). */
 int co_context_join(co_context *c);
 
-/* Release it; -EBUSY while its thread runs or frames are live. */
+/* Release it (joining its thread if it ended and was not joined). -EINVAL
+ * (NULL, destroyed), -EBUSY (its thread runs, or it never started and
+ * frames are queued: start it, or cancel-stop it first). Frames that the
+ * thread found stuck when it ended (join returned -EDEADLK) are
+ * forgotten, as co_engine_destroy says. */
 int co_context_destroy(co_context *c);
+
+/* enum co_context_state of c (a snapshot), or -EINVAL for NULL. */
+int co_context_state(co_context *c);
 
 /* The context whose thread is calling, or NULL. */
 co_context *co_context_current(void);
 
 /*
  * CO_AWAIT(f, co_transfer_to(&s->tr, ctx)): continue on ctx's thread. The
- * value is 0 once there; -ESHUTDOWN (ctx stopped: the frame stays where it
- * was), -EINVAL (NULL, or the frame does not run on an engine), -ENXIO (no
+ * value is 0 once there. Errors (the frame stays where it was): -ESHUTDOWN
+ * (ctx refuses spawns: stopped or ended), -EXDEV (ctx belongs to another
+ * scheduler than the frame's context, or one of the two is a scheduler's
+ * and the other is not), -ECANCELED (the frame was asked to cancel),
+ * -EINVAL (NULL, or the frame does not run on an engine), -ENXIO (no
  * engine on this thread). Transferring to the current context is a yield.
  */
 typedef struct co_transfer {

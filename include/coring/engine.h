@@ -11,10 +11,23 @@
  *
  * Threading rule: the io_uring is driven only by the thread that runs the
  * engine (the first thread to call co_engine_run owns it for life). Other
- * threads reach it through co_engine_spawn, co_wake and co_engine_stop,
- * which go through the ready queue (a lock-free inbox the
- * engine drains; see docs/engine.md) and wake
- * the engine if it sleeps.
+ * threads reach it through co_engine_spawn, co_wake, co_cancel,
+ * co_engine_stop and co_engine_post, which queue their request on lock-free
+ * lists the engine drains at every turn, and wake it if it sleeps.
+ *
+ * Lifecycle (docs/design.md has the diagram):
+ *
+ *   READY --run--> RUNNING --run returns--> READY
+ *     |               |
+ *   stop            stop
+ *     v               v
+ *   STOPPED <--run returns-- STOPPING   (STOPPED --run--> STOPPING)
+ *
+ *   destroy: READY or STOPPED --> DEAD (refused while frames are live)
+ *
+ * A spawn is accepted in READY and RUNNING and refused (-ESHUTDOWN) from
+ * the moment a stop is asked: an accepted frame runs to its end, or, under
+ * a cancel stop, is cancelled and its on_done sees status -ECANCELED.
  */
 #ifndef CORING_ENGINE_H
 #define CORING_ENGINE_H
@@ -28,12 +41,23 @@
 #error "coring: liburing needs POSIX.1-2008: compile with -D_POSIX_C_SOURCE=200809L, -D_GNU_SOURCE or -std=gnu11"
 #endif
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <liburing.h>
 #include <ck_ring.h>
 
 #include <coring/co.h>
+
+/* Private fields that other threads touch are atomics in C. C++ code only
+ * embeds the structs (it never touches private fields), so it sees plain
+ * fields of the same size and alignment. */
+#ifdef __cplusplus
+#define CO__ATOMIC(t) t
+#define CO__ALIGNAS(n) alignas(n)
+#else
+#include <stdatomic.h>
+#define CO__ATOMIC(t) _Atomic(t)
+#define CO__ALIGNAS(n) _Alignas(n)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +72,7 @@ typedef struct co_io_info co_io_info;
 struct co_io_info {
 	void (*cb)(co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
 };
+#define CO_IO_TAG_MASK 3u
 
 /*
  * A callback to run on an engine's own thread, asked for from any thread
@@ -62,6 +87,20 @@ struct co_post {
 	co_post *next;                /* private: the engine's post list */
 };
 
+/*
+ * A frame parked on an engine by a primitive that can end the wait itself
+ * (the sync layer's waiters): the engine keeps a list of them, so that a
+ * cancel stop reaches waits that nothing else would end. All fields are
+ * private; lib/ links and unlinks them.
+ */
+typedef struct co_parking co_parking;
+struct co_parking {
+	co_parking *next, *prev;      /* private: under the engine's park lock */
+	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
+	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
+	unsigned char linked;         /* private: on the list */
+};
+
 typedef struct co_engine_opts {
 	unsigned ready_size;   /* ready ring slots, a power of two >= 2 (capacity
 	                          is one less); default 4096 */
@@ -69,8 +108,12 @@ typedef struct co_engine_opts {
 	unsigned cq_entries;   /* io_uring CQ size, >= sq_entries; default 4x SQ */
 	unsigned batch;        /* frames resumed per loop turn before I/O is
 	                          checked again; default 256 */
-	unsigned setup_flags;  /* extra IORING_SETUP_* flags for io_uring */
+	unsigned setup_flags;  /* extra IORING_SETUP_* flags (see
+	                          co_engine_init for those it takes) */
 	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
+	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
+	                          after it are finished for them (status
+	                          -ECANCELED); default 1 s */
 } co_engine_opts;
 
 /* Counters, owned by the engine thread (read them from it, or after run). */
@@ -86,11 +129,45 @@ typedef struct co_engine_stats {
 	uint64_t sq_full;      /* times the SQ was full and was submitted early */
 	uint64_t cq_overflow;  /* times completions that did not fit in the CQ
 	                          were flushed back in (none are lost) */
+	uint64_t cancelled;    /* frames a cancel stop finished without running
+	                          them (never started, or past the grace) */
 } co_engine_stats;
+
+/* co_engine_state() */
+enum co_engine_state {
+	CO_ENGINE_DEAD = 0,     /* not set up, or destroyed */
+	CO_ENGINE_READY = 1,    /* set up; accepts spawns; no run in progress */
+	CO_ENGINE_RUNNING = 2,  /* co_engine_run in progress */
+	CO_ENGINE_STOPPING = 3, /* stop asked while running: spawns refused,
+	                           the run ends once no frame is live */
+	CO_ENGINE_STOPPED = 4,  /* stop asked, no run in progress: spawns
+	                           refused; a run drains what is live */
+	CO_ENGINE_DYING = 5,    /* private: co_engine_destroy in progress */
+};
+
+/* co_engine_stop() modes */
+enum co_stop_mode {
+	CO_STOP_DRAIN = 0,      /* no new work; live frames finish */
+	CO_STOP_CANCEL = 1,     /* also end every wait with -ECANCELED */
+};
+
+/* co_engine_run() modes */
+enum co_run_mode {
+	CO_RUN_UNTIL_IDLE = 0,   /* return when nothing can make progress */
+	CO_RUN_UNTIL_STOP = 1,   /* also sleep while idle, until co_engine_stop */
+};
+
+/* co_engine.features */
+enum {
+	CO_ENGINE_F_SINGLE_ISSUER = 1u << 0,  /* SINGLE_ISSUER|DEFER_TASKRUN on */
+	CO_ENGINE_F_NODROP = 1u << 1,         /* kernel keeps overflowed CQEs */
+};
+
+struct co__engine_hooks;
 
 typedef struct co_engine co_engine;
 struct co_engine {
-	co_runner runner;                 /* private: must stay first */
+	co_runner runner;               /* private: first */
 
 	/* Owner-thread state. */
 	struct io_uring ring;           /* private: driven by the owner only */
@@ -100,12 +177,16 @@ struct co_engine {
 	unsigned batch;                 /* read-only */
 	unsigned inflight;              /* read-only: SQEs whose CQE is due */
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
+	unsigned stuck;                 /* read-only: frames the last run found
+	                                   waiting on nothing that can wake them
+	                                   (it returned -EDEADLK) */
 	int wake_fd;                    /* private: eventfd for wake-ups */
+	int wake_armed;                 /* private */
 	uint64_t wake_val;              /* private: the eventfd read's buffer */
 	co_io_info wake_info;           /* private */
-	int wake_armed;                 /* private */
-	uint64_t cancel_mark;           /* private: stats.ops at the last cancel-all
-	                                   of a co_engine_stop(e, 1); ~0: none yet */
+	uint64_t cancel_since;          /* private: when the cancel stop began
+	                                   (CLOCK_MONOTONIC ns), 0: not cancelling */
+	uint64_t cancel_grace;          /* private */
 	struct __kernel_timespec *ts;   /* private: a timespec per SQ slot, read by
 	                                   the kernel when the SQE is submitted */
 	co_io_info *last_info;          /* private: the last SQE handed out ... */
@@ -116,57 +197,59 @@ struct co_engine {
 	pthread_t owner;                /* private */
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
-
-	/* Hooks for a scheduler (private; set before the engine runs). */
-	void (*task_done)(void *arg);   /* a frame marked as a task finished */
-	int (*steal)(co_engine *e, void *arg);   /* idle: take frames, return count */
-	void (*backlog)(co_engine *e, void *arg); /* busy: frames are waiting */
-	void *hook_arg;
+	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
+	void *hook_arg;                 /* private */
 
 	/* Written by other threads: one cache line apart from the above. */
-	_Alignas(CO_CACHELINE) atomic_uint live;  /* spawned, not finished */
-	atomic_uint parked;             /* frames parked on sync primitives */
-	atomic_int sleeping;            /* owner is (about to be) in the wait */
-	atomic_int wake_pending;        /* an eventfd write is on its way */
-	atomic_int stop;                /* 0, 1: drain and stop, 2: also cancel */
-	atomic_uint wake_writes;        /* stats.wake_writes, counted by wakers */
-	atomic_uint visitors;           /* other threads inside spawn/wake/stop:
-	                                   destroy waits for them to leave */
-	_Atomic(void *) posts;          /* private: co_post list, newest first */
-
-	_Atomic(void *) inbox;          /* private: co_frames other threads made
-	                                   ready, newest first (lib/engine.c) */
-};
-
-/* co_engine.features */
-enum {
-	CO_ENGINE_F_SINGLE_ISSUER = 1u << 0,  /* SINGLE_ISSUER|DEFER_TASKRUN on */
-	CO_ENGINE_F_NODROP = 1u << 1,         /* kernel keeps overflowed CQEs */
-};
-
-/* co_engine_run modes */
-enum co_run_mode {
-	CO_RUN_UNTIL_IDLE = 0,   /* return when nothing can make progress */
-	CO_RUN_UNTIL_STOP = 1,   /* also sleep while idle, until co_engine_stop */
+	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* private: spawned,
+	                                   not finished; top bit: spawns refused */
+	CO__ATOMIC(unsigned) parked;    /* private: frames parked on primitives */
+	CO__ATOMIC(int) state;          /* private: enum co_engine_state */
+	CO__ATOMIC(int) stop_mode;      /* private: -1 none, else enum co_stop_mode */
+	CO__ATOMIC(uint64_t) stop_at;   /* private: drain until then (CLOCK_MONOTONIC
+	                                   ns), then cancel; 0: no limit */
+	CO__ATOMIC(int) sleeping;       /* private: owner is (about to be) asleep */
+	CO__ATOMIC(int) wake_pending;   /* private: an eventfd write is on its way */
+	CO__ATOMIC(int) quiet;          /* private: idle with nothing that can
+	                                   progress (reported to a scheduler) */
+	CO__ATOMIC(unsigned) epoch;     /* private: bumped by every change another
+	                                   thread makes; the sleep check reads it */
+	CO__ATOMIC(unsigned) visitors;  /* private: other threads inside a call on
+	                                   the engine: destroy waits for them */
+	CO__ATOMIC(unsigned) wake_writes; /* private: stats.wake_writes */
+	CO__ATOMIC(void *) posts;       /* private: co_post list, newest first */
+	CO__ATOMIC(void *) inbox;       /* private: co_frames other threads made
+	                                   ready, newest first */
+	CO__ATOMIC(void *) cancels;     /* private: co_frames other threads asked
+	                                   to cancel (co_frame.cancel_next) */
+	CO__ATOMIC(unsigned) park_lock; /* private: over park_head */
+	co_parking *park_head;          /* private: cancellable parked waits */
 };
 
 /*
  * Set up an engine (opts may be NULL for defaults). The io_uring is created
  * disabled and enabled by the first co_engine_run, so the engine may be set
  * up on one thread and run on another.
+ * setup_flags may hold IORING_SETUP_SQPOLL, _SQ_AFF, _CLAMP, _SUBMIT_ALL,
+ * _SQE128, _CQE32, _COOP_TASKRUN, _TASKRUN_FLAG, _SINGLE_ISSUER and
+ * _DEFER_TASKRUN (_CQSIZE and _R_DISABLED are set by the engine anyway).
  * Errors: -EINVAL (NULL e, ready_size not a power of two >= 2, zero batch,
- * cq_entries < sq_entries), -ENOMEM, or io_uring_setup's error (-ENOSYS
- * when the kernel lacks io_uring, -EPERM when it is disabled, -EMFILE ...).
+ * cq_entries < sq_entries, an unknown setup flag), -EOPNOTSUPP (a setup
+ * flag the engine cannot honour: _IOPOLL, _ATTACH_WQ), -ENOMEM, eventfd's
+ * errors, or io_uring_setup's (-ENOSYS when the kernel lacks io_uring,
+ * -EPERM when it is disabled, -EMFILE ...). Nothing leaks on an error.
  */
 int co_engine_init(co_engine *e, const co_engine_opts *opts);
 
 /*
- * Release the engine's ring and memory. Refuses (-EBUSY) while spawned
- * frames have not finished or posts have not run, so nothing is silently
- * abandoned; -EINVAL
- * for NULL. Call it from the owner thread or after that thread ended; it
- * waits for other threads still returning from co_engine_spawn, co_wake,
- * co_engine_stop or co_engine_unpark on it.
+ * Release the engine's ring and memory; afterwards the library never
+ * touches *e again. Refuses (-EBUSY) while a run is in progress, while
+ * spawned frames have not finished or posts have not run, so nothing is
+ * silently abandoned; the one exception is a stopped engine whose last run
+ * returned -EDEADLK with nothing changed since: its stuck frames are
+ * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
+ * NULL or an engine not set up. From the owner thread or any other; it
+ * waits for other threads still returning from a call on e.
  */
 int co_engine_destroy(co_engine *e);
 
@@ -174,8 +257,8 @@ int co_engine_destroy(co_engine *e);
  * Hand a root frame (co_init'ed, not started) to the engine; from any
  * thread. Its on_done, if set, runs on the engine thread when it finishes,
  * after which the engine no longer touches it (on_done may free it).
- * Errors: -EINVAL (NULL, no body, started, already spawned, or a child),
- * -ESHUTDOWN (co_engine_stop was called).
+ * Errors: -EINVAL (NULL, no body, started, already spawned, a child, or
+ * an engine not set up), -ESHUTDOWN (a stop was asked).
  */
 int co_engine_spawn(co_engine *e, co_frame *f);
 
@@ -186,23 +269,36 @@ int co_engine_spawn(co_engine *e, co_frame *f);
  * waiting for spawns until co_engine_stop, then drains the same way.
  * Returns 0 when every spawned frame finished; -EDEADLK when frames remain
  * that nothing can wake (waiting on an awaiter that is neither I/O nor
- * registered with co_engine_park); -EINVAL for NULL or a bad mode; -EBUSY
- * if another engine already runs on this thread; -EPERM when called from a
- * thread other than the engine's owner; or io_uring's error.
+ * parked with co_engine_park; e->stuck counts them; they stay the
+ * engine's: wake them and run again); -EINVAL for NULL, an engine not set
+ * up, or a bad mode; -EBUSY if the engine runs already or another engine
+ * runs on this thread; -EPERM when called from a thread other than the
+ * engine's owner; or io_uring's error.
  */
 int co_engine_run(co_engine *e, int mode);
 
 /*
  * Ask the engine to stop, from any thread (signal handlers excepted): new
- * spawns fail with -ESHUTDOWN and co_engine_run returns once every frame
- * has finished. With cancel_io nonzero, all in-flight I/O is cancelled
- * (awaits end with -ECANCELED), and so is every operation started after
- * it that does not complete at once: a server between two awaits when the
- * stop came cannot block it, while a close or a file write on the way out
- * still completes.
- * Returns 0, or -EINVAL for NULL or a destroyed engine.
+ * spawns fail with -ESHUTDOWN at once, and co_engine_run returns once every
+ * frame has finished. CO_STOP_DRAIN lets them finish; CO_STOP_CANCEL ends
+ * every wait with -ECANCELED: all I/O in flight, every wait on a sync
+ * primitive, timed or not; from then on each frame's co_cancelled() is
+ * true, so later waits end at once; frames that never started do not start
+ * (their on_done sees -ECANCELED), and frames still running after the
+ * grace (opts.cancel_grace_ns) are finished for them the same way, so the
+ * stop is bounded even against a coroutine that retries. A close or a
+ * file write that completes at once on the way out still completes.
+ * A second stop may turn a drain into a cancel, never the reverse.
+ * Returns 0, or -EINVAL for NULL, a bad mode or an engine not set up.
  */
-int co_engine_stop(co_engine *e, int cancel_io);
+int co_engine_stop(co_engine *e, int mode);
+
+/* A drain stop that becomes a cancel stop if frames are still live ns
+ * nanoseconds from now. Returns 0 or -EINVAL as co_engine_stop. */
+int co_engine_stop_timed(co_engine *e, uint64_t ns);
+
+/* enum co_engine_state of e (a snapshot), or -EINVAL for NULL. */
+int co_engine_state(co_engine *e);
 
 /* The engine running on the calling thread, or NULL. */
 co_engine *co_engine_current(void);
@@ -213,8 +309,8 @@ co_engine *co_engine_current(void);
  * calls co_engine_park(e) when it takes it and co_engine_unpark(e) when it
  * wakes it, so the engine stays alive meanwhile. Safe from any thread.
  * Wake the frame first, then unpark: the engine never sees itself idle
- * with the frame on its way. Returns 0, or -EINVAL for NULL or a destroyed
- * engine.
+ * with the frame on its way. Returns 0, or -EINVAL for NULL or an engine
+ * not set up.
  */
 int co_engine_park(co_engine *e);
 int co_engine_unpark(co_engine *e);
@@ -225,16 +321,30 @@ int co_engine_unpark(co_engine *e);
  * does not stop, nor co_engine_destroy succeed, before fn has run. Each
  * poster's posts run in its order. A post made while no co_engine_run is
  * going runs in the next one.
- * Errors: -EINVAL (NULL e, p or p->fn, or a destroyed engine).
+ * Errors: -EINVAL (NULL e, p or p->fn, or an engine not set up).
  */
 int co_engine_post(co_engine *e, co_post *p);
 
 /*
- * An SQE on e's ring, tagged with info (user_data = info | tag, tag < 4):
- * the building block of every awaiter. Submits early when the SQ is full
- * (never fails for that). NULL unless e runs on the calling thread. With
- * info set, the CQE is counted as in flight until it arrives (a multishot
- * until its last CQE); info NULL means fire-and-forget.
+ * Cancel from any thread: co_cancel (co.h) on a root frame this engine runs
+ * may be called on any thread. On the engine's thread it acts at once;
+ * from another it marks the frame cancelled (co_cancelled() is true from
+ * then on) and carries the request to the engine's thread, which acts at
+ * its next turn, and returns 0. The frame's memory must be valid when
+ * co_cancel is called. A request that races the frame's end is harmless:
+ * the frame's on_done waits until the request has been handled, and a
+ * request for a frame that has finished returns -EALREADY and changes
+ * nothing. A frame with a cancel request does not move to another engine
+ * (co_transfer_to ends with -ECANCELED; stealing leaves it where it is).
+ */
+
+/*
+ * An SQE on e's ring, tagged with info (user_data = info | tag, tag <=
+ * CO_IO_TAG_MASK): the building block of every awaiter. Submits early
+ * when the SQ is full (never fails for that). NULL unless e runs on the
+ * calling thread. With info set, the CQE is counted as in flight until it
+ * arrives (a multishot until its last CQE); info NULL means
+ * fire-and-forget.
  */
 struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
 

@@ -49,6 +49,11 @@ typedef struct co_io {
 	unsigned char kind;           /* private */
 } co_io;                              /* 40 bytes on LP64: with a co_frame, 128 */
 
+/* The most bytes one read, write, recv or send moves (the kernel's limit):
+ * a longer length is clamped to it, and the await reports the short count
+ * (the *_all helpers below loop). */
+#define CO_IO_MAX 0x7ffff000u
+
 /* Operations. Errors are the kernel's (see docs/io.md). */
 co_awaiter *co_nop(co_io *io);
 co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off);

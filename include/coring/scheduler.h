@@ -1,25 +1,37 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coring/scheduler.h - N contexts behind one submit/run API.
+ * coring/scheduler.h - N contexts behind one spawn/run API.
  *
  *     co_sched s;
  *     co_sched_init(&s, NULL);               // one context per online CPU
- *     co_sched_spawn(&s, &task.co);         // any thread, also from a coroutine
- *     int err = co_sched_run(&s);            // until every task finished
+ *     co_sched_spawn(&s, &task.co);          // any thread, also from a coroutine
+ *     int err = co_sched_run(&s);            // until all work is done
  *     co_sched_destroy(&s);
  *
- * A submitted frame (a "task") is owned by the scheduler until it finishes;
+ * A spawned frame (a "task") is owned by the scheduler until it finishes;
  * its on_done, if set, then runs once on the context that finished it and
- * may free it. co_sched_run starts the contexts, returns once every task has
- * finished, after stopping and joining every context, and may be called
- * again. A submit that races with the end of a run is either accepted and
- * run to completion, or refused with -ESHUTDOWN: see docs/scheduler.md.
+ * may free it.
+ *
+ * Lifecycle (docs/design.md):
+ *
+ *   init --> RUNNING --stop--> STOPPING --every context ended--> (destroy)
+ *
+ * The contexts start in co_sched_init and run until the scheduler is
+ * stopped or destroyed: a task spawned at any time while RUNNING runs at
+ * once, whether or not a co_sched_run is waiting. co_sched_run waits until
+ * nothing is left to do (every task and every frame the tasks spawned has
+ * finished), or until nothing can make progress (-EDEADLK). A stop is
+ * final: spawns are refused (-ESHUTDOWN) from the moment it is asked, and
+ * every context ends once its frames have finished (a drain) or been
+ * cancelled (a cancel stop: every wait ends with -ECANCELED, bounded).
+ * A spawn is either accepted and run (or, under a cancel stop, cancelled
+ * with its on_done seeing -ECANCELED), or refused with an error: never
+ * accepted and dropped.
  */
 #ifndef CORING_SCHEDULER_H
 #define CORING_SCHEDULER_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <coring/context.h>
 
 #ifdef __cplusplus
@@ -39,45 +51,87 @@ typedef struct co_sched_opts {
 	co_engine_opts engine;   /* for every context (zeros: defaults) */
 } co_sched_opts;
 
+/* co_sched_state() */
+enum co_sched_state {
+	CO_SCHED_DEAD = 0,       /* not set up, or destroyed */
+	CO_SCHED_RUNNING = 1,    /* contexts run; spawns accepted */
+	CO_SCHED_STOPPING = 2,   /* a stop was asked: spawns refused; contexts
+	                            end once their frames are done */
+	CO_SCHED_ENDED = 3,      /* stopped, and every context has ended */
+};
+
 typedef struct co_sched {
 	co_context *ctx;               /* read-only: the contexts */
 	unsigned n;                    /* read-only: how many */
+	unsigned stuck;                /* read-only: tasks left when the last
+	                                  co_sched_run returned -EDEADLK */
 	co_sched_opts opts;            /* private */
-	int running;                   /* private: under lock */
-	pthread_mutex_t lock;          /* private */
-	pthread_cond_t idle;           /* private: signalled when tasks hit 0 */
-	/* (tasks << 1) | ACCEPTING, in one word so that the end of a run and a
-	 * submit are ordered (docs/scheduler.md). */
-	_Alignas(CO_CACHELINE) atomic_ulong word;
-	atomic_uint rr;                /* private: round-robin cursor */
+	pthread_mutex_t lock;          /* private: over the fields below */
+	pthread_cond_t cond;           /* private: quiet or ended changed */
+	int state;                     /* private: enum co_sched_state */
+	unsigned waiters;              /* private: threads in co_sched_run */
+	unsigned ended;                /* private: contexts whose thread returned */
+	int err;                       /* private: first error a context returned */
+	unsigned *epochs;              /* private: co_sched_run's two looks */
+	/* (tasks << 1) | ACCEPTING, in one word: a spawn counts itself only
+	 * while the scheduler accepts (docs/scheduler.md). */
+	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
+	CO__ATOMIC(int) quiet;         /* private: engines reporting quiet */
+	CO__ATOMIC(unsigned) rr;       /* private: round-robin cursor */
 } co_sched;
 
-/* opts may be NULL. Errors: -EINVAL (NULL s, bad dispatch), -ENOMEM, or a
- * context's co_engine_init error. */
+/* Set up n contexts and start their threads; opts may be NULL. Errors:
+ * -EINVAL (NULL s, bad dispatch), -ENOMEM, a context's co_engine_init
+ * error, or pthread_create's (negated): nothing is left running or
+ * allocated after an error. */
 int co_sched_init(co_sched *s, const co_sched_opts *opts);
 
-/* -EINVAL (NULL), -EBUSY (running, or tasks not finished). */
+/*
+ * Stop the contexts, join them and release everything. -EINVAL (NULL,
+ * destroyed), -EBUSY (a co_sched_run is waiting, tasks or frames are live,
+ * or a stop was asked and contexts are still finishing their frames: wait
+ * with co_sched_run first). Tasks found stuck (co_sched_run returned
+ * -EDEADLK) after a stop are forgotten, as co_engine_destroy says.
+ */
 int co_sched_destroy(co_sched *s);
 
 /* Hand a task (a co_init'ed root frame) to a context chosen by the dispatch
- * strategy, or to context i. Any thread, including a coroutine's. Tasks
- * submitted while no run is going wait for the next co_sched_run.
- * Errors: -EINVAL (NULL, a started/spawned frame, i out of range),
- * -ESHUTDOWN (the run is ending, or co_sched_shutdown was called). */
+ * strategy, or to context i. Any thread, including a coroutine's.
+ * Errors: -EINVAL (NULL, a started/spawned frame, i out of range, a
+ * destroyed scheduler), -ESHUTDOWN (a stop was asked: not accepted, it
+ * will not run). */
 int co_sched_spawn(co_sched *s, co_frame *f);
 int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
 
-/* Run until every task has finished; then stop and join the contexts.
- * Returns 0, -EINVAL, -EBUSY (already running on another thread), or the
- * first error a context reported (for example -EDEADLK). */
+/*
+ * Wait until nothing is left to do: every task has finished, and so has
+ * every frame spawned on the contexts' engines. Returns 0; -EDEADLK when
+ * every context is idle and frames remain that nothing in coring can wake
+ * (waiting on awaiters that neither do I/O nor park; s->stuck and
+ * co_sched_tasks() count the tasks among them; the scheduler stays usable:
+ * wake them, or stop it); a context's own error (io_uring's) if one ended
+ * with one; -EINVAL (NULL, destroyed). After a stop it returns once every
+ * context has ended. Several threads may wait at once.
+ */
 int co_sched_run(co_sched *s);
 
-/* Cancel all I/O in every context and refuse new tasks until the run ends:
- * servers blocked in accept/recv see -ECANCELED and finish. Any thread. */
-int co_sched_shutdown(co_sched *s);
+/*
+ * Stop the scheduler, from any thread (a signal-handling thread, a task):
+ * spawns are refused from now on, for good. CO_STOP_DRAIN lets every
+ * frame finish; CO_STOP_CANCEL ends every wait with -ECANCELED (see
+ * co_engine_stop: bounded even against a coroutine that retries).
+ * co_sched_stop_timed drains, and cancels what is still live after ns.
+ * 0, or -EINVAL (NULL, bad mode, destroyed). Asking again is harmless; a
+ * drain may be turned into a cancel.
+ */
+int co_sched_stop(co_sched *s, int mode);
+int co_sched_stop_timed(co_sched *s, uint64_t ns);
 
-/* The number of tasks accepted and not finished. */
+/* The number of tasks accepted and not finished (0 for NULL). */
 unsigned long co_sched_tasks(co_sched *s);
+
+/* enum co_sched_state of s (a snapshot), or -EINVAL for NULL. */
+int co_sched_state(co_sched *s);
 
 #ifdef __cplusplus
 }

@@ -33,68 +33,14 @@
 #ifndef CORING_SYNC_H
 #define CORING_SYNC_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <coring/engine.h>
+#include <coring/waiter.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct co_waiter co_waiter;
-
-/* A FIFO of waiters (private: under the owning primitive's lock). */
-typedef struct co_waitq {
-	co_waiter *head, *tail;
-} co_waitq;
-
-/*
- * The awaiter of every wait, and its node in a wait queue. All fields are
- * private; the prep functions (co_mutex_lock, co_event_wait ...) set them.
- * 120 bytes on LP64.
- */
-struct co_waiter {
-	co_awaiter aw;                /* private: first, returned by the preps */
-	co_io_info info;              /* private: a timed wait's timer CQE */
-	co_post post;                 /* private: a timed wait's "remove the timer",
-	                                 posted to its engine by the claimer */
-	co_waiter *next, *prev;       /* private: links, under *lk */
-	co_waitq *q;                  /* private: the queue it is linked on */
-	atomic_uint *lk;              /* private: its primitive's lock */
-	void *obj;                    /* private: the primitive */
-	union {
-		void *item;           /* private: channel: the item to copy */
-		struct co_mutex *mutex; /* private: condition variable: its mutex */
-	} u;
-	co_frame *frame;              /* private: the waiting frame */
-	co_engine *engine;            /* private: the engine it is parked on */
-	uint64_t deadline;            /* private: CLOCK_MONOTONIC ns; 0: none */
-	atomic_uint state;            /* private: CO__W_* */
-	int res;                      /* private: the await's value */
-	unsigned char timed;          /* private: a timer is armed for this wait */
-	unsigned char posted;         /* private: claimed: a removal was posted */
-	unsigned char timer_done;     /* private: the timer's CQE came (engine) */
-	unsigned char post_done;      /* private: the removal post ran (engine) */
-};
-
-/*
- * Limit a wait to ns nanoseconds (relative, CLOCK_MONOTONIC):
- *
- *     CO_AWAIT(f, co_wait_for(co_event_wait(&s->w, &ev), 50 * CO_MS));
- *     if (co_result(f) == -ETIME) ...
- *
- * Works on every wait of this header and of channel.h. The value is
- * -ETIME if the time ran out first; exactly one of "released" and "timed
- * out" wins, and a released wait that beat its timer keeps its result.
- * ns == 0 makes it a try: -ETIME at once unless the wait completes at once.
- * The timer is an io_uring timeout on the waiting frame's own engine (any
- * kernel coring runs on); error -ENXIO when the frame does not run on an
- * engine.
- * Apply it right after the prep; another awaiter is returned unchanged.
- */
-co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
 
 /* ------------------------------------------------------------------------ */
 /* Mutex                                                                    */

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/waiter.h - the waiter every wait of sync.h and channel.h takes:
+ * the awaiter and the wait-queue node in one, kept in the coroutine's
+ * struct (nothing is allocated to wait or to wake). The primitives' preps
+ * (co_mutex_lock, co_event_wait, co_chan_recv ...) fill it and return its
+ * awaiter for CO_AWAIT; one co_waiter serves one await at a time.
+ */
+#ifndef CORING_WAITER_H
+#define CORING_WAITER_H
+
+#include <stdint.h>
+
+#include <coring/engine.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct co_waiter co_waiter;
+
+/* A FIFO of waiters (private: under the owning primitive's lock). */
+typedef struct co_waitq {
+	co_waiter *head, *tail;
+} co_waitq;
+
+/* All fields are private. 152 bytes on LP64. */
+struct co_waiter {
+	co_awaiter aw;                /* first, returned by the preps */
+	co_io_info info;              /* a timed wait's timer CQE */
+	co_post post;                 /* a timed wait's "remove the timer",
+	                                 posted to its engine by the claimer */
+	co_parking park;              /* on its engine's list of parked waits */
+	co_waiter *next, *prev;       /* links, under *lk */
+	co_waitq *q;                  /* the queue it is linked on */
+	CO__ATOMIC(unsigned) *lk;     /* its primitive's lock */
+	void *obj;                    /* the primitive */
+	union {
+		void *item;           /* channel: the item to copy */
+		struct co_mutex *mutex; /* condition variable: its mutex */
+	} u;
+	co_frame *frame;              /* the waiting frame */
+	co_engine *engine;            /* the engine it is parked on */
+	uint64_t deadline;            /* CLOCK_MONOTONIC ns; 0: none */
+	CO__ATOMIC(unsigned) state;   /* lib/wait.h: CO__W_* */
+	CO__ATOMIC(unsigned) pend;    /* timed: the timer's CQE and the removal
+	                                 post still due before the frame wakes */
+	int res;                      /* the await's value */
+	unsigned char timed;          /* a timer is armed for this wait */
+	unsigned char timer_done;     /* the timer's CQE came (engine) */
+};
+
+/*
+ * Limit a wait to ns nanoseconds (relative, CLOCK_MONOTONIC):
+ *
+ *     CO_AWAIT(f, co_wait_for(co_event_wait(&s->w, &ev), 50 * CO_MS));
+ *     if (co_result(f) == -ETIME) ...
+ *
+ * Works on every wait of sync.h and of channel.h. The value is -ETIME if
+ * the time ran out first; exactly one of "released" and "timed out" wins,
+ * and a released wait that beat its timer keeps its result. ns == 0 makes
+ * it a try: -ETIME at once unless the wait completes at once. The timer is
+ * an io_uring timeout on the waiting frame's own engine; error -ENXIO when
+ * the frame does not run on an engine. Apply it right after the prep;
+ * another awaiter is returned unchanged.
+ */
+co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_WAITER_H */

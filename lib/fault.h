@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every failable call of the Linux layers that can leave work half done
+ * (allocation, thread creation, ring setup, eventfd) goes through these
+ * wrappers. In the library users link they are the plain calls. In the
+ * test build (CO_FAULT_INJECTION, a static library that is never
+ * installed) a test can make the n-th call of one kind fail with an errno
+ * of its choice, and so check every error path in turn (test_faults).
+ */
+#ifndef CORING_FAULT_H
+#define CORING_FAULT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+
+enum co__fault_site {
+	CO__FAULT_ALLOC,    /* malloc, calloc, realloc */
+	CO__FAULT_THREAD,   /* pthread_create */
+	CO__FAULT_RING,     /* io_uring_queue_init_params */
+	CO__FAULT_EVENTFD,  /* eventfd */
+	CO__FAULT_SITES
+};
+
+#ifdef CO_FAULT_INJECTION
+/* The errno the current call of this kind must fail with, or 0. */
+int co__fault_hit(enum co__fault_site site);
+/* Test control: calls first to last (counted from 1, from now on) of site
+ * fail with err (first 0: none); co__fault_arm(s, n, err) fails the nth
+ * only. co__fault_calls tells how many calls were made since. */
+void co__fault_arm_range(enum co__fault_site site, unsigned long first, unsigned long last,
+			 int err);
+void co__fault_arm(enum co__fault_site site, unsigned long nth, int err);
+unsigned long co__fault_calls(enum co__fault_site site);
+#else
+static inline int co__fault_hit(enum co__fault_site site)
+{
+	(void)site;
+	return 0;
+}
+#endif
+
+static inline void *co__malloc(size_t n)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : malloc(n);
+}
+
+static inline void *co__calloc(size_t n, size_t size)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+
+static inline void *co__realloc(void *p, size_t n)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : realloc(p, n);
+}
+
+/* pthread_create with default attributes: 0 or a positive errno. */
+static inline int co__thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	int err = co__fault_hit(CO__FAULT_THREAD);
+
+	return err ? err : pthread_create(t, NULL, fn, arg);
+}
+
+/* eventfd(0, EFD_CLOEXEC): a descriptor, or -1 with errno set. */
+static inline int co__eventfd(void)
+{
+	int err = co__fault_hit(CO__FAULT_EVENTFD);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return eventfd(0, EFD_CLOEXEC);
+}
+
+#endif
