@@ -182,7 +182,18 @@ static int transfer_resume(co_awaiter *a, co_frame *f)
 	return ((co_transfer *)a)->res;
 }
 
-static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_resume, NULL };
+/* co_cancel during the hop: nothing to cut short (the frame is already
+ * queued on the target, or is about to run again here); it sees
+ * co_cancelled() once it resumes. */
+static int transfer_cancel(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 0;
+}
+
+static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_resume,
+					     transfer_cancel };
 
 co_awaiter *co_transfer_to(co_transfer *t, co_context *target)
 {

@@ -367,6 +367,17 @@ static unsigned char cx_load(co_frame *f)
 
 static void finish_now(co_engine *e, co_frame *f);
 
+/* Queue f's request on the engine that runs f (from any thread). */
+static void cancel_push(co_frame *f)
+{
+	co_runner *r = __atomic_load_n(&f->runner, __ATOMIC_SEQ_CST);
+	co_engine *e = co__container_of(r, co_engine, runner);
+	int remote = remote_begin(e);
+
+	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+	remote_end(e, remote);
+}
+
 /*
  * co_runner.cancel, from any thread. Mark the frame (ASKED | QUEUED)
  * unless it finished; from then on it does not move to another engine
@@ -380,7 +391,6 @@ static int engine_cancel(co_runner *r, co_frame *f)
 {
 	co_engine *e;
 	unsigned char old = cx_load(f), want;
-	int remote;
 
 	do {
 		if (old & CX_FINISHED)
@@ -399,13 +409,16 @@ static int engine_cancel(co_runner *r, co_frame *f)
 		__atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
 		return co__cancel_here(f);
 	}
-	remote = remote_begin(e);
-	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
-	remote_end(e, remote);
+	cancel_push(f);
 	return 0;
 }
 
-/* The owner handles the requests other threads queued. */
+/*
+ * The owner handles the requests other threads queued. A frame with a
+ * request never completes a move, but a thief that took it and is putting
+ * it back shows its own engine for a moment (runner_move): a request that
+ * read that lands here, and goes on to the engine the frame is back with.
+ */
 static void run_cancels(co_engine *e)
 {
 	co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
@@ -414,10 +427,15 @@ static void run_cancels(co_engine *e)
 		unsigned char old;
 
 		next = f->cancel_next;
+		if (__atomic_load_n(&f->runner, __ATOMIC_SEQ_CST) != &e->runner) {
+			cancel_push(f);
+			continue;
+		}
 		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
-		if (old & CX_FINISHED)
-			finish_now(e, f); /* it finished meanwhile: its finish waited */
-		else
+		if (old & CX_FINISHED) { /* it finished meanwhile: its finish waited */
+			e->deferred--;
+			finish_now(e, f);
+		} else
 			co__cancel_here(f);
 	}
 }
@@ -946,8 +964,10 @@ static void finish_now(co_engine *e, co_frame *f)
  * touching the frame. */
 static void finish_frame(co_engine *e, co_frame *f)
 {
-	if (__atomic_fetch_or(&f->cancel, (unsigned char)CX_FINISHED, __ATOMIC_SEQ_CST) & CX_QUEUED)
+	if (__atomic_fetch_or(&f->cancel, (unsigned char)CX_FINISHED, __ATOMIC_SEQ_CST) & CX_QUEUED) {
+		e->deferred++; /* the requester is inside co_cancel: it will push */
 		return;
+	}
 	finish_now(e, f);
 }
 
@@ -1074,13 +1094,17 @@ static int engine_idle(co_engine *e)
  * still come from inside coring? Only from another thread inside a call
  * on the engine (a spawn counts its frame before pushing it; a waker
  * pushes before it unparks): visits are short, so the caller yields until
- * there is none and looks again. Read after the live count; with no
+ * there is none and looks again (the same for a frame whose finish waits
+ * for a cancel request: its requester is inside co_cancel). Read after
+ * the live count; with no
  * visitor and nothing changed since the turn began (snap), the live frames
  * are stuck for good. No timing is involved.
  */
 static int visitor_inside(co_engine *e)
 {
-	return atomic_load_explicit(&e->visitors, memory_order_seq_cst) != 0;
+	/* a finish waiting for a cancel request is one: its requester has
+	 * marked the frame and is about to push the request */
+	return atomic_load_explicit(&e->visitors, memory_order_seq_cst) != 0 || e->deferred != 0;
 }
 
 static int unchanged(co_engine *e, unsigned snap)
@@ -1344,16 +1368,22 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
  */
 int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 {
+	/* Counted inside a visit, as a spawn is: target never sees the count
+	 * without the visitor or the frame (visitor_inside). */
+	int visit = remote_begin(target), err = 0;
+
 	if (!live_get(target))
-		return -ESHUTDOWN;
-	if (runner_move(root, from, target) < 0) {
+		err = -ESHUTDOWN;
+	else if (runner_move(root, from, target) < 0)
+		err = -ECANCELED;
+	if (err == -ECANCELED)
 		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
-		co__engine_kick(target); /* it may be waiting for its count to drop */
-		return -ECANCELED;
+	if (err == 0) {
+		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+		co_wake(root);
 	}
-	atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
-	co_wake(root);
-	return 0;
+	remote_end(target, visit);
+	return err;
 }
 
 /*

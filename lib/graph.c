@@ -19,15 +19,28 @@ int co_graph_init(co_graph *g)
 	return 0;
 }
 
+/* A graph spawned on a scheduler whose nodes have not all finished. */
+static int running(co_graph *g)
+{
+	return g->sched && atomic_load_explicit(&g->finished, memory_order_acquire) < g->n;
+}
+
 int co_graph_destroy(co_graph *g)
 {
 	if (g == NULL)
 		return -EINVAL;
-	for (co_graph_node *n = g->head; n; n = n->next) {
+	if (running(g))
+		return -EBUSY; /* its contexts read the edge lists */
+	for (co_graph_node *n = g->head, *next; n; n = next) {
+		next = n->next;
 		free(n->succ);
 		n->succ = NULL;
 		n->nsucc = n->cap = 0;
+		n->graph = NULL;
+		n->next = NULL;
 	}
+	g->head = g->tail = NULL;
+	g->n = 0;
 	return 0;
 }
 
@@ -35,6 +48,10 @@ int co_graph_add(co_graph *g, co_graph_node *n, co_frame *f)
 {
 	if (g == NULL || n == NULL || f == NULL)
 		return -EINVAL;
+	if (n->graph == g)
+		for (co_graph_node *m = g->head; m; m = m->next)
+			if (m == n)
+				return -EEXIST; /* added twice */
 	memset(n, 0, sizeof *n);
 	n->frame = f;
 	n->graph = g;
@@ -189,11 +206,19 @@ int co_graph_spawn(co_graph *g, co_sched *s)
 
 	if (g == NULL || s == NULL)
 		return -EINVAL;
-	if (g->sched && atomic_load_explicit(&g->finished, memory_order_acquire) < g->n)
+	if (running(g))
 		return -EINVAL; /* still running */
-	for (n = g->head; n; n = n->next)
+	/* Each frame fresh, and in one node only: mark them as we go (they
+	 * are nobody else's yet), then take the marks off. */
+	for (n = g->head; n; n = n->next) {
 		if (!frame_fresh(n->frame))
-			return -EINVAL;
+			break;
+		n->frame->state |= CO__ST_SPAWNED;
+	}
+	for (co_graph_node *m = g->head; m != n; m = m->next)
+		m->frame->state &= ~(unsigned)CO__ST_SPAWNED;
+	if (n != NULL)
+		return -EINVAL;
 	if (!acyclic(g))
 		return -ELOOP;
 	g->sched = s;

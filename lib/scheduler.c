@@ -125,13 +125,16 @@ void co__sched_context_ended(co_context *c)
 
 /* ---- setup and teardown ----------------------------------------------------- */
 
-/* Stop, join and release contexts [0, n), of which [0, started) run. */
+/* Stop, join and release contexts [0, n), of which [0, started) run
+ * (nothing was spawned on them yet: they end at once). */
 static void contexts_release(co_sched *s, unsigned n, unsigned started)
 {
 	for (unsigned i = 0; i < started; i++)
 		co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
+	for (unsigned i = 0; i < started; i++)
+		co_context_join(&s->ctx[i]);
 	for (unsigned i = 0; i < n; i++)
-		co_context_destroy(&s->ctx[i]); /* joins the started ones */
+		co_context_destroy(&s->ctx[i]);
 }
 
 int co_sched_init(co_sched *s, const co_sched_opts *opts)

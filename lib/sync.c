@@ -24,9 +24,11 @@ static void claim_all(co_waitq *q, int res, co__wake_list *l)
  * shape: under the lock, take() completes the operation if it can;
  * otherwise the frame parks on the primitive's queue (at qoff).
  */
+enum { TAKE_DEAD = -1, TAKE_WAIT = 0, TAKE_DONE = 1 };
+
 typedef struct simple_ops {
 	co__wait_ops w;               /* first: co_waiter.aw.ops points here */
-	int (*take)(void *obj);       /* under the lock: 1 done, 0 must wait */
+	int (*take)(void *obj);       /* under the lock: TAKE_* */
 	size_t qoff;                  /* offset of the co_waitq in the object */
 } simple_ops;
 
@@ -34,11 +36,13 @@ static int simple_suspend(co_awaiter *a, co_frame *f)
 {
 	co_waiter *w = (co_waiter *)a;
 	const simple_ops *ops = (const simple_ops *)(const void *)a->ops;
+	int took;
 
 	co__spin_lock(w->lk);
-	if (ops->take(w->obj)) {
+	took = ops->take(w->obj);
+	if (took != TAKE_WAIT) {
 		co__spin_unlock(w->lk);
-		w->res = 0;
+		w->res = took == TAKE_DONE ? 0 : -EINVAL;
 		return 0;
 	}
 	return co__wait_park(w, f, (co_waitq *)(void *)((char *)w->obj + ops->qoff));
@@ -50,15 +54,48 @@ static int simple_suspend(co_awaiter *a, co_frame *f)
 		take_fn, offsetof(type, q)                                          \
 	}
 
-/* The non-blocking variant: take() once, under the lock. */
-static int try_take(atomic_uint *lk, int (*take)(void *obj), void *obj)
+/* The non-blocking variant: take() once, under the lock. 0 if it took,
+ * busy if it would wait, -EINVAL if the object was destroyed. */
+static int try_take(atomic_uint *lk, int (*take)(void *obj), void *obj, int busy)
 {
-	int done;
+	int took;
 
 	co__spin_lock(lk);
-	done = take(obj);
+	took = take(obj);
 	co__spin_unlock(lk);
-	return done;
+	return took == TAKE_DONE ? 0 : took == TAKE_WAIT ? busy : -EINVAL;
+}
+
+/* Take the lock of a primitive that has not been destroyed: 0, or -EINVAL
+ * (destroyed; the lock is not held then). */
+static int lock_alive(atomic_uint *lk, const int *dead)
+{
+	co__spin_lock(lk);
+	if (!*dead)
+		return 0;
+	co__spin_unlock(lk);
+	return -EINVAL;
+}
+
+/*
+ * Destroy, under the lock: refused while a frame waits on q (or, for a
+ * mutex, while it is held); otherwise every later call answers -EINVAL.
+ * Frames it released earlier are never a reason to wait: nothing touches
+ * the object after the call that released them returned.
+ */
+static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *held)
+{
+	int err = 0;
+
+	co__spin_lock(lk);
+	if (*dead)
+		err = -EINVAL;
+	else if (q->head || (held && *held))
+		err = -EBUSY;
+	else
+		*dead = 1;
+	co__spin_unlock(lk);
+	return err;
 }
 
 /* ---- mutex ----------------------------------------------------------------------- */
@@ -69,8 +106,14 @@ int co_mutex_init(co_mutex *m)
 		return -EINVAL;
 	atomic_init(&m->lock, 0);
 	m->locked = 0;
+	m->dead = 0;
 	m->q.head = m->q.tail = NULL;
 	return 0;
+}
+
+int co_mutex_destroy(co_mutex *m)
+{
+	return m ? destroy(&m->lock, &m->dead, &m->q, &m->locked) : -EINVAL;
 }
 
 /* With hand-off, "unlocked" implies "nobody waits": no barging. */
@@ -78,10 +121,12 @@ static int mutex_take(void *obj)
 {
 	co_mutex *m = obj;
 
+	if (m->dead)
+		return TAKE_DEAD;
 	if (m->locked)
-		return 0;
+		return TAKE_WAIT;
 	m->locked = 1;
-	return 1;
+	return TAKE_DONE;
 }
 
 SIMPLE_OPS(mutex_lock_ops, co_mutex, mutex_take);
@@ -95,7 +140,7 @@ int co_mutex_trylock(co_mutex *m)
 {
 	if (m == NULL)
 		return -EINVAL;
-	return try_take(&m->lock, mutex_take, m) ? 0 : -EBUSY;
+	return try_take(&m->lock, mutex_take, m, -EBUSY);
 }
 
 int co_mutex_unlock(co_mutex *m)
@@ -106,9 +151,10 @@ int co_mutex_unlock(co_mutex *m)
 	if (m == NULL)
 		return -EINVAL;
 	co__lock(m);
-	if (!m->locked) {
+	if (m->dead || !m->locked) {
+		int dead = m->dead;
 		co__unlock(m);
-		return -EPERM;
+		return dead ? -EINVAL : -EPERM;
 	}
 	w = m->q.head;
 	if (w) /* hand-off: stays locked, now owned by w; a condition
@@ -130,17 +176,22 @@ int co_event_init(co_event *ev, int set)
 		return -EINVAL;
 	atomic_init(&ev->lock, 0);
 	ev->set = set != 0;
+	ev->dead = 0;
 	ev->q.head = ev->q.tail = NULL;
 	return 0;
+}
+
+int co_event_destroy(co_event *ev)
+{
+	return ev ? destroy(&ev->lock, &ev->dead, &ev->q, NULL) : -EINVAL;
 }
 
 int co_event_set(co_event *ev)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
-	if (ev == NULL)
+	if (ev == NULL || lock_alive(&ev->lock, &ev->dead))
 		return -EINVAL;
-	co__lock(ev);
 	ev->set = 1;
 	claim_all(&ev->q, 0, &l);
 	co__unlock(ev);
@@ -150,9 +201,8 @@ int co_event_set(co_event *ev)
 
 int co_event_reset(co_event *ev)
 {
-	if (ev == NULL)
+	if (ev == NULL || lock_alive(&ev->lock, &ev->dead))
 		return -EINVAL;
-	co__lock(ev);
 	ev->set = 0;
 	co__unlock(ev);
 	return 0;
@@ -160,16 +210,21 @@ int co_event_reset(co_event *ev)
 
 static int event_take(void *obj)
 {
-	return ((co_event *)obj)->set;
+	co_event *ev = obj;
+
+	return ev->dead ? TAKE_DEAD : ev->set ? TAKE_DONE : TAKE_WAIT;
 }
 
 SIMPLE_OPS(event_wait_ops, co_event, event_take);
 
 int co_event_is_set(co_event *ev)
 {
+	int r;
+
 	if (ev == NULL)
 		return -EINVAL;
-	return try_take(&ev->lock, event_take, ev);
+	r = try_take(&ev->lock, event_take, ev, 1);
+	return r == 0 ? 1 : r == 1 ? 0 : r; /* taken: set */
 }
 
 co_awaiter *co_event_wait(co_waiter *w, co_event *ev)
@@ -185,17 +240,22 @@ int co_latch_init(co_latch *l, unsigned count)
 		return -EINVAL;
 	atomic_init(&l->lock, 0);
 	l->count = count;
+	l->dead = 0;
 	l->q.head = l->q.tail = NULL;
 	return 0;
+}
+
+int co_latch_destroy(co_latch *l)
+{
+	return l ? destroy(&l->lock, &l->dead, &l->q, NULL) : -EINVAL;
 }
 
 int co_latch_count_down(co_latch *l, unsigned n)
 {
 	co__wake_list wl = CO__WAKE_LIST_INIT;
 
-	if (l == NULL)
+	if (l == NULL || lock_alive(&l->lock, &l->dead))
 		return -EINVAL;
-	co__lock(l);
 	if (n > l->count) {
 		co__unlock(l);
 		return -EINVAL;
@@ -210,7 +270,9 @@ int co_latch_count_down(co_latch *l, unsigned n)
 
 static int count_take(void *obj)
 {
-	return ((co_latch *)obj)->count == 0;
+	co_latch *l = obj;
+
+	return l->dead ? TAKE_DEAD : l->count == 0 ? TAKE_DONE : TAKE_WAIT;
 }
 
 SIMPLE_OPS(count_wait_ops, co_latch, count_take);
@@ -219,7 +281,7 @@ int co_latch_try_wait(co_latch *l)
 {
 	if (l == NULL)
 		return -EINVAL;
-	return try_take(&l->lock, count_take, l) ? 0 : -EAGAIN;
+	return try_take(&l->lock, count_take, l, -EAGAIN);
 }
 
 co_awaiter *co_latch_wait(co_waiter *w, co_latch *l)
@@ -232,13 +294,17 @@ int co_waitgroup_init(co_waitgroup *wg)
 	return wg ? co_latch_init(&wg->c, 0) : -EINVAL;
 }
 
+int co_waitgroup_destroy(co_waitgroup *wg)
+{
+	return wg ? co_latch_destroy(&wg->c) : -EINVAL;
+}
+
 int co_waitgroup_add(co_waitgroup *wg, unsigned n)
 {
 	int err = 0;
 
-	if (wg == NULL)
+	if (wg == NULL || lock_alive(&wg->c.lock, &wg->c.dead))
 		return -EINVAL;
-	co__lock(&wg->c);
 	if (n > UINT_MAX - wg->c.count)
 		err = -EOVERFLOW;
 	else
@@ -265,8 +331,14 @@ int co_sem_init(co_sem *s, unsigned count)
 		return -EINVAL;
 	atomic_init(&s->lock, 0);
 	s->count = count;
+	s->dead = 0;
 	s->q.head = s->q.tail = NULL;
 	return 0;
+}
+
+int co_sem_destroy(co_sem *s)
+{
+	return s ? destroy(&s->lock, &s->dead, &s->q, NULL) : -EINVAL;
 }
 
 /* Permits go to waiters first (release hands them over), so a free
@@ -275,10 +347,12 @@ static int sem_take(void *obj)
 {
 	co_sem *s = obj;
 
+	if (s->dead)
+		return TAKE_DEAD;
 	if (s->count == 0)
-		return 0;
+		return TAKE_WAIT;
 	s->count--;
-	return 1;
+	return TAKE_DONE;
 }
 
 SIMPLE_OPS(sem_acquire_ops, co_sem, sem_take);
@@ -292,16 +366,15 @@ int co_sem_try_acquire(co_sem *s)
 {
 	if (s == NULL)
 		return -EINVAL;
-	return try_take(&s->lock, sem_take, s) ? 0 : -EAGAIN;
+	return try_take(&s->lock, sem_take, s, -EAGAIN);
 }
 
 int co_sem_release(co_sem *s, unsigned n)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
-	if (s == NULL)
+	if (s == NULL || lock_alive(&s->lock, &s->dead))
 		return -EINVAL;
-	co__lock(s);
 	if (s->q.head == NULL && n > UINT_MAX - s->count) {
 		co__unlock(s);
 		return -EOVERFLOW;
@@ -321,8 +394,14 @@ int co_cond_init(co_cond *c)
 	if (c == NULL)
 		return -EINVAL;
 	atomic_init(&c->lock, 0);
+	c->dead = 0;
 	c->q.head = c->q.tail = NULL;
 	return 0;
+}
+
+int co_cond_destroy(co_cond *c)
+{
+	return c ? destroy(&c->lock, &c->dead, &c->q, NULL) : -EINVAL;
 }
 
 /*
@@ -341,7 +420,11 @@ static void cond_deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 		return;
 	}
-	co__lock(m);
+	if (lock_alive(&m->lock, &m->dead)) {
+		w->res = -EINVAL; /* destroyed under a waiting cond: not held */
+		co__wait_wake_frame(w);
+		return;
+	}
 	if (!m->locked) {
 		m->locked = 1;
 		co__unlock(m);
@@ -362,14 +445,20 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 	co_mutex *m = w->u.mutex;
 	int held;
 
-	co__lock(m);
+	if (lock_alive(&m->lock, &m->dead)) {
+		w->res = -EINVAL;
+		return 0;
+	}
 	held = m->locked;
 	co__unlock(m);
 	if (!held) {
 		w->res = -EPERM;
 		return 0;
 	}
-	co__lock(c);
+	if (lock_alive(&c->lock, &c->dead)) {
+		w->res = -EINVAL;
+		return 0;
+	}
 	held = co__wait_park(w, f, &c->q);
 	if (held != 1)
 		return held; /* did not wait: the caller still holds m */
@@ -397,9 +486,8 @@ static int cond_notify(co_cond *c, int all)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
-	if (c == NULL)
+	if (c == NULL || lock_alive(&c->lock, &c->dead))
 		return -EINVAL;
-	co__lock(c);
 	if (all)
 		claim_all(&c->q, 0, &l);
 	else if (c->q.head)

@@ -65,11 +65,19 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 		w->err = -ENXIO;
 		return 0;
 	}
+	/* Each child must be fresh, and there once: mark them as we go (they
+	 * are nobody else's yet), then take the marks off. */
 	for (i = 0; i < w->n; i++) {
-		if (!kid_ok(w->kids[i])) {
-			w->err = -EINVAL;
-			return 0;
-		}
+		if (!kid_ok(w->kids[i]))
+			break;
+		w->kids[i]->state |= CO__ST_SPAWNED;
+	}
+	missing = i;
+	while (missing--)
+		w->kids[missing]->state &= ~(unsigned)CO__ST_SPAWNED;
+	if (i < w->n) {
+		w->err = -EINVAL; /* not fresh, or the same child twice */
+		return 0;
 	}
 	w->frame = f;
 	w->engine = e;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -424,16 +425,29 @@ static void test_deadlock_reported(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* Waits until the engine, with the frame parked, has gone to sleep instead
+ * of returning (an engine that ignored park counts would find itself idle
+ * and return), then wakes the frame and drops the park count, in that
+ * order (co_engine_park). No timing: it watches the engine's state. */
+struct opener_arg {
+	struct gate *g;
+	co_engine *e;
+	atomic_int run_returned;
+};
+
 static void *opener(void *arg)
 {
-	struct gate *g = arg;
+	struct opener_arg *o = arg;
 	co_frame *f;
-	/* wait until the frame is parked, then wake it from this thread */
-	while ((f = __atomic_load_n(&g->parked, __ATOMIC_ACQUIRE)) == NULL)
+	while ((f = __atomic_load_n(&o->g->parked, __ATOMIC_ACQUIRE)) == NULL)
 		usleep(100);
-	usleep(20000); /* longer than the engine's deadlock grace period */
-	co_engine_unpark(g->engine);
+	while (!atomic_load(&o->e->sleeping)) {
+		if (atomic_load(&o->run_returned))
+			return NULL; /* it returned with the frame parked: the test fails */
+		sched_yield();
+	}
 	co_wake(f);
+	co_engine_unpark(o->e);
 	return NULL;
 }
 
@@ -442,16 +456,21 @@ static void test_parked_frame_keeps_engine_alive(void **state)
 	co_engine e;
 	struct gate g = { .aw = { &gate_ops }, .use_park = 1 };
 	struct waiter w = { .g = &g };
+	struct opener_arg o = { .g = &g, .e = &e };
 	pthread_t th;
+	int ret;
 	(void)state;
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	co_init(&w.co, waiter_fn);
 	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
-	assert_int_equal(pthread_create(&th, NULL, opener, &g), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(pthread_create(&th, NULL, opener, &o), 0);
+	ret = co_engine_run(&e, CO_RUN_UNTIL_IDLE);
+	atomic_store(&o.run_returned, 1);
 	pthread_join(th, NULL);
+	assert_int_equal(ret, 0);
 	assert_int_equal(w.passed, 1);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	if (ret == 0)
+		assert_int_equal(co_engine_destroy(&e), 0);
 }
 
 struct sleeper {

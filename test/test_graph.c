@@ -227,6 +227,9 @@ static void test_cycle_and_errors(void **state)
 	assert_int_equal(co_graph_spawn(NULL, &s), -EINVAL);
 	assert_int_equal(co_graph_spawn(&g, NULL), -EINVAL);
 	assert_int_equal(co_graph_run(&g, NULL), -EINVAL);
+	/* the same node twice (it used to loop forever in spawn) */
+	assert_int_equal(co_graph_add(&g, &n[1], &t[1].co), -EEXIST);
+	assert_int_equal(g.n, 4);
 
 	/* 0 -> 1 -> 2 -> 0, and 3 after 0: a cycle, nothing may start */
 	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
@@ -239,6 +242,27 @@ static void test_cycle_and_errors(void **state)
 		assert_int_equal(t[i].co.label, 0);
 	}
 	assert_int_equal(co_sched_tasks(&s), 0);
+
+	/* one frame in two nodes: refused at spawn, nothing starts */
+	{
+		co_graph dup;
+		co_graph_node a, b;
+		struct task x;
+		task_init(&x, &clock, 0, 0);
+		assert_int_equal(co_graph_init(&dup), 0);
+		assert_int_equal(co_graph_add(&dup, &a, &x.co), 0);
+		assert_int_equal(co_graph_add(&dup, &b, &x.co), 0);
+		assert_int_equal(co_graph_spawn(&dup, &s), -EINVAL);
+		assert_int_equal(x.co.state & CO__ST_SPAWNED, 0); /* no mark left */
+		assert_int_equal(co_sched_run(&s), 0);
+		assert_int_equal(atomic_load(&x.runs), 0);
+		assert_int_equal(co_graph_destroy(&dup), 0);
+		/* its nodes are out: they can be added again */
+		assert_int_equal(co_graph_add(&dup, &a, &x.co), 0);
+		assert_int_equal(co_graph_run(&dup, &s), 0);
+		assert_int_equal(atomic_load(&x.runs), 1);
+		assert_int_equal(co_graph_destroy(&dup), 0);
+	}
 
 	/* an empty graph runs and succeeds */
 	assert_int_equal(co_graph_run(&other, &s), 0);

@@ -17,6 +17,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <cmocka.h>
@@ -944,6 +946,110 @@ static void test_echo_random_sizes_to_64k(void **state)
 	echo_run(300, BIG_MSG); /* 1 byte to 64 KiB: many short sends and reads */
 }
 
+/* ---- lengths past 32 bits, and a write to a pipe with no reader -------------- */
+
+struct big {
+	co_frame co;
+	co_io io;
+	int fd;
+	char *buf;
+	size_t len;
+	int res;
+};
+
+static int big_send_fn(co_frame *f)
+{
+	struct big *b = (struct big *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_send(&b->io, b->fd, b->buf, b->len, MSG_DONTWAIT | MSG_NOSIGNAL));
+	b->res = co_result(f);
+	CO_END(f);
+}
+
+/* 4 GiB + 5 bytes: the request is clamped to CO_IO_MAX, never truncated
+ * modulo 2^32 (which made it 5 bytes; 4 GiB made it 0). The socket takes
+ * what fits in its buffer: a short count, more than 5. The buffer is a
+ * reserved, untouched mapping: only the bytes sent are read. */
+static void test_length_past_32_bits(void **state)
+{
+	size_t len = ((size_t)4 << 30) + 5;
+	struct big b = { .len = len, .res = 1 };
+	int sv[2];
+	(void)state;
+	b.buf = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	assert_true(b.buf != MAP_FAILED);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	b.fd = sv[0];
+	co_init(&b.co, big_send_fn);
+	run1(&b.co);
+	assert_true(b.res > 5);
+	assert_true((unsigned)b.res <= CO_IO_MAX);
+	b.len = (size_t)4 << 30; /* 4 GiB exactly: was 0 */
+	b.res = 1;
+	close(sv[1]);
+	close(sv[0]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	b.fd = sv[0];
+	co_init(&b.co, big_send_fn);
+	run1(&b.co);
+	assert_true(b.res > 5);
+	munmap(b.buf, len);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+struct pipe_writer {
+	co_frame co;
+	co_io io;
+	int fd, res;
+};
+
+static int pipe_writer_fn(co_frame *f)
+{
+	struct pipe_writer *w = (struct pipe_writer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_write(&w->io, w->fd, "x", 1, (uint64_t)-1));
+	w->res = co_result(f);
+	CO_END(f);
+}
+
+/* What io.md says: like write(2), a write to a pipe whose reader is gone
+ * raises SIGPIPE, whose default action ends the process; with SIGPIPE
+ * ignored (what servers do) the await's value is -EPIPE. Checked in a
+ * child process for each case. */
+static int write_to_closed_pipe(int ignore)
+{
+	struct pipe_writer w = { .res = 1 };
+	int p[2], status;
+	pid_t pid = fork();
+	if (pid == 0) {
+		signal(SIGPIPE, ignore ? SIG_IGN : SIG_DFL); /* whatever we inherited */
+		if (pipe(p) != 0)
+			_exit(2);
+		close(p[0]);
+		w.fd = p[1];
+		co_init(&w.co, pipe_writer_fn);
+		run1(&w.co);
+		_exit(w.res == -EPIPE ? 0 : 3);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+static void test_write_to_closed_pipe(void **state)
+{
+	int st;
+	(void)state;
+	st = write_to_closed_pipe(0);
+	if (!WIFSIGNALED(st))
+		fail_msg("default SIGPIPE: child status %#x", st);
+	assert_int_equal(WTERMSIG(st), SIGPIPE);
+	st = write_to_closed_pipe(1);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -963,6 +1069,8 @@ int main(void)
 		cmocka_unit_test(test_read_write_all_file),
 		cmocka_unit_test(test_echo_10000_coroutines),
 		cmocka_unit_test(test_echo_random_sizes_to_64k),
+		cmocka_unit_test(test_length_past_32_bits),
+		cmocka_unit_test(test_write_to_closed_pipe),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests_name("io", tests, NULL, NULL);

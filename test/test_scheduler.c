@@ -341,6 +341,20 @@ static void test_no_stealing_keeps_work(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+struct gated {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+};
+
+static int gated_fn(co_frame *f)
+{
+	struct gated *g = (struct gated *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&g->w, g->ev));
+	CO_END(f);
+}
+
 /* ---- dispatch ---------------------------------------------------------------- */
 
 static void test_dispatch_strategies(void **state)
@@ -348,6 +362,8 @@ static void test_dispatch_strategies(void **state)
 	co_sched s;
 	co_sched_opts o = { .contexts = 2, .dispatch = CO_DISPATCH_ROUND_ROBIN };
 	static struct worker w[100];
+	static struct gated gates[30];
+	co_event ev;
 	int on[2] = { 0, 0 };
 	(void)state;
 	assert_int_equal(co_sched_init(&s, &o), 0);
@@ -362,19 +378,22 @@ static void test_dispatch_strategies(void **state)
 	assert_int_equal(on[1], 50);
 	assert_int_equal(co_sched_destroy(&s), 0);
 
-	/* least loaded: context 0 already holds 30 tasks, so the next 20 all
-	 * go to context 1 */
+	/* least loaded: context 0 holds 30 tasks (parked until the event is
+	 * set, so they cannot finish meanwhile), so the next 20 all go to
+	 * context 1 */
 	o.dispatch = CO_DISPATCH_LEAST_LOADED;
 	assert_int_equal(co_sched_init(&s, &o), 0);
-	on[0] = on[1] = 0;
+	assert_int_equal(co_event_init(&ev, 0), 0);
 	for (int i = 0; i < 30; i++) {
-		co_init(&w[i].co, worker_fn);
-		assert_int_equal(co_sched_spawn_to(&s, 0, &w[i].co), 0);
+		gates[i] = (struct gated){ .ev = &ev };
+		co_init(&gates[i].co, gated_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &gates[i].co), 0);
 	}
 	for (int i = 30; i < 50; i++) {
 		co_init(&w[i].co, worker_fn);
 		assert_int_equal(co_sched_spawn(&s, &w[i].co), 0);
 	}
+	assert_int_equal(co_event_set(&ev), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	for (int i = 30; i < 50; i++)
 		assert_ptr_equal(w[i].ran_on, &s.ctx[1]);
@@ -630,20 +649,6 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&ran[0]), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
-}
-
-struct gated {
-	co_frame co;
-	co_waiter w;
-	co_event *ev;
-};
-
-static int gated_fn(co_frame *f)
-{
-	struct gated *g = (struct gated *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_event_wait(&g->w, g->ev));
-	CO_END(f);
 }
 
 static void test_errors(void **state)

@@ -381,6 +381,17 @@ static void test_errors(void **state)
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(co_engine_destroy(&e), 0);
 
+	/* the same child twice: -EINVAL, nothing spawned (it used to hang) */
+	{
+		co_frame *twice[2] = { &k[0].co, &k[0].co };
+		kid_init(&k[0], K_NOW, 0, 0);
+		assert_int_equal(run_parent(&p, twice, 2, 0), -EINVAL);
+		assert_false(co_done(kids[0]));
+		assert_int_equal(kids[0]->state & CO__ST_SPAWNED, 0); /* no mark left */
+		assert_int_equal(run_parent(&p, twice, 2, 1), -EINVAL); /* when_any */
+		assert_false(co_done(kids[0]));
+	}
+
 	/* the engine refuses spawns (stopped): -ESHUTDOWN, nothing waits */
 	kid_init(&k[0], K_NOW, 0, 0);
 	kid_init(&k[1], K_NOW, 0, 0);

@@ -194,6 +194,8 @@ struct co_engine {
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
 	co_frame *local_tail;           /* private: without stealing, the ring's */
 	unsigned local_n;               /* private: overflow with it */
+	unsigned deferred;              /* private: finished frames whose finish
+	                                   waits for a cancel request */
 	pthread_t owner;                /* private */
 	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */

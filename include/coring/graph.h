@@ -76,11 +76,14 @@ struct co_graph {
 /* Errors: -EINVAL (NULL). */
 int co_graph_init(co_graph *g);
 
-/* Free the edge lists; nodes and frames stay the caller's. -EINVAL (NULL). */
+/* Free the edge lists and take the nodes out (they may be added again,
+ * to this graph or another); nodes and frames stay the caller's.
+ * -EINVAL (NULL), -EBUSY (spawned, and not every node has finished). */
 int co_graph_destroy(co_graph *g);
 
-/* Add node n running frame f (co_init'ed). 0, -EINVAL (NULL, n already in
- * a graph). */
+/* Add node n running frame f (co_init'ed). 0, -EINVAL (NULL), -EEXIST (n
+ * is in g already). A node in another graph must leave it first
+ * (co_graph_destroy of that graph). */
 int co_graph_add(co_graph *g, co_graph_node *n, co_frame *f);
 
 /* a must finish before b starts (precede), or after b (succeed). 0,
@@ -94,7 +97,8 @@ int co_graph_succeed(co_graph_node *a, co_graph_node *b);
  * that have no predecessor (the rest follow as they become ready). From
  * any thread; co_sched_run(s) (now or later) runs it to the end, and
  * several graphs may share one run. 0, -EINVAL (NULL, a frame already
- * started, spawned or finished, or the graph is running), -ELOOP (the
+ * started, spawned or finished, one frame in two nodes, or the graph is
+ * running), -ELOOP (the
  * edges contain a cycle: nothing was started). A node whose submit the
  * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule.
  */

@@ -17,8 +17,9 @@
  * One co_waiter serves one await at a time; the prep functions return its
  * awaiter for CO_AWAIT. The await's value (co_result) is 0 on success,
  * -ECANCELED after co_cancel, -ETIME when co_wait_for's time ran out, or
- * the operation's own error. Misuse (a NULL object) completes at once
- * with -EINVAL; a NULL co_waiter returns a shared awaiter that does so too.
+ * the operation's own error. Misuse (a NULL or destroyed object) completes
+ * at once with -EINVAL; a NULL co_waiter returns a shared awaiter that
+ * does so too.
  *
  * Rules:
  *   - Wake-ups cross threads: a frame parked on engine A may be released
@@ -27,7 +28,11 @@
  *     wait that cannot complete at once ends with -ECANCELED.
  *   - Frames that do not run on an engine (co_loop, co_resume by hand) may
  *     use the primitives from their own thread only, without time limits.
- *   - A primitive must outlive every call on it; it needs no destroy.
+ *   - Freeing a primitive: once the call that released its last waiter
+ *     (set, unlock, release, close ...) has returned, coring does not touch
+ *     it again, even while the released frames' timers are being removed
+ *     on their engines. Its destroy function checks that no frame waits
+ *     (-EBUSY otherwise) and makes every later call answer -EINVAL.
  *   - Waiting frames are served in FIFO order by every primitive.
  */
 #ifndef CORING_SYNC_H
@@ -56,12 +61,17 @@ typedef struct co_mutex {
 	atomic_uint lock;             /* private: spinlock over the fields below */
 	int locked;                   /* private */
 	co_waitq q;                   /* private */
+	int dead;                     /* private: destroyed */
 } co_mutex;
 
-#define CO_MUTEX_INIT { 0, 0, { NULL, NULL } }
+#define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0 }
 
 /* Errors: -EINVAL (NULL). */
 int co_mutex_init(co_mutex *m);
+/* 0: from now on every call on m answers -EINVAL, and coring does not
+ * touch m again (free it at will). -EBUSY (held, or a frame waits on it:
+ * nothing changes), -EINVAL (NULL, destroyed). */
+int co_mutex_destroy(co_mutex *m);
 /* Await the lock. Value 0 (held), -ECANCELED, -ETIME (co_wait_for); -EINVAL
  * for a NULL mutex. */
 co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m);
@@ -81,10 +91,13 @@ typedef struct co_event {
 	atomic_uint lock;             /* private */
 	int set;                      /* private */
 	co_waitq q;                   /* private */
+	int dead;                     /* private */
 } co_event;
 
 /* Errors: -EINVAL (NULL). */
 int co_event_init(co_event *ev, int set);
+/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+int co_event_destroy(co_event *ev);
 /* Set it and wake every waiter: 0, -EINVAL. From any thread. */
 int co_event_set(co_event *ev);
 /* Clear it: 0, -EINVAL. */
@@ -103,10 +116,13 @@ typedef struct co_latch {
 	atomic_uint lock;             /* private */
 	unsigned count;               /* private */
 	co_waitq q;                   /* private */
+	int dead;                     /* private */
 } co_latch;
 
 /* Errors: -EINVAL (NULL). */
 int co_latch_init(co_latch *l, unsigned count);
+/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+int co_latch_destroy(co_latch *l);
 /* Count down by n; at zero every waiter wakes. 0, -EINVAL (NULL, or n
  * larger than what is left). From any thread. */
 int co_latch_count_down(co_latch *l, unsigned n);
@@ -123,6 +139,8 @@ typedef struct co_waitgroup {
 
 /* Errors: -EINVAL (NULL). */
 int co_waitgroup_init(co_waitgroup *wg);
+/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+int co_waitgroup_destroy(co_waitgroup *wg);
 /* 0, -EINVAL (NULL), -EOVERFLOW (the count would pass UINT_MAX). */
 int co_waitgroup_add(co_waitgroup *wg, unsigned n);
 /* One unit done; at zero every waiter wakes. 0, -EINVAL (NULL, or nothing
@@ -139,10 +157,13 @@ typedef struct co_sem {
 	atomic_uint lock;             /* private */
 	unsigned count;               /* private: permits available */
 	co_waitq q;                   /* private */
+	int dead;                     /* private */
 } co_sem;
 
 /* Errors: -EINVAL (NULL). */
 int co_sem_init(co_sem *s, unsigned count);
+/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+int co_sem_destroy(co_sem *s);
 /* Await a permit: 0, -ECANCELED, -ETIME (co_wait_for). */
 co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s);
 /* 0 if a permit was taken, -EAGAIN if none is free, -EINVAL. */
@@ -161,16 +182,21 @@ int co_sem_release(co_sem *s, unsigned n);
 typedef struct co_cond {
 	atomic_uint lock;             /* private */
 	co_waitq q;                   /* private */
+	int dead;                     /* private */
 } co_cond;
 
 /* Errors: -EINVAL (NULL). */
 int co_cond_init(co_cond *c);
+/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+int co_cond_destroy(co_cond *c);
 /*
  * Release m and wait for a notify; re-acquire m before the await returns,
  * whatever its value. 0 (notified), -ECANCELED, -ETIME (co_wait_for limits
  * the wait for the notify, not the re-lock); -EPERM (m is not locked: the
  * await returns at once), -EINVAL (NULL). If the wait cannot start
- * (cancelled, a zero time limit) it returns at once, m still held.
+ * (cancelled, a zero time limit) it returns at once, m still held. m must
+ * not be destroyed while a frame waits on c with it (if it is, the await
+ * ends with -EINVAL, m not held).
  */
 co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, struct co_mutex *m);
 /* Wake the oldest waiter / every waiter: 0, -EINVAL. From any thread;

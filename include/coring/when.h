@@ -57,7 +57,7 @@ typedef struct co_when {
  * Await every child. Value: 0 if every child's status is >= 0, else the
  * first negative status in index order; -ECANCELED (the awaiting frame was
  * cancelled); -EINVAL (NULL, a child NULL, without a body, started,
- * spawned or awaited; nothing was spawned); -ENXIO (the frame does not run
+ * spawned or awaited, or the same child twice; nothing was spawned); -ENXIO (the frame does not run
  * on an engine); -ESHUTDOWN (the engine refused a spawn: the children
  * already spawned are still awaited). n == 0 completes at once with 0.
  */

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Destroying the sync primitives: refused (-EBUSY) while a frame waits on
+ * one (or a mutex is held), nothing changed by the refusal; afterwards
+ * every call answers -EINVAL, and destroying twice too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <cmocka.h>
+
+#include <coring/sync.h>
+#include <coring/channel.h>
+
+enum prim { P_MUTEX, P_EVENT, P_LATCH, P_WAITGROUP, P_SEM, P_COND, P_CHAN, P_PRIMS };
+
+static const char *const names[P_PRIMS] = { "mutex", "event", "latch", "wait group",
+					     "semaphore", "condvar", "channel" };
+
+struct objs {
+	co_mutex m, cm;
+	co_event ev;
+	co_latch l;
+	co_waitgroup wg;
+	co_sem s;
+	co_cond c;
+	co_chan ch;
+};
+
+struct waiter {
+	co_frame co;
+	co_waiter w;
+	struct objs *o;
+	enum prim p;
+	int item, res;
+};
+
+static int waiter_fn(co_frame *f)
+{
+	struct waiter *t = (struct waiter *)f;
+	struct objs *o = t->o;
+	CO_BEGIN(f);
+	if (t->p == P_MUTEX) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &o->m));
+	} else if (t->p == P_EVENT) {
+		CO_AWAIT(f, co_event_wait(&t->w, &o->ev));
+	} else if (t->p == P_LATCH) {
+		CO_AWAIT(f, co_latch_wait(&t->w, &o->l));
+	} else if (t->p == P_WAITGROUP) {
+		CO_AWAIT(f, co_waitgroup_wait(&t->w, &o->wg));
+	} else if (t->p == P_SEM) {
+		CO_AWAIT(f, co_sem_acquire(&t->w, &o->s));
+	} else if (t->p == P_COND) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &o->cm));
+		CO_AWAIT(f, co_cond_wait(&t->w, &o->c, &o->cm));
+		t->res = co_result(f);
+		co_mutex_unlock(&o->cm);
+		CO_RETURN(f, 0);
+	} else {
+		CO_AWAIT(f, co_chan_recv(&t->w, &o->ch, &t->item));
+	}
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static void objs_init(struct objs *o)
+{
+	assert_int_equal(co_mutex_init(&o->m), 0);
+	assert_int_equal(co_mutex_init(&o->cm), 0);
+	assert_int_equal(co_event_init(&o->ev, 0), 0);
+	assert_int_equal(co_latch_init(&o->l, 1), 0);
+	assert_int_equal(co_waitgroup_init(&o->wg), 0);
+	assert_int_equal(co_waitgroup_add(&o->wg, 1), 0);
+	assert_int_equal(co_sem_init(&o->s, 0), 0);
+	assert_int_equal(co_cond_init(&o->c), 0);
+	assert_int_equal(co_chan_init(&o->ch, sizeof(int), 1, NULL), 0);
+	assert_int_equal(co_mutex_trylock(&o->m), 0); /* so that a lock waits */
+}
+
+static int destroy(struct objs *o, enum prim p)
+{
+	switch (p) {
+	case P_MUTEX: return co_mutex_destroy(&o->m);
+	case P_EVENT: return co_event_destroy(&o->ev);
+	case P_LATCH: return co_latch_destroy(&o->l);
+	case P_WAITGROUP: return co_waitgroup_destroy(&o->wg);
+	case P_SEM: return co_sem_destroy(&o->s);
+	case P_COND: return co_cond_destroy(&o->c);
+	default: return co_chan_destroy(&o->ch);
+	}
+}
+
+/* Let the waiter of p go (the mutex: hand it over). */
+static void release(struct objs *o, enum prim p)
+{
+	int one = 1;
+	switch (p) {
+	case P_MUTEX: assert_int_equal(co_mutex_unlock(&o->m), 0); break;
+	case P_EVENT: assert_int_equal(co_event_set(&o->ev), 0); break;
+	case P_LATCH: assert_int_equal(co_latch_count_down(&o->l, 1), 0); break;
+	case P_WAITGROUP: assert_int_equal(co_waitgroup_done(&o->wg), 0); break;
+	case P_SEM: assert_int_equal(co_sem_release(&o->s, 1), 0); break;
+	case P_COND: assert_int_equal(co_cond_signal(&o->c), 0); break;
+	default: assert_int_equal(co_chan_try_send(&o->ch, &one), 0); break;
+	}
+}
+
+/* Every call on a destroyed p answers -EINVAL. */
+static void check_dead(struct objs *o, enum prim p, co_loop *loop)
+{
+	struct waiter late = { .o = o, .p = p, .res = 1 };
+	int one = 1;
+
+	switch (p) {
+	case P_MUTEX:
+		assert_int_equal(co_mutex_trylock(&o->m), -EINVAL);
+		assert_int_equal(co_mutex_unlock(&o->m), -EINVAL);
+		break;
+	case P_EVENT:
+		assert_int_equal(co_event_set(&o->ev), -EINVAL);
+		assert_int_equal(co_event_reset(&o->ev), -EINVAL);
+		assert_int_equal(co_event_is_set(&o->ev), -EINVAL);
+		break;
+	case P_LATCH:
+		assert_int_equal(co_latch_count_down(&o->l, 0), -EINVAL);
+		assert_int_equal(co_latch_try_wait(&o->l), -EINVAL);
+		break;
+	case P_WAITGROUP:
+		assert_int_equal(co_waitgroup_add(&o->wg, 1), -EINVAL);
+		assert_int_equal(co_waitgroup_done(&o->wg), -EINVAL);
+		break;
+	case P_SEM:
+		assert_int_equal(co_sem_try_acquire(&o->s), -EINVAL);
+		assert_int_equal(co_sem_release(&o->s, 1), -EINVAL);
+		break;
+	case P_COND:
+		assert_int_equal(co_cond_signal(&o->c), -EINVAL);
+		assert_int_equal(co_cond_broadcast(&o->c), -EINVAL);
+		break;
+	default:
+		assert_int_equal(co_chan_try_send(&o->ch, &one), -EINVAL);
+		assert_int_equal(co_chan_try_recv(&o->ch, &one), -EINVAL);
+		assert_int_equal(co_chan_close(&o->ch), -EINVAL);
+		assert_int_equal(co_chan_len(&o->ch), -EINVAL);
+		break;
+	}
+	/* an await on it ends at once with -EINVAL */
+	co_init(&late.co, waiter_fn);
+	assert_int_equal(co_loop_spawn(loop, &late.co), 0);
+	assert_int_equal(co_loop_run(loop), 0);
+	assert_int_equal(late.res, -EINVAL);
+	assert_int_equal(destroy(o, p), -EINVAL); /* twice */
+}
+
+static void test_destroy_rules(void **state)
+{
+	(void)state;
+	for (int p = 0; p < P_PRIMS; p++) {
+		struct objs o;
+		struct waiter w = { .o = &o, .p = (enum prim)p, .res = 1 };
+		co_loop loop;
+		objs_init(&o);
+		co_loop_init(&loop);
+		co_init(&w.co, waiter_fn);
+		assert_int_equal(co_loop_spawn(&loop, &w.co), 0);
+		assert_int_equal(co_loop_run(&loop), 1); /* it waits */
+		if (destroy(&o, (enum prim)p) != -EBUSY)
+			fail_msg("%s: destroyed with a frame waiting", names[p]);
+		release(&o, (enum prim)p); /* the refusal changed nothing */
+		assert_int_equal(co_loop_run(&loop), 0);
+		if (w.res != 0)
+			fail_msg("%s: the waiter got %d", names[p], w.res);
+		if (p == P_MUTEX) { /* held (handed over): still in use */
+			assert_int_equal(destroy(&o, P_MUTEX), -EBUSY);
+			assert_int_equal(co_mutex_unlock(&o.m), 0);
+		}
+		assert_int_equal(destroy(&o, (enum prim)p), 0);
+		check_dead(&o, (enum prim)p, &loop);
+		assert_int_equal(co_mutex_destroy(NULL), -EINVAL);
+		if (p != P_CHAN)
+			assert_int_equal(co_chan_destroy(&o.ch), 0);
+	}
+	assert_int_equal(co_event_destroy(NULL), -EINVAL);
+	assert_int_equal(co_latch_destroy(NULL), -EINVAL);
+	assert_int_equal(co_waitgroup_destroy(NULL), -EINVAL);
+	assert_int_equal(co_sem_destroy(NULL), -EINVAL);
+	assert_int_equal(co_cond_destroy(NULL), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_destroy_rules),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
