@@ -358,67 +358,58 @@ enum {
 	CX_QUEUED = 1u << 4,    /* on the engine's cancel list, not handled yet */
 	CX_FINISHED = 1u << 5,  /* the frame finished (its on_done may wait for a
 	                           queued request) */
+	CX_MOVING = 1u << 6,    /* another engine is taking it (runner_move) */
 };
 
 static unsigned char cx_load(co_frame *f)
 {
-	return __atomic_load_n(&f->cancel, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&f->cancel, __ATOMIC_ACQUIRE);
 }
 
 static void finish_now(co_engine *e, co_frame *f);
 
-/* Queue f's request on the engine that runs f (from any thread). */
-static void cancel_push(co_frame *f)
-{
-	co_runner *r = __atomic_load_n(&f->runner, __ATOMIC_SEQ_CST);
-	co_engine *e = co__container_of(r, co_engine, runner);
-	int remote = remote_begin(e);
-
-	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
-	remote_end(e, remote);
-}
-
 /*
  * co_runner.cancel, from any thread. Mark the frame (ASKED | QUEUED)
- * unless it finished; from then on it does not move to another engine
- * (co__engine_steal and co__engine_move store the new runner, then look at
- * the bits; we set the bits, then read the runner: Dekker). On the owner's
- * thread, act at once; elsewhere queue the frame for the owner, and its
- * finish waits for the request (finish_frame), so the request reaches the
- * engine that owns the frame while the frame is still there.
+ * unless it finished. From then on it does not move to another engine: a
+ * move marks the frame MOVING in the same byte, and only if no request is
+ * there, and publishes the new runner only once it is certain; we wait
+ * for a move already under way to be published. So the runner we read is
+ * the engine that owns the frame, for good. On that engine's thread, act
+ * at once; elsewhere queue the frame for it, and its finish waits for the
+ * request (finish_frame), so the frame is still there when it arrives.
  */
 static int engine_cancel(co_runner *r, co_frame *f)
 {
 	co_engine *e;
 	unsigned char old = cx_load(f), want;
+	int remote;
 
 	do {
 		if (old & CX_FINISHED)
 			return -EALREADY; /* changes nothing */
 		want = (unsigned char)(old | CO__CANCEL_ASKED | CX_QUEUED);
-	} while (!__atomic_compare_exchange_n(&f->cancel, &old, want, 1, __ATOMIC_SEQ_CST,
-					      __ATOMIC_SEQ_CST));
+	} while (!__atomic_compare_exchange_n(&f->cancel, &old, want, 1, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
 	if (old & CX_QUEUED)
 		return 0; /* a request is on its way already */
-	/* From here the frame stays with the engine that owns it now. */
-	r = __atomic_load_n(&f->runner, __ATOMIC_SEQ_CST);
+	while (cx_load(f) & CX_MOVING)
+		co__cpu_relax(); /* a move decided before us: a few instructions */
+	r = __atomic_load_n(&f->runner, __ATOMIC_ACQUIRE);
 	e = co__container_of(r, co_engine, runner);
 	if (co__tls_engine == e) {
 		/* Its own thread: at once. Only this thread finishes it, so
 		 * it has not finished since the CAS. */
-		__atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
+		__atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_ACQ_REL);
 		return co__cancel_here(f);
 	}
-	cancel_push(f);
+	remote = remote_begin(e);
+	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+	remote_end(e, remote);
 	return 0;
 }
 
-/*
- * The owner handles the requests other threads queued. A frame with a
- * request never completes a move, but a thief that took it and is putting
- * it back shows its own engine for a moment (runner_move): a request that
- * read that lands here, and goes on to the engine the frame is back with.
- */
+/* The owner handles the requests other threads queued (each for one of
+ * its own frames: see engine_cancel). */
 static void run_cancels(co_engine *e)
 {
 	co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
@@ -427,10 +418,6 @@ static void run_cancels(co_engine *e)
 		unsigned char old;
 
 		next = f->cancel_next;
-		if (__atomic_load_n(&f->runner, __ATOMIC_SEQ_CST) != &e->runner) {
-			cancel_push(f);
-			continue;
-		}
 		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
 		if (old & CX_FINISHED) { /* it finished meanwhile: its finish waited */
 			e->deferred--;
@@ -1323,16 +1310,22 @@ int co__engine_quiet(co_engine *e, unsigned *epoch)
 	return atomic_load_explicit(&e->quiet, memory_order_seq_cst);
 }
 
-/* Give f to engine `to` (its runner pointer), then check that no cancel
- * request is queued for it; the requester sets the bit, then reads the
- * runner (engine_cancel). 0: moved; -ECANCELED: f stays (runner put back). */
-static int runner_move(co_frame *f, co_engine *from, co_engine *to)
+/* Give f to engine `to`, unless it was asked to cancel: mark it MOVING
+ * (in the byte a cancel request marks, so exactly one of the two comes
+ * first), publish the new runner, unmark. 0: moved; -ECANCELED: f stays
+ * where it is, and nothing was published. */
+static int runner_move(co_frame *f, co_engine *to)
 {
-	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_SEQ_CST);
-	if (co__likely(!(cx_load(f) & (CX_QUEUED | CO__CANCEL_ASKED))))
-		return 0;
-	__atomic_store_n(&f->runner, &from->runner, __ATOMIC_SEQ_CST);
-	return -ECANCELED;
+	unsigned char old = cx_load(f);
+
+	do {
+		if (old & (CX_QUEUED | CO__CANCEL_ASKED))
+			return -ECANCELED;
+	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CX_MOVING), 1,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&f->cancel, (unsigned char)~CX_MOVING, __ATOMIC_RELEASE);
+	return 0;
 }
 
 /*
@@ -1344,12 +1337,16 @@ static int runner_move(co_frame *f, co_engine *from, co_engine *to)
  */
 unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 {
+	/* A visit of the victim: while a frame is in our hands, counted on
+	 * it but in none of its queues, it must not take the frame for one
+	 * that nothing will wake (visitor_inside). */
+	int visit = remote_begin(victim);
 	unsigned n = 0;
 	co_frame *f;
 
 	while (n < max && (f = ring_pop(victim)) != NULL) {
-		if (runner_move(f, victim, thief) < 0) {
-			engine_wake(&victim->runner, f);
+		if (runner_move(f, thief) < 0) {
+			engine_wake(&victim->runner, f); /* back to the victim */
 			continue;
 		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
@@ -1357,6 +1354,7 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 		owner_push(thief, f); /* we run on the thief's thread */
 		n++;
 	}
+	remote_end(victim, visit);
 	return n;
 }
 
@@ -1374,7 +1372,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 
 	if (!live_get(target))
 		err = -ESHUTDOWN;
-	else if (runner_move(root, from, target) < 0)
+	else if (runner_move(root, target) < 0)
 		err = -ECANCELED;
 	if (err == -ECANCELED)
 		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);

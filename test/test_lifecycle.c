@@ -1103,6 +1103,124 @@ static void test_free_event_after_set(void **state)
 	assert_int_equal(co_context_destroy(&c), 0);
 }
 
+/* ---- more of the tables in docs/design.md ---------------------------------------- */
+
+struct waiter_thread {
+	co_sched *s;
+	int ret;
+};
+
+static void *run_main(void *arg)
+{
+	struct waiter_thread *w = arg;
+	w->ret = co_sched_run(w->s);
+	return NULL;
+}
+
+/* Several threads may wait in co_sched_run at once; a stop that cannot
+ * finish yet makes destroy refuse (-EBUSY) until the work is done; a stop
+ * on an ended scheduler is harmless. */
+static void test_sched_run_waiters_and_stops(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct world wd;
+	struct blocked b;
+	struct waiter_thread w[3];
+	pthread_t th[3];
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	blocked_init(&b, &wd, W_EVENT);
+	assert_int_equal(co_sched_spawn(&s, &b.co), 0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct waiter_thread){ .s = &s, .ret = 1 };
+		assert_int_equal(pthread_create(&th[i], NULL, run_main, &w[i]), 0);
+	}
+	WAIT_UNTIL(atomic_load(&wd.parked) == 1);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_STOPPING);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* waiters, and a task parked */
+	assert_int_equal(co_event_set(&wd.ev), 0);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].ret, 0);
+	}
+	assert_int_equal(b.res, 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0); /* harmless */
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	world_free(&wd);
+}
+
+/* A cancel request for a frame of an engine that is not running waits for
+ * its next run; and a cancel stop stays one when a drain is asked after. */
+static void test_cancel_while_not_running(void **state)
+{
+	co_engine e;
+	struct world wd;
+	struct blocked b;
+	struct task t;
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	blocked_init(&b, &wd, W_SLEEP); /* an hour */
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_cancel(&b.co), 0); /* no run: queued */
+	assert_true(co_cancelled(&b.co));
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(b.res, -ECANCELED); /* its sleep was cut short */
+
+	task_init(&t);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0); /* no way back */
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	world_free(&wd);
+
+	/* the same with a frame that never started: under the cancel stop
+	 * it never does, even after the drain was asked */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(t.ran, 0);
+	assert_int_equal(t.status, -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* A frame asked to cancel does not move: its transfer ends -ECANCELED. */
+static int self_cancel_hop_fn(co_frame *f)
+{
+	struct hop *h = (struct hop *)f;
+	CO_BEGIN(f);
+	h->before = co_context_current();
+	co_cancel(f);
+	CO_AWAIT(f, co_transfer_to(&h->tr, h->to));
+	h->res = co_result(f);
+	h->after = co_context_current();
+	CO_END(f);
+}
+
+static void test_cancelled_frame_does_not_move(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct hop h = { .res = 1 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	h.to = &s.ctx[1];
+	co_init(&h.co, self_cancel_hop_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &h.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(h.res, -ECANCELED);
+	assert_ptr_equal(h.before, &s.ctx[0]);
+	assert_ptr_equal(h.after, &s.ctx[0]);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1123,6 +1241,9 @@ int main(void)
 		cmocka_unit_test(test_cross_thread_cancel_races_end),
 		cmocka_unit_test(test_free_channel_after_timed_claim),
 		cmocka_unit_test(test_free_event_after_set),
+		cmocka_unit_test(test_sched_run_waiters_and_stops),
+		cmocka_unit_test(test_cancel_while_not_running),
+		cmocka_unit_test(test_cancelled_frame_does_not_move),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

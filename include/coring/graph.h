@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * coring/graph.h - a task graph (seed 004's precede/succeed): nodes are
+ * coring/graph.h - a task graph (precede/succeed): nodes are
  * coroutines, edges say which must finish first; it runs on a scheduler.
  *
  *     co_graph g;
