@@ -25,14 +25,14 @@ define setup
 endef
 
 build: deps-test
-	$(call setup,build,,)
+	$(call setup,build,,-Dwerror=true)
 	$(MESON) compile -C build
 
 test: deps-test
-	$(call setup,build,,)
-	$(call setup,build-clang,CC=clang,-Dlabel_backend=goto -Dextra_checks=false)
-	$(call setup,build-asan,,-Db_sanitize=address$(comma)undefined -Db_lundef=false -Dbench=false -Dextra_checks=false)
-	$(call setup,build-tsan,CC=clang,-Db_sanitize=thread -Db_lundef=false -Dbench=false -Dextra_checks=false)
+	$(call setup,build,,-Dwerror=true)
+	$(call setup,build-clang,CC=clang,-Dwerror=true -Dlabel_backend=goto -Dextra_checks=false)
+	$(call setup,build-asan,,-Dwerror=true -Db_sanitize=address$(comma)undefined -Db_lundef=false -Dbench=disabled -Dextra_checks=false)
+	$(call setup,build-tsan,CC=clang,-Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dbench=disabled -Dextra_checks=false)
 	@set -e; for d in build build-clang build-asan build-tsan; do \
 		echo "== $$d"; \
 		$(MESON) compile -C $$d >/dev/null; \
@@ -41,7 +41,7 @@ test: deps-test
 	@echo "make test: all build configurations passed"
 
 bench: deps-bench
-	$(call setup,build-release,,--buildtype=release -Dtests=false)
+	$(call setup,build-release,,--buildtype=release -Dtests=disabled)
 	$(MESON) compile -C build-release
 	@sh bench/run.sh build-release
 

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <ck_ring.h>
+
 #include <coring/engine.h>
 #include "internal.h"
 #include "fault.h"
@@ -128,13 +130,19 @@ int co_engine_state(co_engine *e)
 /* Ready queue                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* The ready ring (ck_ring, kept out of the public header) and its slots. */
+struct co__ready_ring {
+	ck_ring_t ring;
+	ck_ring_buffer_t buf[];
+};
+
 CO_NO_TSAN static int ring_push(co_engine *e, co_frame *f)
 {
 	int ok;
 
 	co__hb_release(f); /* pairs with ring_pop's acquire of the same frame */
 	co__tsan_ignore_begin();
-	ok = ck_ring_enqueue_spmc(&e->ready, e->ready_buf, f); /* the owner only */
+	ok = ck_ring_enqueue_spmc(&e->ready->ring, e->ready->buf, f); /* the owner only */
 	co__tsan_ignore_end();
 	return ok;
 }
@@ -145,7 +153,7 @@ CO_NO_TSAN static co_frame *ring_pop(co_engine *e)
 	int ok;
 
 	co__tsan_ignore_begin();
-	ok = ck_ring_dequeue_spmc(&e->ready, e->ready_buf, &p); /* owner and thieves */
+	ok = ck_ring_dequeue_spmc(&e->ready->ring, e->ready->buf, &p); /* owner and thieves */
 	co__tsan_ignore_end();
 	if (!ok)
 		return NULL;
@@ -158,7 +166,7 @@ CO_NO_TSAN static unsigned ring_size(co_engine *e)
 	unsigned n;
 
 	co__tsan_ignore_begin();
-	n = ck_ring_size(&e->ready);
+	n = ck_ring_size(&e->ready->ring);
 	co__tsan_ignore_end();
 	return n;
 }
@@ -274,10 +282,17 @@ static int ready_nonempty(co_engine *e)
  *     engine as idle while the change is in progress;
  *   - at the end, epoch is bumped and the engine woken if it sleeps.
  */
+/* co_engine.quiet: NO; MAYBE while the engine checks, after raising it,
+ * that no visitor came (quiet_set); YES once that held, counted by the
+ * scheduler. Whoever takes it down from YES uncounts it. */
+enum { QUIET_NO = 0, QUIET_MAYBE = 1, QUIET_YES = 2 };
+
 static void quiet_clear(co_engine *e)
 {
-	if (co__unlikely(atomic_load_explicit(&e->quiet, memory_order_relaxed)) &&
-	    atomic_exchange_explicit(&e->quiet, 0, memory_order_acq_rel))
+	/* seq_cst: pairs with quiet_set (we count ourselves in visitors, then
+	 * look at the flag; it raises the flag, then looks at visitors) */
+	if (co__unlikely(atomic_load_explicit(&e->quiet, memory_order_seq_cst)) &&
+	    atomic_exchange_explicit(&e->quiet, QUIET_NO, memory_order_seq_cst) == QUIET_YES)
 		e->hooks->quiet(e, e->hook_arg, 0);
 }
 
@@ -593,9 +608,9 @@ static void engine_free(co_engine *e)
 	if (e->wake_fd >= 0)
 		close(e->wake_fd);
 	e->wake_fd = -1;
-	free(e->ready_buf);
+	free(e->ready);
 	free(e->ts);
-	e->ready_buf = NULL;
+	e->ready = NULL;
 	e->ts = NULL;
 }
 
@@ -633,10 +648,10 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->wake_fd = -1;
 	e->wake_info.cb = wake_done;
 	atomic_init(&e->stop_mode, STOP_NONE);
-	e->ready_buf = co__calloc(o.ready_size, sizeof *e->ready_buf);
-	if (e->ready_buf == NULL)
+	e->ready = co__calloc(1, sizeof *e->ready + o.ready_size * sizeof e->ready->buf[0]);
+	if (e->ready == NULL)
 		return -ENOMEM;
-	ck_ring_init(&e->ready, o.ready_size);
+	ck_ring_init(&e->ready->ring, o.ready_size);
 	e->wake_fd = co__eventfd();
 	if (e->wake_fd < 0) {
 		ret = -errno;
@@ -1099,15 +1114,28 @@ static int unchanged(co_engine *e, unsigned snap)
 	return atomic_load_explicit(&e->epoch, memory_order_seq_cst) == snap && engine_idle(e);
 }
 
-/* Tell the scheduler (if any) that this engine is idle with nothing that
- * can progress; cleared by the next visitor or by the owner's next turn. */
-static void quiet_set(co_engine *e)
+/*
+ * Tell the scheduler (if any) that this engine is idle with nothing that
+ * can progress; cleared by the next visitor or by the owner's next turn.
+ * The flag goes up first and the engine looks for visitors after: a
+ * visitor that came in between sees the flag and takes it down, or we see
+ * the visitor; either way the scheduler never counts the engine quiet
+ * while a change is on its way.
+ */
+static void quiet_set(co_engine *e, unsigned snap)
 {
-	int zero = 0;
+	int want = QUIET_NO;
 
-	if (e->hooks && e->hooks->quiet &&
-	    atomic_compare_exchange_strong_explicit(&e->quiet, &zero, 1, memory_order_acq_rel,
-						    memory_order_relaxed))
+	if (!e->hooks || !e->hooks->quiet ||
+	    !atomic_compare_exchange_strong_explicit(&e->quiet, &want, QUIET_MAYBE,
+						    memory_order_seq_cst, memory_order_relaxed))
+		return;
+	want = QUIET_MAYBE;
+	if (visitor_inside(e) || !unchanged(e, snap)) {
+		atomic_compare_exchange_strong(&e->quiet, &want, QUIET_NO);
+		return;
+	}
+	if (atomic_compare_exchange_strong(&e->quiet, &want, QUIET_YES))
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
@@ -1217,7 +1245,7 @@ static int loop(co_engine *e, int mode)
 					ret = -EDEADLK;
 					break;
 				}
-				quiet_set(e); /* a scheduler decides */
+				quiet_set(e, snap); /* a scheduler decides */
 			}
 			ret = engine_wait(e, snap, wait_ns); /* a visitor wakes us */
 		}
@@ -1307,7 +1335,7 @@ int co__engine_sleeping(co_engine *e)
 int co__engine_quiet(co_engine *e, unsigned *epoch)
 {
 	*epoch = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-	return atomic_load_explicit(&e->quiet, memory_order_seq_cst);
+	return atomic_load_explicit(&e->quiet, memory_order_seq_cst) == QUIET_YES;
 }
 
 /* Give f to engine `to`, unless it was asked to cancel: mark it MOVING

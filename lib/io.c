@@ -60,7 +60,7 @@ static int io_resume(co_awaiter *a, co_frame *f)
 
 /* co_cancel() on a frame waiting here: ask the kernel; the frame resumes
  * when the operation's own CQE arrives (-ECANCELED, or its result if it
- * won the race), never before (DESIGN invariant 6). */
+ * won the race), never before (invariant 6 of docs/design.md). */
 static int io_cancel(co_awaiter *a, co_frame *f)
 {
 	co_io *io = (co_io *)a;

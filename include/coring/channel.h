@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 typedef struct co_chan {
-	atomic_uint lock;             /* private: spinlock over the fields below */
+	CO__ATOMIC(unsigned) lock;             /* private: spinlock over the fields below */
 	int closed;                   /* private */
 	int owned;                    /* private: buf was allocated by init */
 	size_t size;                  /* read-only: item size */
@@ -52,30 +52,30 @@ typedef struct co_chan {
  * Errors: -EINVAL (NULL c, item_size or capacity 0), -EOVERFLOW (the
  * buffer size overflows), -ENOMEM.
  */
-int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
+CO_API int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
 
 /* Free what init allocated. -EINVAL (NULL), -EBUSY (someone is blocked). */
-int co_chan_destroy(co_chan *c);
+CO_API int co_chan_destroy(co_chan *c);
 
 /* Await sending *item: 0 (it is in the channel, or with a receiver),
  * -EPIPE (closed), -ECANCELED, -ETIME (co_wait_for), -EINVAL (NULL). */
-co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item);
+CO_API co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item);
 
 /* Await an item into *item: 0, -EPIPE (closed and empty), -ECANCELED,
  * -ETIME (co_wait_for), -EINVAL (NULL). */
-co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item);
+CO_API co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item);
 
 /* Without waiting, from any thread: 0, -EAGAIN (full / empty), -EPIPE
  * (closed / closed and empty), -EINVAL (NULL). */
-int co_chan_try_send(co_chan *c, const void *item);
-int co_chan_try_recv(co_chan *c, void *item);
+CO_API int co_chan_try_send(co_chan *c, const void *item);
+CO_API int co_chan_try_recv(co_chan *c, void *item);
 
 /* Close it and wake everyone blocked (with -EPIPE). From any thread.
  * 0, -EALREADY (closed before), -EINVAL (NULL). */
-int co_chan_close(co_chan *c);
+CO_API int co_chan_close(co_chan *c);
 
 /* Items buffered now (a snapshot), or -EINVAL. */
-int co_chan_len(co_chan *c);
+CO_API int co_chan_len(co_chan *c);
 
 #ifdef __cplusplus
 }

@@ -55,39 +55,39 @@ typedef struct co_context {
 } co_context;
 
 /* Errors: -EINVAL (NULL), then as co_engine_init. */
-int co_context_init(co_context *c, const co_engine_opts *opts);
+CO_API int co_context_init(co_context *c, const co_engine_opts *opts);
 
 /* Start the thread. -EINVAL (NULL, bad mode, not set up), -EALREADY
  * (started before), or pthread_create's error, negated (-EAGAIN): then the
  * context is still NEW, with its queued frames, and may be started again. */
-int co_context_start(co_context *c, int mode);
+CO_API int co_context_start(co_context *c, int mode);
 
 /* Hand it a root frame, from any thread: as co_engine_spawn (-ESHUTDOWN
  * once it was stopped or its thread ended). */
-int co_context_spawn(co_context *c, co_frame *f);
+CO_API int co_context_spawn(co_context *c, co_frame *f);
 
 /* Ask it to stop: as co_engine_stop (mode CO_STOP_DRAIN or CO_STOP_CANCEL).
  * On a context whose thread never started, a cancel stop finishes the
  * queued frames at once, on the calling thread (their on_done sees
  * -ECANCELED). -EINVAL for NULL or a bad mode. */
-int co_context_stop(co_context *c, int mode);
+CO_API int co_context_stop(co_context *c, int mode);
 
 /* Wait for the thread; returns the engine's result (0, -EDEADLK, ...).
  * -EINVAL (NULL, never started, joined already). */
-int co_context_join(co_context *c);
+CO_API int co_context_join(co_context *c);
 
 /* Release it (joining its thread if it ended and was not joined). -EINVAL
  * (NULL, destroyed), -EBUSY (its thread runs, or it never started and
  * frames are queued: start it, or cancel-stop it first). Frames that the
  * thread found stuck when it ended (join returned -EDEADLK) are
  * forgotten, as co_engine_destroy says. */
-int co_context_destroy(co_context *c);
+CO_API int co_context_destroy(co_context *c);
 
 /* enum co_context_state of c (a snapshot), or -EINVAL for NULL. */
-int co_context_state(co_context *c);
+CO_API int co_context_state(co_context *c);
 
 /* The context whose thread is calling, or NULL. */
-co_context *co_context_current(void);
+CO_API co_context *co_context_current(void);
 
 /*
  * CO_AWAIT(f, co_transfer_to(&s->tr, ctx)): continue on ctx's thread. The
@@ -104,7 +104,7 @@ typedef struct co_transfer {
 	int res;                     /* private */
 } co_transfer;
 
-co_awaiter *co_transfer_to(co_transfer *t, co_context *target);
+CO_API co_awaiter *co_transfer_to(co_transfer *t, co_context *target);
 
 #ifdef __cplusplus
 }

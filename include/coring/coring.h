@@ -5,11 +5,13 @@
  *     #include <coring/coring.h>
  *
  * The layers, each depending only on those above it:
+ *   version.h    CORING_VERSION, co_version()
  *   co.h         coroutine frames, awaiters, child await, co_loop (freestanding)
  *   engine.h     one engine per thread: ready queue, io_uring, loop
  *   io.h         I/O awaiters (read, recv, accept, sleep, deadlines, ...)
  *   context.h    a thread running one engine; co_transfer between them
  *   scheduler.h  N contexts behind one submit/run API
+ *   waiter.h     the waiter every sync wait takes; co_wait_for
  *   sync.h       mutex, event, latch, wait group, semaphore, condition variable
  *   channel.h    bounded channel of fixed-size items
  *   when.h       when_all / when_any over child coroutines
@@ -20,10 +22,12 @@
 #define CORING_CORING_H
 
 #include <coring/co.h>
+#include <coring/version.h>
 #include <coring/engine.h>
 #include <coring/io.h>
 #include <coring/context.h>
 #include <coring/scheduler.h>
+#include <coring/waiter.h>
 #include <coring/sync.h>
 #include <coring/channel.h>
 #include <coring/when.h>

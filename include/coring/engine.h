@@ -43,9 +43,9 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <liburing.h>
-#include <ck_ring.h>
 
 #include <coring/co.h>
+#include <coring/version.h>
 
 /* Private fields that other threads touch are atomics in C. C++ code only
  * embeds the structs (it never touches private fields), so it sees plain
@@ -164,6 +164,7 @@ enum {
 };
 
 struct co__engine_hooks;
+struct co__ready_ring;
 
 typedef struct co_engine co_engine;
 struct co_engine {
@@ -171,9 +172,8 @@ struct co_engine {
 
 	/* Owner-thread state. */
 	struct io_uring ring;           /* private: driven by the owner only */
-	ck_ring_t ready;                /* private: ring of co_frame *, the owner
+	struct co__ready_ring *ready;   /* private: ring of co_frame *, the owner
 	                                   its only producer, thieves consumers */
-	ck_ring_buffer_t *ready_buf;    /* private */
 	unsigned batch;                 /* read-only */
 	unsigned inflight;              /* read-only: SQEs whose CQE is due */
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
@@ -241,7 +241,7 @@ struct co_engine {
  * errors, or io_uring_setup's (-ENOSYS when the kernel lacks io_uring,
  * -EPERM when it is disabled, -EMFILE ...). Nothing leaks on an error.
  */
-int co_engine_init(co_engine *e, const co_engine_opts *opts);
+CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
 
 /*
  * Release the engine's ring and memory; afterwards the library never
@@ -253,7 +253,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts);
  * NULL or an engine not set up. From the owner thread or any other; it
  * waits for other threads still returning from a call on e.
  */
-int co_engine_destroy(co_engine *e);
+CO_API int co_engine_destroy(co_engine *e);
 
 /*
  * Hand a root frame (co_init'ed, not started) to the engine; from any
@@ -262,7 +262,7 @@ int co_engine_destroy(co_engine *e);
  * Errors: -EINVAL (NULL, no body, started, already spawned, a child, or
  * an engine not set up), -ESHUTDOWN (a stop was asked).
  */
-int co_engine_spawn(co_engine *e, co_frame *f);
+CO_API int co_engine_spawn(co_engine *e, co_frame *f);
 
 /*
  * Run the loop on the calling thread: resume ready frames, submit their
@@ -277,7 +277,7 @@ int co_engine_spawn(co_engine *e, co_frame *f);
  * runs on this thread; -EPERM when called from a thread other than the
  * engine's owner; or io_uring's error.
  */
-int co_engine_run(co_engine *e, int mode);
+CO_API int co_engine_run(co_engine *e, int mode);
 
 /*
  * Ask the engine to stop, from any thread (signal handlers excepted): new
@@ -293,17 +293,17 @@ int co_engine_run(co_engine *e, int mode);
  * A second stop may turn a drain into a cancel, never the reverse.
  * Returns 0, or -EINVAL for NULL, a bad mode or an engine not set up.
  */
-int co_engine_stop(co_engine *e, int mode);
+CO_API int co_engine_stop(co_engine *e, int mode);
 
 /* A drain stop that becomes a cancel stop if frames are still live ns
  * nanoseconds from now. Returns 0 or -EINVAL as co_engine_stop. */
-int co_engine_stop_timed(co_engine *e, uint64_t ns);
+CO_API int co_engine_stop_timed(co_engine *e, uint64_t ns);
 
 /* enum co_engine_state of e (a snapshot), or -EINVAL for NULL. */
-int co_engine_state(co_engine *e);
+CO_API int co_engine_state(co_engine *e);
 
 /* The engine running on the calling thread, or NULL. */
-co_engine *co_engine_current(void);
+CO_API co_engine *co_engine_current(void);
 
 /*
  * Park counts (tinyCoro's register_wait/unregister_wait): a primitive that
@@ -314,8 +314,8 @@ co_engine *co_engine_current(void);
  * with the frame on its way. Returns 0, or -EINVAL for NULL or an engine
  * not set up.
  */
-int co_engine_park(co_engine *e);
-int co_engine_unpark(co_engine *e);
+CO_API int co_engine_park(co_engine *e);
+CO_API int co_engine_unpark(co_engine *e);
 
 /*
  * Run p->fn on e's thread at its next loop turn; from any thread. A post
@@ -325,7 +325,7 @@ int co_engine_unpark(co_engine *e);
  * going runs in the next one.
  * Errors: -EINVAL (NULL e, p or p->fn, or an engine not set up).
  */
-int co_engine_post(co_engine *e, co_post *p);
+CO_API int co_engine_post(co_engine *e, co_post *p);
 
 /*
  * Cancel from any thread: co_cancel (co.h) on a root frame this engine runs
@@ -348,20 +348,20 @@ int co_engine_post(co_engine *e, co_post *p);
  * arrives (a multishot until its last CQE); info NULL means
  * fire-and-forget.
  */
-struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
+CO_API struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
 
 /* The next SQE of a link chain started by co_engine_sqe (which keeps room
  * for it): never submits early, so the chain is not cut. */
-struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag);
+CO_API struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag);
 
 /* The SQE last handed out for info, if it has not been submitted yet (to
  * add a link after it); NULL otherwise. */
-struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info);
+CO_API struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info);
 
 /* Storage for a timeout's timespec that lives as long as sqe is queued
  * (the kernel copies it at submission): awaiters need not keep one. NULL
  * unless sqe is an SQE of e's ring. */
-struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe);
+CO_API struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe);
 
 #ifdef __cplusplus
 }

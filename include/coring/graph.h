@@ -34,7 +34,6 @@
 #ifndef CORING_GRAPH_H
 #define CORING_GRAPH_H
 
-#include <stdatomic.h>
 #include <coring/scheduler.h>
 
 #ifdef __cplusplus
@@ -55,13 +54,13 @@ enum co_node_state {
 struct co_graph_node {
 	co_frame *frame;              /* read-only: the node's coroutine */
 	co_graph *graph;              /* read-only */
-	atomic_int state;             /* read-only: enum co_node_state */
+	CO__ATOMIC(int) state;             /* read-only: enum co_node_state */
 	co_graph_node *next;          /* private: the graph's node list */
 	co_graph_node **succ;         /* private: successors (malloc'd) */
 	unsigned nsucc, cap;          /* private */
 	unsigned npred;               /* private: edges in */
-	atomic_uint waiting;          /* private: predecessors not finished */
-	atomic_int failed;            /* private: a predecessor failed */
+	CO__ATOMIC(unsigned) waiting;          /* private: predecessors not finished */
+	CO__ATOMIC(int) failed;            /* private: a predecessor failed */
 	co_graph_node *work;          /* private: a work list link */
 };
 
@@ -69,28 +68,28 @@ struct co_graph {
 	co_graph_node *head, *tail;   /* private: nodes in insertion order */
 	unsigned n;                   /* read-only: node count */
 	co_sched *sched;          /* private: during a run */
-	atomic_int error;             /* read-only: the first failure, or 0 */
-	atomic_uint finished;         /* read-only: nodes done or skipped */
+	CO__ATOMIC(int) error;             /* read-only: the first failure, or 0 */
+	CO__ATOMIC(unsigned) finished;         /* read-only: nodes done or skipped */
 };
 
 /* Errors: -EINVAL (NULL). */
-int co_graph_init(co_graph *g);
+CO_API int co_graph_init(co_graph *g);
 
 /* Free the edge lists and take the nodes out (they may be added again,
  * to this graph or another); nodes and frames stay the caller's.
  * -EINVAL (NULL), -EBUSY (spawned, and not every node has finished). */
-int co_graph_destroy(co_graph *g);
+CO_API int co_graph_destroy(co_graph *g);
 
 /* Add node n running frame f (co_init'ed). 0, -EINVAL (NULL), -EEXIST (n
  * is in g already). A node in another graph must leave it first
  * (co_graph_destroy of that graph). */
-int co_graph_add(co_graph *g, co_graph_node *n, co_frame *f);
+CO_API int co_graph_add(co_graph *g, co_graph_node *n, co_frame *f);
 
 /* a must finish before b starts (precede), or after b (succeed). 0,
  * -EINVAL (NULL, a == b, nodes of different graphs or not added), -ENOMEM.
  * Cycles are reported when the graph is started. */
-int co_graph_precede(co_graph_node *a, co_graph_node *b);
-int co_graph_succeed(co_graph_node *a, co_graph_node *b);
+CO_API int co_graph_precede(co_graph_node *a, co_graph_node *b);
+CO_API int co_graph_succeed(co_graph_node *a, co_graph_node *b);
 
 /*
  * Start the graph on s without waiting: check it, then submit the nodes
@@ -102,11 +101,11 @@ int co_graph_succeed(co_graph_node *a, co_graph_node *b);
  * edges contain a cycle: nothing was started). A node whose submit the
  * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule.
  */
-int co_graph_spawn(co_graph *g, co_sched *s);
+CO_API int co_graph_spawn(co_graph *g, co_sched *s);
 
 /* co_graph_spawn, then co_sched_run(s). Returns the scheduler's error
  * if it failed, else the graph's first failure, else 0. */
-int co_graph_run(co_graph *g, co_sched *s);
+CO_API int co_graph_run(co_graph *g, co_sched *s);
 
 #ifdef __cplusplus
 }

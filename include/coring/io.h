@@ -38,6 +38,11 @@
 extern "C" {
 #endif
 
+/* co_statx fills a struct statx, which <sys/stat.h> declares only with
+ * _GNU_SOURCE: declared here, so that this header compiles without it
+ * (code that calls co_statx needs the definition, and so the macro). */
+struct statx;
+
 typedef struct co_io {
 	co_awaiter aw;                /* private: first, returned by the preps */
 	co_io_info info;              /* private: the SQE's user_data */
@@ -55,31 +60,31 @@ typedef struct co_io {
 #define CO_IO_MAX 0x7ffff000u
 
 /* Operations. Errors are the kernel's (see docs/io.md). */
-co_awaiter *co_nop(co_io *io);
-co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off);
-co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off);
-co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
-co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
-co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags);
-co_awaiter *co_send(co_io *io, int fd, const void *buf, size_t len, int flags);
-co_awaiter *co_recvmsg(co_io *io, int fd, struct msghdr *msg, unsigned flags);
-co_awaiter *co_sendmsg(co_io *io, int fd, const struct msghdr *msg, unsigned flags);
-co_awaiter *co_accept(co_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
-co_awaiter *co_connect(co_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen);
-co_awaiter *co_close(co_io *io, int fd);
-co_awaiter *co_openat(co_io *io, int dfd, const char *path, int flags, mode_t mode);
-co_awaiter *co_fsync(co_io *io, int fd, unsigned flags);
-co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, unsigned mask,
+CO_API co_awaiter *co_nop(co_io *io);
+CO_API co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off);
+CO_API co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off);
+CO_API co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
+CO_API co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off);
+CO_API co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags);
+CO_API co_awaiter *co_send(co_io *io, int fd, const void *buf, size_t len, int flags);
+CO_API co_awaiter *co_recvmsg(co_io *io, int fd, struct msghdr *msg, unsigned flags);
+CO_API co_awaiter *co_sendmsg(co_io *io, int fd, const struct msghdr *msg, unsigned flags);
+CO_API co_awaiter *co_accept(co_io *io, int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+CO_API co_awaiter *co_connect(co_io *io, int fd, const struct sockaddr *addr, socklen_t addrlen);
+CO_API co_awaiter *co_close(co_io *io, int fd);
+CO_API co_awaiter *co_openat(co_io *io, int dfd, const char *path, int flags, mode_t mode);
+CO_API co_awaiter *co_fsync(co_io *io, int fd, unsigned flags);
+CO_API co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, unsigned mask,
 		     struct statx *out);
 /* Readiness: the value is the ready events (POLLIN ...). */
-co_awaiter *co_poll(co_io *io, int fd, unsigned events);
+CO_API co_awaiter *co_poll(co_io *io, int fd, unsigned events);
 /* Sleep ns (relative), or until ns on CLOCK_MONOTONIC (absolute): 0 when
  * the time came, -ECANCELED when cancelled. */
-co_awaiter *co_sleep(co_io *io, uint64_t ns);
-co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
+CO_API co_awaiter *co_sleep(co_io *io, uint64_t ns);
+CO_API co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
 /* Ask the kernel to cancel target's pending operation: 0 if it was
  * cancelled, -ENOENT if none was found, -EALREADY if it already runs. */
-co_awaiter *co_cancel_io(co_io *io, co_io *target);
+CO_API co_awaiter *co_cancel_io(co_io *io, co_io *target);
 
 /*
  * Deadline on the operation just prepared (a linked timeout):
@@ -89,14 +94,14 @@ co_awaiter *co_cancel_io(co_io *io, co_io *target);
  * and its buffer may be reused at once). Ignored on co_sleep and on a
  * prep that failed.
  */
-co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
+CO_API co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
 
 #define CO_US 1000ull
 #define CO_MS 1000000ull
 #define CO_S 1000000000ull
 
 /* Monotonic clock in ns (for co_sleep_until). */
-uint64_t co_now_ns(void);
+CO_API uint64_t co_now_ns(void);
 
 /*
  * Transfer helpers that loop over short reads and writes: child
@@ -116,10 +121,10 @@ typedef struct co_xfer {
 	uint64_t off;
 } co_xfer;
 
-co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off);
-co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off);
-co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags);
-co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags);
+CO_API co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off);
+CO_API co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off);
+CO_API co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags);
+CO_API co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags);
 
 /*
  * Multishot accept: one SQE keeps accepting; every new descriptor (or
@@ -145,10 +150,10 @@ struct co_acceptor {
 
 /* From the engine thread. Errors: -EINVAL (NULL, bad fd, no callback),
  * -EALREADY (armed), -ENXIO (no engine on this thread). */
-int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
+CO_API int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
 		      void (*on_conn)(co_acceptor *, int), void *user);
 /* From the engine thread. 0, or -EINVAL / -ENXIO as above. */
-int co_acceptor_stop(co_acceptor *a);
+CO_API int co_acceptor_stop(co_acceptor *a);
 
 #ifdef __cplusplus
 }

@@ -84,7 +84,7 @@ typedef struct co_sched {
  * -EINVAL (NULL s, bad dispatch), -ENOMEM, a context's co_engine_init
  * error, or pthread_create's (negated): nothing is left running or
  * allocated after an error. */
-int co_sched_init(co_sched *s, const co_sched_opts *opts);
+CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
 
 /*
  * Stop the contexts, join them and release everything. -EINVAL (NULL,
@@ -93,15 +93,15 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts);
  * with co_sched_run first). Tasks found stuck (co_sched_run returned
  * -EDEADLK) after a stop are forgotten, as co_engine_destroy says.
  */
-int co_sched_destroy(co_sched *s);
+CO_API int co_sched_destroy(co_sched *s);
 
 /* Hand a task (a co_init'ed root frame) to a context chosen by the dispatch
  * strategy, or to context i. Any thread, including a coroutine's.
  * Errors: -EINVAL (NULL, a started/spawned frame, i out of range, a
  * destroyed scheduler), -ESHUTDOWN (a stop was asked: not accepted, it
  * will not run). */
-int co_sched_spawn(co_sched *s, co_frame *f);
-int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
+CO_API int co_sched_spawn(co_sched *s, co_frame *f);
+CO_API int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
 
 /*
  * Wait until nothing is left to do: every task has finished, and so has
@@ -113,7 +113,7 @@ int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
  * with one; -EINVAL (NULL, destroyed). After a stop it returns once every
  * context has ended. Several threads may wait at once.
  */
-int co_sched_run(co_sched *s);
+CO_API int co_sched_run(co_sched *s);
 
 /*
  * Stop the scheduler, from any thread (a signal-handling thread, a task):
@@ -124,14 +124,14 @@ int co_sched_run(co_sched *s);
  * 0, or -EINVAL (NULL, bad mode, destroyed). Asking again is harmless; a
  * drain may be turned into a cancel.
  */
-int co_sched_stop(co_sched *s, int mode);
-int co_sched_stop_timed(co_sched *s, uint64_t ns);
+CO_API int co_sched_stop(co_sched *s, int mode);
+CO_API int co_sched_stop_timed(co_sched *s, uint64_t ns);
 
 /* The number of tasks accepted and not finished (0 for NULL). */
-unsigned long co_sched_tasks(co_sched *s);
+CO_API unsigned long co_sched_tasks(co_sched *s);
 
 /* enum co_sched_state of s (a snapshot), or -EINVAL for NULL. */
-int co_sched_state(co_sched *s);
+CO_API int co_sched_state(co_sched *s);
 
 #ifdef __cplusplus
 }

@@ -58,7 +58,7 @@ extern "C" {
  * releases it.
  */
 typedef struct co_mutex {
-	atomic_uint lock;             /* private: spinlock over the fields below */
+	CO__ATOMIC(unsigned) lock;             /* private: spinlock over the fields below */
 	int locked;                   /* private */
 	co_waitq q;                   /* private */
 	int dead;                     /* private: destroyed */
@@ -67,19 +67,19 @@ typedef struct co_mutex {
 #define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0 }
 
 /* Errors: -EINVAL (NULL). */
-int co_mutex_init(co_mutex *m);
+CO_API int co_mutex_init(co_mutex *m);
 /* 0: from now on every call on m answers -EINVAL, and coring does not
  * touch m again (free it at will). -EBUSY (held, or a frame waits on it:
  * nothing changes), -EINVAL (NULL, destroyed). */
-int co_mutex_destroy(co_mutex *m);
+CO_API int co_mutex_destroy(co_mutex *m);
 /* Await the lock. Value 0 (held), -ECANCELED, -ETIME (co_wait_for); -EINVAL
  * for a NULL mutex. */
-co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m);
+CO_API co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m);
 /* Take it only if it is free: 0, -EBUSY (held), -EINVAL (NULL). */
-int co_mutex_trylock(co_mutex *m);
+CO_API int co_mutex_trylock(co_mutex *m);
 /* Release it (to the oldest waiter, if any): 0, -EPERM (not locked),
  * -EINVAL (NULL). From any thread. */
-int co_mutex_unlock(co_mutex *m);
+CO_API int co_mutex_unlock(co_mutex *m);
 
 /* ------------------------------------------------------------------------ */
 /* Event                                                                    */
@@ -88,24 +88,24 @@ int co_mutex_unlock(co_mutex *m);
 /* A manual-reset event: set wakes every waiter and lets later waits pass
  * until reset. */
 typedef struct co_event {
-	atomic_uint lock;             /* private */
+	CO__ATOMIC(unsigned) lock;             /* private */
 	int set;                      /* private */
 	co_waitq q;                   /* private */
 	int dead;                     /* private */
 } co_event;
 
 /* Errors: -EINVAL (NULL). */
-int co_event_init(co_event *ev, int set);
+CO_API int co_event_init(co_event *ev, int set);
 /* As co_mutex_destroy: -EBUSY while a frame waits on it. */
-int co_event_destroy(co_event *ev);
+CO_API int co_event_destroy(co_event *ev);
 /* Set it and wake every waiter: 0, -EINVAL. From any thread. */
-int co_event_set(co_event *ev);
+CO_API int co_event_set(co_event *ev);
 /* Clear it: 0, -EINVAL. */
-int co_event_reset(co_event *ev);
+CO_API int co_event_reset(co_event *ev);
 /* 1 if set, 0 if not, -EINVAL. */
-int co_event_is_set(co_event *ev);
+CO_API int co_event_is_set(co_event *ev);
 /* Await the event: 0 once set, -ECANCELED, -ETIME (co_wait_for). */
-co_awaiter *co_event_wait(co_waiter *w, co_event *ev);
+CO_API co_awaiter *co_event_wait(co_waiter *w, co_event *ev);
 
 /* ------------------------------------------------------------------------ */
 /* Latch and wait group                                                     */
@@ -113,23 +113,23 @@ co_awaiter *co_event_wait(co_waiter *w, co_event *ev);
 
 /* A single-use countdown: waits pass once the count reached zero. */
 typedef struct co_latch {
-	atomic_uint lock;             /* private */
+	CO__ATOMIC(unsigned) lock;             /* private */
 	unsigned count;               /* private */
 	co_waitq q;                   /* private */
 	int dead;                     /* private */
 } co_latch;
 
 /* Errors: -EINVAL (NULL). */
-int co_latch_init(co_latch *l, unsigned count);
+CO_API int co_latch_init(co_latch *l, unsigned count);
 /* As co_mutex_destroy: -EBUSY while a frame waits on it. */
-int co_latch_destroy(co_latch *l);
+CO_API int co_latch_destroy(co_latch *l);
 /* Count down by n; at zero every waiter wakes. 0, -EINVAL (NULL, or n
  * larger than what is left). From any thread. */
-int co_latch_count_down(co_latch *l, unsigned n);
+CO_API int co_latch_count_down(co_latch *l, unsigned n);
 /* 0 if the count reached zero, -EAGAIN if not, -EINVAL. */
-int co_latch_try_wait(co_latch *l);
+CO_API int co_latch_try_wait(co_latch *l);
 /* Await zero: 0, -ECANCELED, -ETIME (co_wait_for). */
-co_awaiter *co_latch_wait(co_waiter *w, co_latch *l);
+CO_API co_awaiter *co_latch_wait(co_waiter *w, co_latch *l);
 
 /* Go's WaitGroup: add work, mark it done, wait until none is left.
  * Reusable: add after a wait completed starts a new round. */
@@ -138,39 +138,39 @@ typedef struct co_waitgroup {
 } co_waitgroup;
 
 /* Errors: -EINVAL (NULL). */
-int co_waitgroup_init(co_waitgroup *wg);
+CO_API int co_waitgroup_init(co_waitgroup *wg);
 /* As co_mutex_destroy: -EBUSY while a frame waits on it. */
-int co_waitgroup_destroy(co_waitgroup *wg);
+CO_API int co_waitgroup_destroy(co_waitgroup *wg);
 /* 0, -EINVAL (NULL), -EOVERFLOW (the count would pass UINT_MAX). */
-int co_waitgroup_add(co_waitgroup *wg, unsigned n);
+CO_API int co_waitgroup_add(co_waitgroup *wg, unsigned n);
 /* One unit done; at zero every waiter wakes. 0, -EINVAL (NULL, or nothing
  * was added). From any thread. */
-int co_waitgroup_done(co_waitgroup *wg);
+CO_API int co_waitgroup_done(co_waitgroup *wg);
 /* Await zero: 0, -ECANCELED, -ETIME (co_wait_for). */
-co_awaiter *co_waitgroup_wait(co_waiter *w, co_waitgroup *wg);
+CO_API co_awaiter *co_waitgroup_wait(co_waiter *w, co_waitgroup *wg);
 
 /* ------------------------------------------------------------------------ */
 /* Counting semaphore                                                       */
 /* ------------------------------------------------------------------------ */
 
 typedef struct co_sem {
-	atomic_uint lock;             /* private */
+	CO__ATOMIC(unsigned) lock;             /* private */
 	unsigned count;               /* private: permits available */
 	co_waitq q;                   /* private */
 	int dead;                     /* private */
 } co_sem;
 
 /* Errors: -EINVAL (NULL). */
-int co_sem_init(co_sem *s, unsigned count);
+CO_API int co_sem_init(co_sem *s, unsigned count);
 /* As co_mutex_destroy: -EBUSY while a frame waits on it. */
-int co_sem_destroy(co_sem *s);
+CO_API int co_sem_destroy(co_sem *s);
 /* Await a permit: 0, -ECANCELED, -ETIME (co_wait_for). */
-co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s);
+CO_API co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s);
 /* 0 if a permit was taken, -EAGAIN if none is free, -EINVAL. */
-int co_sem_try_acquire(co_sem *s);
+CO_API int co_sem_try_acquire(co_sem *s);
 /* Give back n permits, to the oldest waiters first. 0, -EINVAL (NULL),
  * -EOVERFLOW (the count would pass UINT_MAX; nothing changes). */
-int co_sem_release(co_sem *s, unsigned n);
+CO_API int co_sem_release(co_sem *s, unsigned n);
 
 /* ------------------------------------------------------------------------ */
 /* Condition variable                                                       */
@@ -180,15 +180,15 @@ int co_sem_release(co_sem *s, unsigned n);
  * another coroutine may change the state between the notify and the
  * re-lock: test the predicate in a loop. */
 typedef struct co_cond {
-	atomic_uint lock;             /* private */
+	CO__ATOMIC(unsigned) lock;             /* private */
 	co_waitq q;                   /* private */
 	int dead;                     /* private */
 } co_cond;
 
 /* Errors: -EINVAL (NULL). */
-int co_cond_init(co_cond *c);
+CO_API int co_cond_init(co_cond *c);
 /* As co_mutex_destroy: -EBUSY while a frame waits on it. */
-int co_cond_destroy(co_cond *c);
+CO_API int co_cond_destroy(co_cond *c);
 /*
  * Release m and wait for a notify; re-acquire m before the await returns,
  * whatever its value. 0 (notified), -ECANCELED, -ETIME (co_wait_for limits
@@ -198,11 +198,11 @@ int co_cond_destroy(co_cond *c);
  * not be destroyed while a frame waits on c with it (if it is, the await
  * ends with -EINVAL, m not held).
  */
-co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, struct co_mutex *m);
+CO_API co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, struct co_mutex *m);
 /* Wake the oldest waiter / every waiter: 0, -EINVAL. From any thread;
  * holding the mutex is not required. */
-int co_cond_signal(co_cond *c);
-int co_cond_broadcast(co_cond *c);
+CO_API int co_cond_signal(co_cond *c);
+CO_API int co_cond_broadcast(co_cond *c);
 
 #ifdef __cplusplus
 }

@@ -64,7 +64,7 @@ struct co_waiter {
  * the frame does not run on an engine. Apply it right after the prep;
  * another awaiter is returned unchanged.
  */
-co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
+CO_API co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
 
 #ifdef __cplusplus
 }

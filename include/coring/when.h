@@ -32,7 +32,6 @@
 #ifndef CORING_WHEN_H
 #define CORING_WHEN_H
 
-#include <stdatomic.h>
 #include <coring/engine.h>
 
 #ifdef __cplusplus
@@ -49,8 +48,8 @@ typedef struct co_when {
 	int cancelled;                /* private: the awaiting frame was cancelled */
 	co_frame *frame;              /* private: the awaiting frame */
 	co_engine *engine;            /* private: its engine */
-	atomic_uint left;             /* private: children not finished */
-	atomic_int winner;            /* private: when_any: first finished, or -1 */
+	CO__ATOMIC(unsigned) left;             /* private: children not finished */
+	CO__ATOMIC(int) winner;            /* private: when_any: first finished, or -1 */
 } co_when;
 
 /*
@@ -61,14 +60,14 @@ typedef struct co_when {
  * on an engine); -ESHUTDOWN (the engine refused a spawn: the children
  * already spawned are still awaited). n == 0 completes at once with 0.
  */
-co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n);
+CO_API co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n);
 
 /*
  * Await the first child to finish, cancel the others and wait for them.
  * Value: the winner's index (its status: co_status(kids[i])), or the
  * errors of co_when_all; n == 0 is -EINVAL.
  */
-co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
+CO_API co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+// Every public header compiles as C++ (g++ -std=c++17 -Wall -Wextra
+// -Werror) and links: a C++ program can embed the structs and call the API.
+#include <coring/coring.h>
+
+#include <cerrno>
+#include <cstdio>
+
+struct task {
+	co_frame co;
+	co_io io;
+	int res;
+};
+
+static int task_fn(co_frame *f)
+{
+	task *t = reinterpret_cast<task *>(f);
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&t->io));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+int main()
+{
+	co_engine e;
+	task t = {};
+	co_mutex m = CO_MUTEX_INIT;
+
+	if (co_version() != CORING_VERSION || co_engine_init(&e, nullptr) != 0)
+		return 1;
+	co_init(&t.co, task_fn);
+	t.res = -1;
+	if (co_engine_spawn(&e, &t.co) != 0 || co_engine_run(&e, CO_RUN_UNTIL_IDLE) != 0 ||
+	    co_engine_destroy(&e) != 0 || t.res != 0 || co_mutex_trylock(&m) != 0)
+		return 1;
+	std::printf("C++: ok\n");
+	return 0;
+}

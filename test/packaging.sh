@@ -1,0 +1,97 @@
+#!/bin/sh
+# What a user of the library does, on a machine with liburing and ck:
+#  1. install coring to a prefix, build a strict -std=c11 program (every
+#     header, co_statx included) through pkg-config, and run it; check that
+#     libcoring exports nothing but the API and that the .pc brings no
+#     stray flags;
+#  2. take coring as a meson subproject of a -std=c11, warning_level=3
+#     project: it must build and run with no test, benchmark or example
+#     target, and without turning warnings into errors.
+# Usage: packaging.sh SOURCE_DIR
+set -eu
+src=$(cd "$1" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "packaging: $*" >&2; exit 1; }
+
+cat > "$tmp/user.c" <<'C'
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <linux/stat.h> /* struct statx without _GNU_SOURCE */
+#include <stdio.h>
+#include <coring/coring.h>
+
+struct probe {
+	co_frame co;
+	co_io io;
+	struct statx stx;
+	int res;
+};
+
+static int probe_fn(co_frame *f)
+{
+	struct probe *p = (struct probe *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_statx(&p->io, AT_FDCWD, "/", 0, STATX_TYPE, &p->stx));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+int main(void)
+{
+	co_engine e;
+	struct probe p = { .res = 1 };
+
+	if (co_version() != CORING_VERSION || co_engine_init(&e, NULL) != 0)
+		return 1;
+	co_init(&p.co, probe_fn);
+	if (co_engine_spawn(&e, &p.co) || co_engine_run(&e, CO_RUN_UNTIL_IDLE) ||
+	    co_engine_destroy(&e) || p.res != 0)
+		return 1;
+	printf("user program: ok (coring %s)\n", CORING_VERSION_STRING);
+	return 0;
+}
+C
+
+# 1. install to a prefix, build through pkg-config
+meson setup "$tmp/build" "$src" --prefix="$tmp/prefix" --buildtype=release \
+	-Dtests=disabled -Dbench=disabled -Dexamples=disabled > "$tmp/setup1.log" ||
+	{ cat "$tmp/setup1.log"; fail "meson setup"; }
+meson compile -C "$tmp/build" > "$tmp/compile1.log" || { cat "$tmp/compile1.log"; fail "compile"; }
+meson install -C "$tmp/build" > "$tmp/install.log" || { cat "$tmp/install.log"; fail "install"; }
+pc=$(find "$tmp/prefix" -name coring.pc | head -n 1)
+so=$(find "$tmp/prefix" -name libcoring.so | head -n 1)
+[ -n "$pc" ] && [ -n "$so" ] || fail "coring.pc or libcoring.so not installed"
+export PKG_CONFIG_PATH="$(dirname "$pc")"
+cflags=$(pkg-config --cflags coring)
+libs=$(pkg-config --libs coring)
+case "$cflags $libs" in
+*__x86_64__*|*-lck*) fail "pkg-config brings stray flags: $cflags $libs" ;;
+esac
+extra=$(nm -D --defined-only "$so" | awk '{ print $3 }' | grep -v '^co_[a-z]' || true)
+[ -z "$extra" ] || fail "exported but not API: $extra"
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags "$tmp/user.c" -o "$tmp/user" $libs \
+	-Wl,-rpath,"$(dirname "$so")" || fail "a strict C11 program does not build"
+"$tmp/user" || fail "the installed library does not run"
+unset PKG_CONFIG_PATH
+
+# 2. a meson subproject
+mkdir -p "$tmp/proj/subprojects"
+ln -s "$src" "$tmp/proj/subprojects/coring"
+cp "$tmp/user.c" "$tmp/proj/user.c"
+cat > "$tmp/proj/meson.build" <<'M'
+project('user', 'c', default_options: ['c_std=c11', 'warning_level=3'])
+coring_dep = subproject('coring').get_variable('coring_dep')
+executable('user', 'user.c', dependencies: coring_dep)
+M
+meson setup "$tmp/proj/build" "$tmp/proj" > "$tmp/setup2.log" ||
+	{ cat "$tmp/setup2.log"; fail "subproject setup"; }
+if meson introspect --targets "$tmp/proj/build" | tr ',' '\n' |
+	grep -E '"name": "(test_|bench_|echo_|http_|fileio|file_copy|pipeline|frame_parser_demo)'; then
+	fail "the subproject builds tests, benchmarks or examples"
+fi
+grep -q "werror *: *true\|-Werror" "$tmp/proj/build/build.ninja" && fail "the subproject turns warnings into errors"
+meson compile -C "$tmp/proj/build" > "$tmp/compile2.log" || { cat "$tmp/compile2.log"; fail "subproject compile"; }
+"$tmp/proj/build/user" || fail "the subproject's program does not run"
+echo "packaging: ok"
