@@ -83,6 +83,26 @@ int co_context_start(co_context *c, int mode)
 	return 0;
 }
 
+int co_context_tick(co_context *c)
+{
+	int ret, running = CO_CONTEXT_RUNNING;
+
+	if (c == NULL || !c->manual)
+		return -EINVAL;
+	if (co_context_state(c) != CO_CONTEXT_RUNNING)
+		return co_context_state(c) == CO_CONTEXT_DEAD ? -EINVAL : -ESHUTDOWN;
+	co__ctx_current = c;
+	ret = co_engine_tick(&c->engine);
+	co__ctx_current = NULL;
+	/* Stopped with nothing left: it has ended (its scheduler may end it
+	 * too, if the ticks stop coming). */
+	if (ret >= 0 && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
+	    co__engine_live(&c->engine) == 0 &&
+	    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
+		co__sched_context_ended(c);
+	return ret;
+}
+
 int co_context_spawn(co_context *c, co_frame *f)
 {
 	if (c == NULL)
@@ -109,7 +129,7 @@ int co_context_join(co_context *c)
 	if (c == NULL)
 		return -EINVAL;
 	s = co_context_state(c);
-	if (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED)
+	if (c->manual || (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED))
 		return -EINVAL;
 	pthread_join(c->thread, NULL);
 	atomic_store_explicit(&c->state, CO_CONTEXT_JOINED, memory_order_release);
@@ -126,8 +146,8 @@ int co_context_destroy(co_context *c)
 	if (s == CO_CONTEXT_DEAD)
 		return -EINVAL;
 	if (s == CO_CONTEXT_RUNNING || s == CO_CONTEXT_STARTING)
-		return -EBUSY;
-	if (s == CO_CONTEXT_ENDED)
+		return -EBUSY; /* a manual one too: its scheduler has not ended it */
+	if (s == CO_CONTEXT_ENDED && !c->manual)
 		co_context_join(c);
 	err = co_engine_destroy(&c->engine);
 	if (err == 0)

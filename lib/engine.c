@@ -336,6 +336,14 @@ static void remote_end(co_engine *e, int remote)
 	}
 }
 
+/* Push node on one of e's lock-free lists (inbox, posts, cancels) and end
+ * the visit: from here the engine may take it, and e be destroyed. */
+static void remote_push(co_engine *e, int remote, _Atomic(void *) *list, void *node, size_t link)
+{
+	co__lifo_push(list, node, link);
+	remote_end(e, remote);
+}
+
 /* Begin a call that may come from another thread: the visit, then the
  * check that the engine is set up (inside the visit, so that destroy,
  * which waits for visitors after it marked the engine DYING, never frees
@@ -360,8 +368,7 @@ static void engine_wake(co_runner *r, co_frame *f)
 		owner_push(e, f); /* the hot path: no fence, no syscall */
 		return;
 	}
-	co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
-	remote_end(e, remote);
+	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -418,8 +425,7 @@ static int engine_cancel(co_runner *r, co_frame *f)
 		return co__cancel_here(f);
 	}
 	remote = remote_begin(e);
-	co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
-	remote_end(e, remote);
+	remote_push(e, remote, &e->cancels, f, offsetof(co_frame, cancel_next));
 	return 0;
 }
 
@@ -779,11 +785,11 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	}
 	f->state |= CO__ST_SPAWNED;
 	__atomic_store_n(&f->runner, &e->runner, __ATOMIC_RELAXED);
-	if (!remote)
+	if (!remote) {
 		owner_push(e, f);
-	else
-		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
-	remote_end(e, remote);
+		return 0;
+	}
+	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
 	return 0;
 }
 
@@ -854,8 +860,7 @@ int co_engine_post(co_engine *e, co_post *p)
 		return -EINVAL;
 	if (call_begin(e, &remote) < 0) /* once pushed, it may run, and e be destroyed */
 		return -EINVAL;
-	co__lifo_push(&e->posts, p, offsetof(co_post, next));
-	remote_end(e, remote);
+	remote_push(e, remote, &e->posts, p, offsetof(co_post, next));
 	return 0;
 }
 
@@ -1258,12 +1263,45 @@ static int loop(co_engine *e, int mode)
 	return ret;
 }
 
-int co_engine_run(co_engine *e, int mode)
+/* One turn that never sleeps (co_engine_tick): what is ready runs (one
+ * batch), the turn's I/O is submitted, and the completions already in are
+ * dispatched (their frames run at the next tick). */
+static int tick(co_engine *e)
+{
+	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+	uint64_t resumed = e->stats.resumed, wait_ns, cancel_deadline;
+	int ret;
+
+	quiet_clear(e);
+	e->stats.turns++;
+	e->last_info = NULL;
+	if (co__unlikely(!co__lifo_empty(&e->posts)))
+		run_posts(e);
+	if (!co__lifo_empty(&e->inbox))
+		inbox_drain(e);
+	if (co__unlikely(!co__lifo_empty(&e->cancels)))
+		run_cancels(e);
+	cancel_deadline = stop_turn(e, &wait_ns);
+	if (co__unlikely(e->local_n != 0) && stealable(e))
+		ring_refill(e);
+	run_ready(e, cancel_deadline);
+	ret = io_uring_submit(&e->ring);
+	if (ret >= 0 && e->inflight)
+		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
+	reap_all(e);
+	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+		return ret;
+	if (engine_idle(e) && !visitor_inside(e) && unchanged(e, snap))
+		quiet_set(e, snap);
+	return (int)(e->stats.resumed - resumed);
+}
+
+/* Start a run or a tick on the calling thread: 0, or the call's error. */
+static int enter(co_engine *e)
 {
 	int ret;
 
-	if (e == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP) ||
-	    !engine_alive(e))
+	if (!engine_alive(e))
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
@@ -1282,13 +1320,44 @@ int co_engine_run(co_engine *e, int mode)
 		}
 	}
 	co__tls_engine = e;
-	e->stuck = 0;
-	ret = loop(e, mode);
+	return 0;
+}
+
+static void leave(co_engine *e)
+{
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
 	co__tls_engine = NULL;
-	quiet_clear(e);
 	transition(e, T_RUN_END);
+}
+
+int co_engine_run(co_engine *e, int mode)
+{
+	int ret;
+
+	if (e == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
+		return -EINVAL;
+	ret = enter(e);
+	if (ret < 0)
+		return ret;
+	e->stuck = 0;
+	ret = loop(e, mode);
+	quiet_clear(e);
+	leave(e);
+	return ret;
+}
+
+int co_engine_tick(co_engine *e)
+{
+	int ret;
+
+	if (e == NULL)
+		return -EINVAL;
+	ret = enter(e);
+	if (ret < 0)
+		return ret;
+	ret = tick(e);
+	leave(e);
 	return ret;
 }
 

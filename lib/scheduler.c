@@ -64,15 +64,23 @@ static void sched_quiet(co_engine *e, void *arg, int quiet)
 		signal_waiters(s);
 }
 
-/* An idle context takes half the ready frames of the first sibling with a
- * backlog (two or more). */
+/* The k-th sibling of c in its group (k < group size). */
+static co_context *sibling(co_sched *s, co_context *c, unsigned k)
+{
+	const struct co__sched_group *g = &s->groups[c->kind];
+
+	return &s->ctx[g->first + (c->index - g->first + k) % g->n];
+}
+
+/* An idle context takes half the ready frames of the first sibling of its
+ * group with a backlog (two or more). */
 static int sched_steal(co_engine *thief, void *arg)
 {
 	co_sched *s = arg;
 	co_context *me = ctx_of(thief);
 
-	for (unsigned k = 1; k < s->n; k++) {
-		co_context *v = &s->ctx[(me->index + k) % s->n];
+	for (unsigned k = 1; k < s->groups[me->kind].n; k++) {
+		co_context *v = sibling(s, me, k);
 		unsigned avail = co__engine_ready(&v->engine);
 
 		if (avail < 2)
@@ -82,14 +90,15 @@ static int sched_steal(co_engine *thief, void *arg)
 	return 0;
 }
 
-/* A busy context has a backlog: wake one sleeping sibling to steal from it. */
+/* A busy context has a backlog: wake one sleeping sibling of its group to
+ * steal from it. */
 static void sched_backlog(co_engine *e, void *arg)
 {
 	co_sched *s = arg;
 	co_context *me = ctx_of(e);
 
-	for (unsigned k = 1; k < s->n; k++) {
-		co_context *o = &s->ctx[(me->index + k) % s->n];
+	for (unsigned k = 1; k < s->groups[me->kind].n; k++) {
+		co_context *o = sibling(s, me, k);
 
 		if (co__engine_sleeping(&o->engine)) {
 			co__engine_kick(&o->engine);
@@ -110,17 +119,38 @@ static const struct co__engine_hooks hooks_stealing = {
 	.quiet = sched_quiet,
 };
 
-/* A context's thread returned (lib/context.c). */
+static void ended_locked(co_sched *s, co_context *c)
+{
+	s->ended++;
+	if (c->ret < 0 && c->ret != -EDEADLK && s->err == 0)
+		s->err = c->ret;
+	pthread_cond_broadcast(&s->cond);
+}
+
+/* A context's thread returned (lib/context.c), or a manual context ended. */
 void co__sched_context_ended(co_context *c)
 {
 	co_sched *s = c->sched;
 
 	lock(s);
-	s->ended++;
-	if (c->ret < 0 && c->ret != -EDEADLK && s->err == 0)
-		s->err = c->ret;
-	pthread_cond_broadcast(&s->cond);
+	ended_locked(s, c);
 	unlock(s);
+}
+
+/* Under the lock, after a stop: a manual context ends once it is stopped
+ * and nothing is live on it (its ticks may stop coming); ending it here
+ * spares its program one more tick. */
+static void end_manual(co_sched *s)
+{
+	for (unsigned i = 0; i < s->n; i++) {
+		co_context *c = &s->ctx[i];
+		int running = CO_CONTEXT_RUNNING;
+
+		if (c->manual && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
+		    co__engine_live(&c->engine) == 0 &&
+		    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
+			ended_locked(s, c);
+	}
 }
 
 /* ---- setup and teardown ----------------------------------------------------- */
@@ -132,62 +162,125 @@ static void contexts_release(co_sched *s, unsigned n, unsigned started)
 	for (unsigned i = 0; i < started; i++)
 		co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
 	for (unsigned i = 0; i < started; i++)
-		co_context_join(&s->ctx[i]);
+		if (!s->ctx[i].manual)
+			co_context_join(&s->ctx[i]);
+		else
+			atomic_store(&s->ctx[i].state, CO_CONTEXT_ENDED);
 	for (unsigned i = 0; i < n; i++)
 		co_context_destroy(&s->ctx[i]);
+}
+
+static int dispatch_ok(co_dispatch d)
+{
+	return d == CO_DISPATCH_ROUND_ROBIN || d == CO_DISPATCH_LEAST_LOADED;
+}
+
+/* The groups asked for (one from the plain fields when groups is NULL),
+ * checked; their contexts counted in *n. */
+static int groups_check(const co_sched_opts *o, co_sched_group *one, const co_sched_group **gs,
+			unsigned *ng, unsigned *n)
+{
+	if ((o->groups == NULL) != (o->ngroups == 0))
+		return -EINVAL;
+	if (o->groups == NULL) {
+		one->contexts = o->contexts;
+		one->dispatch = o->dispatch;
+		one->steal = o->steal;
+		one->manual = 0;
+		one->engine = o->engine;
+		if (one->contexts == 0) {
+			long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+			one->contexts = cpus > 0 ? (unsigned)cpus : 1;
+		}
+		*gs = one;
+		*ng = 1;
+	} else {
+		*gs = o->groups;
+		*ng = o->ngroups;
+	}
+	*n = 0;
+	for (unsigned k = 0; k < *ng; k++) {
+		const co_sched_group *g = &(*gs)[k];
+		unsigned c = g->contexts ? g->contexts : 1;
+
+		if (!dispatch_ok(g->dispatch) || (g->manual && (c != 1 || g->steal)))
+			return -EINVAL;
+		*n += c;
+	}
+	return 0;
 }
 
 int co_sched_init(co_sched *s, const co_sched_opts *opts)
 {
 	co_sched_opts o = { 0 };
-	unsigned i, started = 0;
+	co_sched_group one;
+	const co_sched_group *gs;
+	unsigned i = 0, started = 0, ng, n;
 	int err = 0;
 
 	if (s == NULL)
 		return -EINVAL;
 	if (opts)
 		o = *opts;
-	if (o.dispatch != CO_DISPATCH_ROUND_ROBIN && o.dispatch != CO_DISPATCH_LEAST_LOADED)
-		return -EINVAL;
-	if (o.contexts == 0) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-		o.contexts = n > 0 ? (unsigned)n : 1;
-	}
+	err = groups_check(&o, &one, &gs, &ng, &n);
+	if (err < 0)
+		return err;
 	memset(s, 0, sizeof *s);
 	s->opts = o;
-	s->n = o.contexts;
-	s->ctx = co__calloc(s->n, sizeof *s->ctx);
-	if (s->ctx == NULL)
+	s->n = n;
+	s->ngroups = ng;
+	s->ctx = co__calloc(n, sizeof *s->ctx);
+	s->groups = co__calloc(ng, sizeof *s->groups);
+	s->epochs = co__calloc(2 * (size_t)n, sizeof *s->epochs);
+	if (s->ctx == NULL || s->groups == NULL || s->epochs == NULL) {
+		free(s->ctx);
+		free(s->groups);
+		free(s->epochs);
+		memset(s, 0, sizeof *s);
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	atomic_init(&s->word, ACCEPTING);
-	for (i = 0; i < s->n; i++) {
-		co_context *c = &s->ctx[i];
-
-		err = co_context_init(c, &s->opts.engine);
-		if (err < 0)
-			break;
-		c->index = i;
-		c->sched = s;
-		co__engine_set_hooks(&c->engine, s->opts.steal && s->n > 1 ? &hooks_stealing
-									    : &hooks_plain, s);
-	}
 	s->state = CO_SCHED_RUNNING;
-	s->epochs = err == 0 ? co__calloc(2 * (size_t)s->n, sizeof *s->epochs) : NULL;
-	if (err == 0 && s->epochs == NULL)
-		err = -ENOMEM;
-	for (started = 0; err == 0 && started < s->n; started++) {
-		err = co_context_start(&s->ctx[started], CO_RUN_UNTIL_STOP);
+	for (unsigned k = 0; k < ng && err == 0; k++) {
+		const co_sched_group *g = &gs[k];
+		struct co__sched_group *sg = &s->groups[k];
+
+		sg->first = i;
+		sg->n = g->contexts ? g->contexts : 1;
+		sg->dispatch = g->dispatch;
+		for (unsigned j = 0; j < sg->n && err == 0; j++, i++) {
+			co_context *c = &s->ctx[i];
+
+			err = co_context_init(c, &g->engine);
+			if (err < 0)
+				break;
+			c->index = i;
+			c->kind = k;
+			c->sched = s;
+			c->manual = g->manual;
+			co__engine_set_hooks(&c->engine, g->steal && sg->n > 1 ? &hooks_stealing
+									  : &hooks_plain, s);
+		}
+	}
+	for (started = 0; err == 0 && started < n; started++) {
+		co_context *c = &s->ctx[started];
+
+		if (c->manual) /* no thread: its ticks run it */
+			atomic_store(&c->state, CO_CONTEXT_RUNNING);
+		else
+			err = co_context_start(c, CO_RUN_UNTIL_STOP);
 		if (err < 0)
 			break;
 	}
 	if (err < 0) {
 		contexts_release(s, i, started);
-		free(s->epochs);
 		pthread_mutex_destroy(&s->lock);
 		pthread_cond_destroy(&s->cond);
 		free(s->ctx);
+		free(s->groups);
+		free(s->epochs);
 		memset(s, 0, sizeof *s);
 		return err;
 	}
@@ -228,9 +321,10 @@ int co_sched_destroy(co_sched *s)
 		for (unsigned i = 0; i < s->n; i++)
 			co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
 		lock(s);
+		end_manual(s);
 		while (s->ended != s->n) /* nothing was live: they end at once */
 			pthread_cond_wait(&s->cond, &s->lock);
-	} else if (s->ended != s->n) {
+	} else if (end_manual(s), s->ended != s->n) {
 		unlock(s);
 		return -EBUSY; /* stopped, still finishing: co_sched_run waits */
 	}
@@ -240,8 +334,10 @@ int co_sched_destroy(co_sched *s)
 		co_context_destroy(&s->ctx[i]); /* joins; forgets stuck frames */
 	free(s->ctx);
 	free(s->epochs);
+	free(s->groups);
 	s->ctx = NULL;
 	s->epochs = NULL;
+	s->groups = NULL;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	return 0;
@@ -249,33 +345,44 @@ int co_sched_destroy(co_sched *s)
 
 /* ---- spawn ------------------------------------------------------------------ */
 
-static unsigned pick(co_sched *s)
+/* A context of group k by its dispatch strategy. */
+static co_context *pick(co_sched *s, unsigned k)
 {
+	struct co__sched_group *g = &s->groups[k];
 	unsigned best = 0, best_live = ~0u;
 
-	if (s->opts.dispatch == CO_DISPATCH_ROUND_ROBIN)
-		return atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed) % s->n;
-	for (unsigned i = 0; i < s->n; i++) {
-		unsigned live = co__engine_live(&s->ctx[i].engine);
+	if (g->dispatch == CO_DISPATCH_ROUND_ROBIN)
+		return &s->ctx[g->first +
+			       atomic_fetch_add_explicit(&g->rr, 1, memory_order_relaxed) % g->n];
+	for (unsigned i = 0; i < g->n; i++) {
+		unsigned live = co__engine_live(&s->ctx[g->first + i].engine);
 		if (live < best_live) {
 			best_live = live;
 			best = i;
 		}
 	}
-	return best;
+	return &s->ctx[g->first + best];
 }
 
-/* i == s->n: pick one by the dispatch strategy. */
-static int spawn(co_sched *s, unsigned i, co_frame *f)
+/* Spread keys that differ in a few bits (connection numbers, ids). */
+static uint64_t mix(uint64_t k)
 {
-	co_engine *e;
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	return k ^ (k >> 33);
+}
+
+static int spawn(co_sched *s, co_context *c, co_frame *f)
+{
+	co_engine *e = &c->engine;
 	unsigned long w;
 	int err, visit;
 
-	if (s == NULL || s->ctx == NULL || f == NULL || f->fn == NULL || f->parent != NULL ||
-	    f->label != 0 || (f->state & (CO__ST_SPAWNED | CO__ST_DONE)) || i > s->n)
+	if (f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
+	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
 		return -EINVAL;
-	e = &s->ctx[i == s->n ? pick(s) : i].engine;
 	/* Visit the engine before the task is counted, so that co_sched_run
 	 * never counts the task while the engine still looks quiet. */
 	visit = co__engine_visit_begin(e);
@@ -297,16 +404,45 @@ static int spawn(co_sched *s, unsigned i, co_frame *f)
 	return err;
 }
 
+static int usable(co_sched *s)
+{
+	return s != NULL && s->ctx != NULL;
+}
+
+int co_sched_spawn_kind(co_sched *s, unsigned kind, co_frame *f)
+{
+	if (!usable(s) || kind >= s->ngroups)
+		return -EINVAL;
+	return spawn(s, pick(s, kind), f);
+}
+
 int co_sched_spawn(co_sched *s, co_frame *f)
 {
-	return spawn(s, s ? s->n : 0, f);
+	return co_sched_spawn_kind(s, 0, f);
+}
+
+int co_sched_spawn_key(co_sched *s, unsigned kind, uint64_t key, co_frame *f)
+{
+	const struct co__sched_group *g;
+
+	if (!usable(s) || kind >= s->ngroups)
+		return -EINVAL;
+	g = &s->groups[kind];
+	return spawn(s, &s->ctx[g->first + (unsigned)(mix(key) % g->n)], f);
 }
 
 int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f)
 {
-	if (s && i >= s->n)
+	if (!usable(s) || i >= s->n)
 		return -EINVAL;
-	return spawn(s, i, f);
+	return spawn(s, &s->ctx[i], f);
+}
+
+co_context *co_sched_pick(co_sched *s, unsigned kind)
+{
+	if (!usable(s) || kind >= s->ngroups)
+		return NULL;
+	return pick(s, kind);
 }
 
 unsigned long co_sched_tasks(co_sched *s)
@@ -397,11 +533,34 @@ static int all_quiet(co_sched *s, unsigned *epochs, int *work)
 	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
 }
 
+/* Under the lock: is the work over? 1 with *ret set (0, -EDEADLK, or a
+ * context's error), 0 if it goes on. */
+static int over(co_sched *s, int *ret)
+{
+	int work = 0;
+
+	if (s->state == CO_SCHED_STOPPING)
+		end_manual(s);
+	if (s->ended == s->n) /* stopped, and every context ended */
+		work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
+	else if ((unsigned)atomic_load(&s->quiet) + s->ended < s->n ||
+		 !all_quiet(s, s->epochs, &work))
+		return 0;
+	*ret = 0;
+	if (s->err) {
+		*ret = s->err;
+	} else if (work) {
+		s->stuck = (unsigned)(atomic_load(&s->word) >> 1);
+		*ret = -EDEADLK;
+	}
+	return 1;
+}
+
 int co_sched_run(co_sched *s)
 {
-	int ret = 0, work = 0;
+	int ret;
 
-	if (s == NULL || s->ctx == NULL)
+	if (!usable(s))
 		return -EINVAL;
 	lock(s);
 	if (s->state == CO_SCHED_DEAD) {
@@ -409,24 +568,25 @@ int co_sched_run(co_sched *s)
 		return -EINVAL;
 	}
 	s->waiters++;
-	for (;;) {
-		if (s->ended == s->n) { /* stopped, and every context ended */
-			work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
-			break;
-		}
-		if ((unsigned)atomic_load(&s->quiet) + s->ended >= s->n &&
-		    all_quiet(s, s->epochs, &work))
-			break;
+	while (!over(s, &ret))
 		pthread_cond_wait(&s->cond, &s->lock);
-	}
-	if (s->err)
-		ret = s->err;
-	else if (work) {
-		s->stuck = (unsigned)(atomic_load(&s->word) >> 1);
-		ret = -EDEADLK;
-	}
 	s->waiters--;
 	pthread_cond_broadcast(&s->cond);
+	unlock(s);
+	return ret;
+}
+
+int co_sched_poll(co_sched *s)
+{
+	int ret = -EAGAIN;
+
+	if (!usable(s))
+		return -EINVAL;
+	lock(s);
+	if (s->state == CO_SCHED_DEAD)
+		ret = -EINVAL;
+	else if (!over(s, &ret))
+		ret = -EAGAIN;
 	unlock(s);
 	return ret;
 }

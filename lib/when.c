@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* when_all / when_any: children spawned on the awaiting frame's engine. */
+/* when_all / when_any: children spawned on the awaiting frame's engine; co_spawn_on:
+ * one child on another engine. */
 #include <errno.h>
 
 #include <coring/when.h>
 #include "wait.h"
 
+/* Cancel every spawned child but one. A child may run on another context
+ * and be finishing right now: co_cancel, which looks at it atomically,
+ * answers -EALREADY for one that finished and touches nothing else. */
 static void cancel_others(co_when *w, const co_frame *except)
 {
 	for (unsigned i = 0; i < w->spawned; i++)
-		if (w->kids[i] != except && !co_done(w->kids[i]))
+		if (w->kids[i] != except)
 			co_cancel(w->kids[i]);
 }
 
@@ -91,7 +95,7 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 		k->on_done = kid_done;
 		k->user = w;
 		w->spawned = i + 1; /* before the spawn publishes k */
-		err = co_engine_spawn(e, k);
+		err = co_engine_spawn(w->target ? w->target : e, k);
 		if (err < 0) {
 			w->spawned = i;
 			k->on_done = NULL;
@@ -121,6 +125,8 @@ static int when_resume(co_awaiter *a, co_frame *f)
 		return w->err;
 	if (w->any)
 		return atomic_load_explicit(&w->winner, memory_order_relaxed);
+	if (w->target) /* co_spawn_on: the child's own status */
+		return co_status(w->kids[0]);
 	for (unsigned i = 0; i < w->n; i++)
 		if (co_status(w->kids[i]) < 0)
 			return co_status(w->kids[i]);
@@ -144,6 +150,7 @@ static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int 
 {
 	if (w == NULL)
 		return co__wait_einval();
+	w->target = NULL;
 	w->aw.ops = &when_ops;
 	w->kids = kids;
 	w->n = n;
@@ -166,4 +173,18 @@ co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n)
 co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n)
 {
 	return when_prep(w, kids, n, 1);
+}
+
+co_awaiter *co_spawn_on(co_when *w, co_engine *e, co_frame *child)
+{
+	co_awaiter *a;
+
+	if (w == NULL)
+		return co__wait_einval();
+	w->one = child;
+	a = when_prep(w, &w->one, 1, 0);
+	w->target = e;
+	if (e == NULL)
+		w->err = -EINVAL;
+	return a;
 }

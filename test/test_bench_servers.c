@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The benchmark servers as a client sees them (issue 6 and 7):
+ * The benchmark servers as a client sees them:
  *   - echo servers: a client that sends and never reads blocks only its own
  *     connection; another client keeps getting every byte back;
  *   - HTTP servers: keep-alive, pipelining, Connection: close, HTTP/1.0,

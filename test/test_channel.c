@@ -14,6 +14,7 @@
 #include <coring/channel.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>
+#include "helpers.h"
 
 static void sched_start(co_sched *s)
 {
@@ -551,7 +552,7 @@ static void test_errors(void **state)
 	assert_int_equal(co_chan_destroy(&ch), -EINVAL); /* once */
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mpmc_exactly_once),
@@ -561,5 +562,5 @@ int main(void)
 		cmocka_unit_test(test_fifo_direct_handoff),
 		cmocka_unit_test(test_errors),
 	};
-	return cmocka_run_group_tests_name("channel", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

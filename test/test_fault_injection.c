@@ -23,18 +23,7 @@
 
 #include <coring/coring.h>
 #include "fault.h"
-
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	assert_non_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
+#include "helpers.h"
 
 /* The work: tasks that do I/O, lock a mutex, and pass an item through a
  * channel with a time limit (a timer on their engine). */
@@ -215,7 +204,7 @@ static const struct site sites[] = {
 
 static void sweep(int (*scenario)(void), const char *what)
 {
-	int fds = open_fds();
+	int fds = co_test_open_fds();
 
 	for (unsigned k = 0; k < sizeof sites / sizeof sites[0]; k++) {
 		unsigned long n;
@@ -236,7 +225,7 @@ static void sweep(int (*scenario)(void), const char *what)
 					fail_msg("%s, %s #%lu: error %d", what, sites[k].name, n, err);
 				failed++;
 			}
-			assert_int_equal(open_fds(), fds);
+			assert_int_equal(co_test_open_fds(), fds);
 		}
 		co__fault_arm(sites[k].site, 0, 0);
 		print_message("      %s: %s failed at each of %lu calls (%d reported)\n", what,
@@ -322,13 +311,11 @@ static void test_hot_path_allocates_nothing(void **state)
 	close(sv[1]);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sched_faults),
-		cmocka_unit_test(test_context_faults),
-		cmocka_unit_test(test_graph_faults),
-		cmocka_unit_test(test_hot_path_allocates_nothing),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_sched_faults),
+	cmocka_unit_test(test_context_faults),
+	cmocka_unit_test(test_graph_faults),
+	cmocka_unit_test(test_hot_path_allocates_nothing),
+};
+
+CO_TEST_MAIN(tests, 1)

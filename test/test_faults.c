@@ -26,6 +26,7 @@
 
 #include <coring/context.h>
 #include <coring/io.h>
+#include "helpers.h"
 
 /* ---- the server under test --------------------------------------------- */
 
@@ -311,12 +312,12 @@ static void test_accept_backs_off_on_emfile(void **state)
 	server_stop(&s);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_bad_peers_do_not_hurt_good_ones),
 		cmocka_unit_test(test_accept_backs_off_on_emfile),
 	};
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

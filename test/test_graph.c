@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <coring/graph.h>
+#include "helpers.h"
 
 struct task {
 	co_frame co;
@@ -307,7 +308,7 @@ static void test_long_chain_skipped(void **state)
 	free(t);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_random_dags),
@@ -315,5 +316,5 @@ int main(void)
 		cmocka_unit_test(test_cycle_and_errors),
 		cmocka_unit_test(test_long_chain_skipped),
 	};
-	return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

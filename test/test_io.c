@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the I/O awaiters (lib/io.c) against real descriptors: pipes,
- * socketpairs, temporary files and loopback TCP, with their errors. */
+ * socketpairs and temporary files; sleeps, deadlines and cancellation, and
+ * their errors. TCP is in test_io_net.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,44 +25,7 @@
 #include <cmocka.h>
 
 #include <coring/io.h>
-
-/* Run the given root frames on a fresh engine until they finish. */
-static void run_frames(co_frame **frames, int n)
-{
-	co_engine e;
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	for (int i = 0; i < n; i++)
-		assert_int_equal(co_engine_spawn(&e, frames[i]), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
-	assert_int_equal(e.inflight, 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
-}
-
-static void run1(co_frame *f)
-{
-	run_frames(&f, 1);
-}
-
-static int listen_loopback(uint16_t *port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof a;
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(fd >= 0);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-	assert_int_equal(listen(fd, 4096), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
-static struct sockaddr_in loopback(uint16_t port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	return a;
-}
+#include "helpers.h"
 
 /* ---- basic operations -------------------------------------------------- */
 
@@ -105,7 +69,7 @@ static void test_pipe_ops(void **state)
 	memset(&b, 0, sizeof b);
 	assert_int_equal(pipe(b.p), 0);
 	co_init(&b.co, pipe_fn);
-	run1(&b.co);
+	co_test_run1(&b.co);
 	assert_int_equal(b.r[0], 0);
 	assert_int_equal(b.r[1], 5);
 	assert_true(b.r[2] & POLLIN);
@@ -153,7 +117,7 @@ static void test_file_ops(void **state)
 	memset(&b, 0, sizeof b);
 	snprintf(b.path, sizeof b.path, "/tmp/coring-io-%d", (int)getpid());
 	co_init(&b.co, file_fn);
-	run1(&b.co);
+	co_test_run1(&b.co);
 	unlink(b.path);
 	assert_int_equal(co_status(&b.co), 0);
 	assert_int_equal(b.r[0], 7);
@@ -197,7 +161,7 @@ static void test_socketpair_ops(void **state)
 	memset(&b, 0, sizeof b);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b.p), 0);
 	co_init(&b.co, sockpair_fn);
-	run1(&b.co);
+	co_test_run1(&b.co);
 	assert_int_equal(b.r[0], 4);
 	assert_int_equal(b.r[1], 4);
 	assert_memory_equal(b.buf, "ping", 4);
@@ -206,117 +170,6 @@ static void test_socketpair_ops(void **state)
 	assert_memory_equal(b.buf + 4, "msg", 3);
 	assert_int_equal(b.r[4], -EPIPE);
 	close(b.p[0]);
-}
-
-/* ---- TCP: accept, connect, refused, reset ------------------------------- */
-
-struct tcp {
-	co_frame co;
-	co_io io;
-	int lfd, fd, cfd;
-	uint16_t port;
-	struct sockaddr_in addr;
-	char buf[16];
-	int r[6];
-};
-
-static int tcp_server_fn(co_frame *f)
-{
-	struct tcp *t = (struct tcp *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_accept(&t->io, t->lfd, NULL, NULL, SOCK_CLOEXEC));
-	t->fd = co_result(f);
-	if (t->fd < 0)
-		CO_RETURN(f, t->fd);
-	CO_AWAIT(f, co_recv(&t->io, t->fd, t->buf, sizeof t->buf, 0));
-	t->r[0] = co_result(f);
-	CO_AWAIT(f, co_send(&t->io, t->fd, t->buf, (size_t)t->r[0], 0));
-	CO_AWAIT(f, co_close(&t->io, t->fd));
-	CO_END(f);
-}
-
-static int tcp_client_fn(co_frame *f)
-{
-	struct tcp *t = (struct tcp *)f;
-	CO_BEGIN(f);
-	t->cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	t->addr = loopback(t->port);
-	CO_AWAIT(f, co_connect(&t->io, t->cfd, (struct sockaddr *)&t->addr, sizeof t->addr));
-	t->r[1] = co_result(f);
-	CO_AWAIT(f, co_send(&t->io, t->cfd, "tcp!", 4, 0));
-	CO_AWAIT(f, co_recv(&t->io, t->cfd, t->buf, sizeof t->buf, MSG_WAITALL));
-	t->r[2] = co_result(f);
-	CO_AWAIT(f, co_recv(&t->io, t->cfd, t->buf, sizeof t->buf, 0)); /* server closed */
-	t->r[3] = co_result(f);
-	close(t->cfd);
-	CO_END(f);
-}
-
-static void test_tcp_accept_connect(void **state)
-{
-	struct tcp s, c;
-	co_frame *fs[2] = { &s.co, &c.co };
-	(void)state;
-	memset(&s, 0, sizeof s);
-	memset(&c, 0, sizeof c);
-	s.lfd = listen_loopback(&s.port);
-	c.port = s.port;
-	co_init(&s.co, tcp_server_fn);
-	co_init(&c.co, tcp_client_fn);
-	run_frames(fs, 2);
-	assert_int_equal(co_status(&s.co), 0);
-	assert_int_equal(s.r[0], 4);
-	assert_int_equal(c.r[1], 0);
-	assert_int_equal(c.r[2], 4);
-	assert_memory_equal(c.buf, "tcp!", 4);
-	assert_int_equal(c.r[3], 0);
-	close(s.lfd);
-}
-
-static void test_tcp_refused(void **state)
-{
-	struct tcp c;
-	int lfd;
-	(void)state;
-	memset(&c, 0, sizeof c);
-	lfd = listen_loopback(&c.port);
-	close(lfd); /* nobody listens there now */
-	co_init(&c.co, tcp_client_fn);
-	run1(&c.co);
-	assert_int_equal(c.r[1], -ECONNREFUSED);
-}
-
-static int reset_reader_fn(co_frame *f)
-{
-	struct tcp *t = (struct tcp *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_recv(&t->io, t->fd, t->buf, sizeof t->buf, 0));
-	t->r[0] = co_result(f);
-	CO_END(f);
-}
-
-static void test_tcp_reset(void **state)
-{
-	/* the peer closes with SO_LINGER 0 while we wait in recv: -ECONNRESET */
-	struct tcp t;
-	struct linger lg = { 1, 0 };
-	struct sockaddr_in a;
-	int cfd;
-	(void)state;
-	memset(&t, 0, sizeof t);
-	t.lfd = listen_loopback(&t.port);
-	a = loopback(t.port);
-	cfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(connect(cfd, (struct sockaddr *)&a, sizeof a), 0);
-	t.fd = accept(t.lfd, NULL, NULL);
-	assert_true(t.fd >= 0);
-	setsockopt(cfd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-	close(cfd); /* RST before the engine even starts */
-	co_init(&t.co, reset_reader_fn);
-	run1(&t.co);
-	assert_int_equal(t.r[0], -ECONNRESET);
-	close(t.fd);
-	close(t.lfd);
 }
 
 /* ---- time: sleep, deadline ------------------------------------------------ */
@@ -357,7 +210,7 @@ static void test_sleep_and_deadline(void **state)
 	memset(&t, 0, sizeof t);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, t.p), 0);
 	co_init(&t.co, timed_fn);
-	run1(&t.co);
+	co_test_run1(&t.co);
 	assert_int_equal(t.r[0], 0);
 	assert_true(t.t1 - t.t0 >= 2 * CO_MS); /* it did wait */
 	assert_int_equal(t.r[1], 0);
@@ -421,7 +274,7 @@ static void test_cancel_pending_recv(void **state)
 		co_frame *fs[2] = { &v.co, &c.co };
 		co_init(&v.co, victim_fn);
 		co_init(&c.co, canceller_fn);
-		run_frames(fs, 2);
+		co_test_run_frames(fs, 2);
 		assert_int_equal(c.r[0], 0);
 		assert_int_equal(v.res, -ECANCELED);
 		if (by_io)
@@ -449,7 +302,7 @@ static void test_cancel_race_many(void **state)
 			assert_int_equal(write(p[1], "d", 1), 1);
 		co_init(&v.co, victim_fn);
 		co_init(&cn.co, canceller_fn);
-		run_frames(fs, 2);
+		co_test_run_frames(fs, 2);
 		assert_true(co_done(&v.co));
 		if (v.res == 1) {
 			assert_true(data);
@@ -631,321 +484,6 @@ static void test_null_arguments(void **state)
 	assert_int_equal(co_status(c), -EINVAL);
 }
 
-/* ---- transfer helpers ---------------------------------------------------- */
-
-#define BIG (4 << 20)
-
-struct bulk {
-	co_frame co;
-	co_xfer x;
-	int fd;
-	unsigned char *buf;
-	size_t len;
-	int recv;
-};
-
-static int bulk_fn(co_frame *f)
-{
-	struct bulk *b = (struct bulk *)f;
-	CO_BEGIN(f);
-	if (b->recv)
-		CO_AWAIT_TASK(f, co_recv_all(&b->x, b->fd, b->buf, b->len, 0));
-	else
-		CO_AWAIT_TASK(f, co_send_all(&b->x, b->fd, b->buf, b->len, MSG_NOSIGNAL));
-	CO_RETURN(f, co_result(f));
-	CO_END(f);
-}
-
-static void test_send_recv_all(void **state)
-{
-	/* 4 MiB through a socketpair with small buffers: many short sends and
-	 * receives, every byte in place */
-	struct bulk s = { .len = BIG }, r = { .len = BIG, .recv = 1 };
-	co_frame *fs[2] = { &s.co, &r.co };
-	int p[2], small = 16384;
-	(void)state;
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
-	setsockopt(p[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-	setsockopt(p[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-	s.buf = malloc(BIG);
-	r.buf = calloc(1, BIG);
-	for (int i = 0; i < BIG; i++)
-		s.buf[i] = (unsigned char)(i * 7 + (i >> 9));
-	s.fd = p[0];
-	r.fd = p[1];
-	co_init(&s.co, bulk_fn);
-	co_init(&r.co, bulk_fn);
-	run_frames(fs, 2);
-	assert_int_equal(co_status(&s.co), BIG);
-	assert_int_equal(co_status(&r.co), BIG);
-	assert_memory_equal(s.buf, r.buf, BIG);
-	/* EOF: a short count, not an error */
-	close(p[0]);
-	r.len = 10;
-	co_init(&r.co, bulk_fn);
-	run1(&r.co);
-	assert_int_equal(co_status(&r.co), 0);
-	/* the peer is gone: send_all reports the error */
-	s.fd = p[1];
-	s.len = 1000;
-	co_init(&s.co, bulk_fn);
-	run1(&s.co);
-	assert_int_equal(co_status(&s.co), -EPIPE);
-	/* bad arguments */
-	free(s.buf);
-	s.buf = NULL;
-	co_init(&s.co, bulk_fn);
-	run1(&s.co);
-	assert_int_equal(co_status(&s.co), -EINVAL);
-	close(p[1]);
-	free(r.buf);
-}
-
-struct filecopy {
-	co_frame co;
-	co_xfer x;
-	int fd;
-	unsigned char *buf;
-	int write;
-};
-
-static int filecopy_fn(co_frame *f)
-{
-	struct filecopy *c = (struct filecopy *)f;
-	CO_BEGIN(f);
-	if (c->write)
-		CO_AWAIT_TASK(f, co_write_all(&c->x, c->fd, c->buf, 1 << 20, 4096));
-	else
-		CO_AWAIT_TASK(f, co_read_all(&c->x, c->fd, c->buf, 2 << 20, 4096));
-	CO_RETURN(f, co_result(f));
-	CO_END(f);
-}
-
-static void test_read_write_all_file(void **state)
-{
-	struct filecopy w = { .write = 1 }, r = { 0 };
-	char path[64];
-	(void)state;
-	snprintf(path, sizeof path, "/tmp/coring-all-%d", (int)getpid());
-	w.fd = r.fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	assert_true(w.fd >= 0);
-	unlink(path);
-	w.buf = malloc(1 << 20);
-	r.buf = calloc(1, 2 << 20);
-	for (int i = 0; i < (1 << 20); i++)
-		w.buf[i] = (unsigned char)(i ^ (i >> 8));
-	co_init(&w.co, filecopy_fn);
-	run1(&w.co);
-	assert_int_equal(co_status(&w.co), 1 << 20);
-	co_init(&r.co, filecopy_fn);
-	run1(&r.co);
-	assert_int_equal(co_status(&r.co), 1 << 20); /* asked 2 MiB: EOF at 1 MiB */
-	assert_memory_equal(w.buf, r.buf, 1 << 20);
-	close(w.fd);
-	free(w.buf);
-	free(r.buf);
-}
-
-/* ---- multishot accept + 10,000-coroutine echo --------------------------- */
-
-#define ECHO_CONNS 5000 /* 5,000 clients + 5,000 server handlers */
-#define ECHO_ROUNDS 3
-#define BIG_MSG 65536
-
-struct echo_conn {
-	co_frame co;
-	co_io io;
-	co_xfer x;
-	int fd;
-	int n;
-	char buf[4096];
-};
-
-static int echo_handler_fn(co_frame *f)
-{
-	struct echo_conn *c = (struct echo_conn *)f;
-	CO_BEGIN(f);
-	for (;;) {
-		CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
-		c->n = co_result(f);
-		if (c->n <= 0)
-			break;
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
-		if (co_result(f) < 0)
-			break;
-	}
-	CO_AWAIT(f, co_close(&c->io, c->fd));
-	CO_END(f);
-}
-
-struct echo_server {
-	co_acceptor acc;
-	struct echo_conn *conns;
-	int nconn, maxconn, errors, cancelled;
-};
-
-static void on_conn(co_acceptor *a, int fd)
-{
-	struct echo_server *s = a->user;
-	struct echo_conn *c;
-	if (fd < 0) {
-		if (fd == -ECANCELED)
-			s->cancelled++;
-		else
-			s->errors++;
-		return;
-	}
-	if (s->nconn == s->maxconn) { /* more than the test opened */
-		s->errors++;
-		close(fd);
-		return;
-	}
-	c = &s->conns[s->nconn++];
-	c->fd = fd;
-	co_init(&c->co, echo_handler_fn);
-	assert_int_equal(co_engine_spawn(co_engine_current(), &c->co), 0);
-}
-
-struct echo_client {
-	co_frame co;
-	co_io io;
-	co_xfer x;
-	int fd, round, len, maxlen, bad;
-	uint16_t port;
-	struct sockaddr_in addr;
-	unsigned seed;
-	unsigned char *out, *in;
-	int *clients_left;
-	struct echo_server *srv;
-	int lfd;
-};
-
-static int echo_client_fn(co_frame *f)
-{
-	struct echo_client *c = (struct echo_client *)f;
-	CO_BEGIN(f);
-	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	c->addr = loopback(c->port);
-	CO_AWAIT(f, co_connect(&c->io, c->fd, (struct sockaddr *)&c->addr, sizeof c->addr));
-	if (co_result(f) < 0) {
-		c->bad = co_result(f);
-		goto out;
-	}
-	for (c->round = 0; c->round < ECHO_ROUNDS; c->round++) {
-		c->len = 1 + (int)(rand_r(&c->seed) % (unsigned)c->maxlen);
-		for (int i = 0; i < c->len; i++)
-			c->out[i] = (unsigned char)rand_r(&c->seed);
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->len, MSG_NOSIGNAL));
-		if (co_result(f) != c->len) {
-			c->bad = -1000 - co_result(f);
-			goto out;
-		}
-		CO_AWAIT_TASK(f, co_recv_all(&c->x, c->fd, c->in, (size_t)c->len, 0));
-		if (co_result(f) != c->len || memcmp(c->in, c->out, (size_t)c->len) != 0) {
-			c->bad = -2000;
-			goto out;
-		}
-	}
-out:
-	close(c->fd);
-	/* the last client stops the acceptor, so the engine can go idle */
-	if (--*c->clients_left == 0)
-		co_acceptor_stop(&c->srv->acc);
-	CO_END(f);
-}
-
-struct acceptor_starter {
-	co_frame co;
-	struct echo_server *srv;
-	int lfd, ret;
-};
-
-static int starter_fn(co_frame *f)
-{
-	struct acceptor_starter *s = (struct acceptor_starter *)f;
-	CO_BEGIN(f);
-	s->ret = co_acceptor_start(&s->srv->acc, s->lfd, SOCK_CLOEXEC, on_conn, s->srv);
-	CO_END(f);
-}
-
-/* conns clients and conns server coroutines echo messages of random sizes
- * from 1 to maxlen bytes over loopback; every byte is checked. */
-static void echo_run(int conns, int maxlen)
-{
-	struct rlimit rl;
-	struct echo_server srv = { 0 };
-	struct acceptor_starter st = { 0 };
-	struct echo_client *cl;
-	unsigned char *bufs;
-	co_engine e;
-	co_engine_opts o = { .ready_size = 16384, .sq_entries = 1024 };
-	uint16_t port;
-	int lfd, left = conns, bad = 0;
-
-	getrlimit(RLIMIT_NOFILE, &rl);
-	if (rl.rlim_cur < 2 * (rlim_t)conns + 64) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-		getrlimit(RLIMIT_NOFILE, &rl);
-		if (rl.rlim_cur < 2 * (rlim_t)conns + 64)
-			skip();
-	}
-	lfd = listen_loopback(&port);
-	srv.conns = calloc((size_t)conns, sizeof *srv.conns);
-	srv.maxconn = conns;
-	cl = calloc((size_t)conns, sizeof *cl);
-	bufs = malloc((size_t)conns * 2 * (size_t)maxlen);
-	assert_non_null(srv.conns);
-	assert_non_null(cl);
-	assert_non_null(bufs);
-	assert_int_equal(co_engine_init(&e, &o), 0);
-	st.srv = &srv;
-	st.lfd = lfd;
-	co_init(&st.co, starter_fn);
-	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
-	for (int i = 0; i < conns; i++) {
-		cl[i].port = port;
-		cl[i].seed = (unsigned)i * 2654435761u + (unsigned)maxlen;
-		cl[i].maxlen = maxlen;
-		cl[i].out = bufs + (size_t)i * 2 * (size_t)maxlen;
-		cl[i].in = cl[i].out + maxlen;
-		cl[i].clients_left = &left;
-		cl[i].srv = &srv;
-		co_init(&cl[i].co, echo_client_fn);
-		assert_int_equal(co_engine_spawn(&e, &cl[i].co), 0);
-	}
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
-	assert_int_equal(st.ret, 0);
-	for (int i = 0; i < conns; i++)
-		if (cl[i].bad) {
-			if (bad++ < 5)
-				print_error("client %d: %d\n", i, cl[i].bad);
-		}
-	assert_int_equal(bad, 0);
-	assert_int_equal(srv.nconn, conns);
-	assert_int_equal(srv.acc.accepted, (uint64_t)conns);
-	assert_int_equal(srv.errors, 0);
-	assert_int_equal(srv.cancelled, 1);
-	assert_int_equal(srv.acc.armed, 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
-	close(lfd);
-	free(srv.conns);
-	free(cl);
-	free(bufs);
-}
-
-static void test_echo_10000_coroutines(void **state)
-{
-	(void)state;
-	echo_run(ECHO_CONNS, 3000);
-}
-
-static void test_echo_random_sizes_to_64k(void **state)
-{
-	(void)state;
-	echo_run(300, BIG_MSG); /* 1 byte to 64 KiB: many short sends and reads */
-}
-
 /* ---- lengths past 32 bits, and a write to a pipe with no reader -------------- */
 
 struct big {
@@ -981,7 +519,7 @@ static void test_length_past_32_bits(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	b.fd = sv[0];
 	co_init(&b.co, big_send_fn);
-	run1(&b.co);
+	co_test_run1(&b.co);
 	assert_true(b.res > 5);
 	assert_true((unsigned)b.res <= CO_IO_MAX);
 	b.len = (size_t)4 << 30; /* 4 GiB exactly: was 0 */
@@ -991,7 +529,7 @@ static void test_length_past_32_bits(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	b.fd = sv[0];
 	co_init(&b.co, big_send_fn);
-	run1(&b.co);
+	co_test_run1(&b.co);
 	assert_true(b.res > 5);
 	munmap(b.buf, len);
 	close(sv[0]);
@@ -1029,7 +567,7 @@ static int write_to_closed_pipe(int ignore)
 		close(p[0]);
 		w.fd = p[1];
 		co_init(&w.co, pipe_writer_fn);
-		run1(&w.co);
+		co_test_run1(&w.co);
 		_exit(w.res == -EPIPE ? 0 : 3);
 	}
 	assert_true(pid > 0);
@@ -1050,28 +588,21 @@ static void test_write_to_closed_pipe(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipe_ops),
 		cmocka_unit_test(test_file_ops),
 		cmocka_unit_test(test_socketpair_ops),
-		cmocka_unit_test(test_tcp_accept_connect),
-		cmocka_unit_test(test_tcp_refused),
-		cmocka_unit_test(test_tcp_reset),
 		cmocka_unit_test(test_sleep_and_deadline),
 		cmocka_unit_test(test_cancel_pending_recv),
 		cmocka_unit_test(test_cancel_race_many),
 		cmocka_unit_test(test_deadline_cancel_completion_race),
 		cmocka_unit_test(test_no_engine),
 		cmocka_unit_test(test_null_arguments),
-		cmocka_unit_test(test_send_recv_all),
-		cmocka_unit_test(test_read_write_all_file),
-		cmocka_unit_test(test_echo_10000_coroutines),
-		cmocka_unit_test(test_echo_random_sizes_to_64k),
 		cmocka_unit_test(test_length_past_32_bits),
 		cmocka_unit_test(test_write_to_closed_pipe),
 	};
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests_name("io", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
+#include "helpers.h"
 
 #define SPAWNERS 3
 #define PER_SPAWNER 48
@@ -328,10 +329,8 @@ static void test_ledger(void **state)
 	assert_true(tot.cancelled > 0);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ledger),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_ledger),
+};
+
+CO_TEST_MAIN(tests, 1)

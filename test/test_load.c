@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include <coring/io.h>
+#include "helpers.h"
 
 #define CONNS 10000
 #define ROUNDS 3
@@ -245,13 +246,13 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_10000_connections, server_kill),
 	};
-	if (argc < 2) {
-		fprintf(stderr, "usage: %s /path/to/echo_server\n", argv[0]);
+	server_path = getenv("CORING_ECHO_SERVER");
+	if (server_path == NULL) {
+		fprintf(stderr, "usage: CORING_ECHO_SERVER=/path/to/echo_server %s [case]\n", argv[0]);
 		return 2;
 	}
-	server_path = argv[1];
 	for (size_t i = 0; i < sizeof pattern; i++)
 		pattern[i] = (unsigned char)(i * 2654435761u >> 13);
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests_name("load", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

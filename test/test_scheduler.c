@@ -15,6 +15,7 @@
 #include <coring/scheduler.h>
 #include <coring/sync.h>
 #include <coring/io.h>
+#include "helpers.h"
 
 /* ---- 1,000,000 tiny coroutines over 2 contexts ---------------------------- */
 
@@ -679,7 +680,7 @@ static void test_errors(void **state)
 	assert_int_equal(co_sched_state(NULL), -EINVAL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors),
@@ -695,5 +696,5 @@ int main(void)
 		cmocka_unit_test(test_submit_from_task_and_ownership),
 		cmocka_unit_test(test_shutdown_cancels_blocked_tasks),
 	};
-	return cmocka_run_group_tests_name("scheduler", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

@@ -14,6 +14,7 @@
 
 #include <coring/sync.h>
 #include <coring/channel.h>
+#include "helpers.h"
 
 enum prim { P_MUTEX, P_EVENT, P_LATCH, P_WAITGROUP, P_SEM, P_COND, P_CHAN, P_PRIMS };
 
@@ -190,10 +191,8 @@ static void test_destroy_rules(void **state)
 	assert_int_equal(co_cond_destroy(NULL), -EINVAL);
 }
 
-int main(void)
-{
-	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_destroy_rules),
-	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
-}
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_destroy_rules),
+};
+
+CO_TEST_MAIN(tests, 1)

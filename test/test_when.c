@@ -15,6 +15,7 @@
 #include <coring/sync.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>
+#include "helpers.h"
 
 #define NEVER (3600 * CO_S) /* a test that ends proves it was cancelled */
 
@@ -401,7 +402,7 @@ static void test_errors(void **state)
 	assert_null(kids[0]->on_done);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_when_all),
@@ -411,5 +412,5 @@ int main(void)
 		cmocka_unit_test(test_when_all_with_stealing),
 		cmocka_unit_test(test_errors),
 	};
-	return cmocka_run_group_tests_name("when", tests, NULL, NULL);
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

@@ -51,6 +51,8 @@ typedef struct co_context {
 	CO__ATOMIC(int) state;       /* private: enum co_context_state */
 	int ret;                     /* read-only: the engine's result, after join */
 	unsigned index;              /* read-only: position in its scheduler */
+	unsigned kind;               /* read-only: its scheduler's group */
+	int manual;                  /* read-only: no thread; co_context_tick */
 	struct co_sched *sched;      /* read-only: NULL for a lone context */
 } co_context;
 
@@ -82,6 +84,15 @@ CO_API int co_context_join(co_context *c);
  * thread found stuck when it ended (join returned -EDEADLK) are
  * forgotten, as co_engine_destroy says. */
 CO_API int co_context_destroy(co_context *c);
+
+/*
+ * Drive a manual context (a scheduler group with .manual set) from the
+ * program's own loop: one co_engine_tick of its engine, on the thread that
+ * always ticks it. Returns the frames resumed, -EINVAL (NULL, not manual),
+ * -ESHUTDOWN (it ended: its scheduler was stopped and nothing was left),
+ * or co_engine_tick's errors.
+ */
+CO_API int co_context_tick(co_context *c);
 
 /* enum co_context_state of c (a snapshot), or -EINVAL for NULL. */
 CO_API int co_context_state(co_context *c);

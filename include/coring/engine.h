@@ -280,6 +280,17 @@ CO_API int co_engine_spawn(co_engine *e, co_frame *f);
 CO_API int co_engine_run(co_engine *e, int mode);
 
 /*
+ * One turn of the loop that never sleeps, for a thread with a loop of its
+ * own (a game's frame, a GUI's idle callback): the frames ready now run
+ * (up to opts.batch), their I/O is submitted, and the completions already
+ * in are dispatched; frames they make ready run at the next tick. The
+ * calling thread becomes the engine's owner, as with co_engine_run (the two
+ * may be mixed on that thread). Returns the number of frames resumed
+ * (0: nothing was ready), or the errors of co_engine_run except -EDEADLK.
+ */
+CO_API int co_engine_tick(co_engine *e);
+
+/*
  * Ask the engine to stop, from any thread (signal handlers excepted): new
  * spawns fail with -ESHUTDOWN at once, and co_engine_run returns once every
  * frame has finished. CO_STOP_DRAIN lets them finish; CO_STOP_CANCEL ends

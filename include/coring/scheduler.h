@@ -43,13 +43,41 @@ typedef enum co_dispatch {
 	CO_DISPATCH_LEAST_LOADED = 1, /* the context with the fewest live frames */
 } co_dispatch;
 
+/*
+ * One kind of work (a "job type": I/O, CPU, slow jobs, a game's logic): a
+ * group of contexts that serve it. Work is spawned or transferred to a
+ * kind; stealing stays inside the group. A manual group has one context
+ * and no thread: the program drives it with co_context_tick from a loop of
+ * its own (a game's main thread), and frames transferred to it run there.
+ */
+typedef struct co_sched_group {
+	unsigned contexts;       /* how many (0: one) */
+	co_dispatch dispatch;    /* among them */
+	int steal;               /* nonzero: idle ones take ready frames from
+	                            busy ones of the same group */
+	int manual;              /* nonzero: driven by co_context_tick (then
+	                            contexts must be 0 or 1, steal 0) */
+	co_engine_opts engine;   /* its engines (zeros: defaults) */
+} co_sched_group;
+
 typedef struct co_sched_opts {
+	/* One group (kind 0), when groups is NULL: */
 	unsigned contexts;       /* 0: the number of online CPUs */
 	co_dispatch dispatch;
 	int steal;               /* nonzero: idle contexts take ready frames from
 	                            busy ones */
 	co_engine_opts engine;   /* for every context (zeros: defaults) */
+	/* Or job types: kind i is groups[i], i < ngroups. */
+	const co_sched_group *groups;
+	unsigned ngroups;
 } co_sched_opts;
+
+/* A group as the scheduler keeps it (private). */
+struct co__sched_group {
+	unsigned first, n;             /* its contexts: ctx[first .. first+n) */
+	co_dispatch dispatch;
+	CO__ATOMIC(unsigned) rr;       /* round-robin cursor */
+};
 
 /* co_sched_state() */
 enum co_sched_state {
@@ -73,17 +101,20 @@ typedef struct co_sched {
 	unsigned ended;                /* private: contexts whose thread returned */
 	int err;                       /* private: first error a context returned */
 	unsigned *epochs;              /* private: co_sched_run's two looks */
+	struct co__sched_group *groups; /* private: kind -> contexts */
+	unsigned ngroups;              /* read-only: kinds */
 	/* (tasks << 1) | ACCEPTING, in one word: a spawn counts itself only
 	 * while the scheduler accepts (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
 	CO__ATOMIC(int) quiet;         /* private: engines reporting quiet */
-	CO__ATOMIC(unsigned) rr;       /* private: round-robin cursor */
 } co_sched;
 
-/* Set up n contexts and start their threads; opts may be NULL. Errors:
- * -EINVAL (NULL s, bad dispatch), -ENOMEM, a context's co_engine_init
- * error, or pthread_create's (negated): nothing is left running or
- * allocated after an error. */
+/* Set up the contexts and start their threads (manual ones have none);
+ * opts may be NULL. Errors: -EINVAL (NULL s, bad dispatch, groups NULL
+ * with ngroups set or the reverse, a manual group with more than one
+ * context or with steal), -ENOMEM, a context's co_engine_init error, or
+ * pthread_create's (negated): nothing is left running or allocated after
+ * an error. */
 CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
 
 /*
@@ -95,13 +126,24 @@ CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
  */
 CO_API int co_sched_destroy(co_sched *s);
 
-/* Hand a task (a co_init'ed root frame) to a context chosen by the dispatch
- * strategy, or to context i. Any thread, including a coroutine's.
- * Errors: -EINVAL (NULL, a started/spawned frame, i out of range, a
- * destroyed scheduler), -ESHUTDOWN (a stop was asked: not accepted, it
- * will not run). */
+/*
+ * Hand a task (a co_init'ed root frame) to a context: co_sched_spawn to one
+ * of kind 0, by its group's dispatch; _kind to one of that kind; _key to
+ * the context of that kind that key hashes to (all the work with one key,
+ * a connection or a session, lands on one context); _to to context i (an
+ * explicit affinity). Any thread, including a coroutine's.
+ * Errors: -EINVAL (NULL, a started/spawned frame, a kind or i out of range,
+ * a destroyed scheduler), -ESHUTDOWN (a stop was asked: not accepted, it
+ * will not run).
+ */
 CO_API int co_sched_spawn(co_sched *s, co_frame *f);
+CO_API int co_sched_spawn_kind(co_sched *s, unsigned kind, co_frame *f);
+CO_API int co_sched_spawn_key(co_sched *s, unsigned kind, uint64_t key, co_frame *f);
 CO_API int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
+
+/* A context of that kind, chosen by its group's dispatch: where to
+ * co_transfer_to, to move work to that kind. NULL for a bad kind or s. */
+CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);
 
 /*
  * Wait until nothing is left to do: every task has finished, and so has
@@ -114,6 +156,11 @@ CO_API int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
  * context has ended. Several threads may wait at once.
  */
 CO_API int co_sched_run(co_sched *s);
+
+/* co_sched_run without waiting, for a thread that drives a manual context
+ * (it must not block in co_sched_run): 0 (nothing left), -EAGAIN (work left
+ * or still moving), -EDEADLK, a context's error, -EINVAL. */
+CO_API int co_sched_poll(co_sched *s);
 
 /*
  * Stop the scheduler, from any thread (a signal-handling thread, a task):

@@ -18,16 +18,17 @@
  *
  * when_any: the first child to finish wins; every other child is then
  * cancelled with co_cancel and the await completes only once all of them
- * have finished (none is left running). A child cancelled before it reached
- * a wait only sees co_cancelled(): sync.h waits then end at once with
- * -ECANCELED, and bodies should test it before long I/O. co_cancel must run
- * on the thread that runs the frame, so when_any's children must stay on
- * the awaiting frame's engine: no co_transfer in them, and no work-stealing
- * scheduler. when_all has no such limit, unless its awaiting frame may be
- * cancelled:
+ * have finished (none is left running). A cancelled child's waits end with
+ * -ECANCELED, the ones it is in and the ones it starts later. Children may
+ * move (co_transfer_to, stealing): a cancel reaches them on any context.
  *
  * co_cancel on the awaiting frame cancels every unfinished child, waits
  * for all of them, and the await's value is -ECANCELED.
+ *
+ * co_spawn_on runs one child on another engine (a context of another kind,
+ * say) and waits for it: "do this over there, and tell me".
+ *     CO_AWAIT(f, co_spawn_on(&s->w, &co_sched_pick(sched, CPU)->engine, &s->job.co));
+ *     use(co_result(f), s->job.output);   // the child's status, its fields
  */
 #ifndef CORING_WHEN_H
 #define CORING_WHEN_H
@@ -41,6 +42,9 @@ extern "C" {
 typedef struct co_when {
 	co_awaiter aw;                /* private: first, returned by the preps */
 	co_frame *const *kids;        /* private */
+	co_frame *one;                /* private: co_spawn_on's child */
+	co_engine *target;            /* private: where the children run (NULL:
+	                                 the awaiting frame's engine) */
 	unsigned n;                   /* private: children */
 	unsigned spawned;             /* private: children spawned */
 	int any;                      /* private: when_any */
@@ -68,6 +72,16 @@ CO_API co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n);
  * errors of co_when_all; n == 0 is -EINVAL.
  */
 CO_API co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
+
+/*
+ * Await one child spawned on engine e (any engine, from any context; a
+ * scheduler's contexts: &co_sched_pick(s, kind)->engine or &s->ctx[i].engine).
+ * Value: the child's status (co_status), or -ECANCELED (the awaiting frame
+ * was cancelled: the child was cancelled and has finished), -ESHUTDOWN (e
+ * refuses spawns), -EINVAL (NULL w or e, a child not fresh), -ENXIO (the
+ * awaiting frame does not run on an engine).
+ */
+CO_API co_awaiter *co_spawn_on(co_when *w, co_engine *e, co_frame *child);
 
 #ifdef __cplusplus
 }

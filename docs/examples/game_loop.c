@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A game-style main loop. The game's logic runs in coroutines on the main
+ * thread, which drives them once per frame (co_context_tick on a manual
+ * context) and never sleeps inside coring; work too slow for one frame (a
+ * path search) moves to a worker group and comes back.
+ *
+ *     game_loop [--entities N] [--rounds K]
+ *
+ * Each entity, K times: thinks (on the main thread), sends its path search
+ * to a worker (co_transfer_to the WORKER kind), comes back (co_transfer_to
+ * the LOGIC kind), takes a step, and waits for the next frame (CO_YIELD:
+ * the next tick runs it). The program checks that every logic step ran on
+ * the main thread and every search on a worker, and exits 0.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <coring/coring.h>
+
+enum { LOGIC, WORKER, KINDS };
+
+static const co_sched_group groups[KINDS] = {
+	[LOGIC] = { .manual = 1 },     /* the main thread ticks it */
+	[WORKER] = { .contexts = 2, .steal = 1 },
+};
+
+struct world {
+	co_sched s;
+	pthread_t main_thread;
+	int bad;                        /* a step ran on the wrong thread */
+};
+
+struct entity {
+	co_frame co;
+	co_transfer tr;
+	struct world *w;
+	int id, round, rounds, x;
+	unsigned long path;             /* the search's result */
+};
+
+/* A deliberately slow computation: too long for one frame. */
+static unsigned long search(int from, int to)
+{
+	unsigned long h = 1469598103934665603ul;
+
+	for (int i = 0; i < 200000; i++)
+		h = (h ^ (unsigned long)(from * 31 + to + i)) * 1099511628211ul;
+	return h;
+}
+
+static int entity_fn(co_frame *f)
+{
+	struct entity *e = (struct entity *)f;
+	struct world *w = e->w;
+
+	CO_BEGIN(f);
+	for (e->round = 0; e->round < e->rounds; e->round++) {
+		/* think: on the main thread */
+		if (!pthread_equal(pthread_self(), w->main_thread))
+			w->bad++;
+		/* the search: on a worker */
+		CO_AWAIT(f, co_transfer_to(&e->tr, co_sched_pick(&w->s, WORKER)));
+		if (co_result(f) < 0)
+			CO_RETURN(f, co_result(f));
+		if (co_context_current()->kind != WORKER)
+			w->bad++;
+		e->path = search(e->x, e->id);
+		/* back to the logic, and a step */
+		CO_AWAIT(f, co_transfer_to(&e->tr, co_sched_pick(&w->s, LOGIC)));
+		if (co_result(f) < 0)
+			CO_RETURN(f, co_result(f));
+		if (!pthread_equal(pthread_self(), w->main_thread))
+			w->bad++;
+		e->x += (int)(e->path & 1) ? 1 : -1;
+		CO_YIELD(f); /* the next frame */
+	}
+	CO_END(f);
+}
+
+int main(int argc, char **argv)
+{
+	static struct world w;
+	co_sched_opts o = { .groups = groups, .ngroups = KINDS };
+	struct entity *ents;
+	co_context *logic;
+	int n = 16, rounds = 8, err;
+	long frames = 0;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "--entities") == 0)
+			n = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--rounds") == 0)
+			rounds = atoi(argv[i + 1]);
+	}
+	if (n < 1 || rounds < 1) {
+		fprintf(stderr, "usage: %s [--entities N] [--rounds K]\n", argv[0]);
+		return 2;
+	}
+	w.main_thread = pthread_self();
+	err = co_sched_init(&w.s, &o);
+	if (err < 0) {
+		fprintf(stderr, "game_loop: co_sched_init: %s\n", strerror(-err));
+		return 1;
+	}
+	logic = co_sched_pick(&w.s, LOGIC);
+	ents = calloc((size_t)n, sizeof *ents);
+	if (ents == NULL)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		ents[i].w = &w;
+		ents[i].id = i;
+		ents[i].rounds = rounds;
+		co_init(&ents[i].co, entity_fn);
+		if (co_sched_spawn_kind(&w.s, LOGIC, &ents[i].co) < 0)
+			return 1;
+	}
+
+	/* The main loop: one tick of the logic per frame, then the frame's
+	 * own work (rendering, here a count); co_sched_poll says when the
+	 * game is over without blocking. */
+	for (;;) {
+		err = co_context_tick(logic);
+		if (err < 0) {
+			fprintf(stderr, "game_loop: tick: %s\n", strerror(-err));
+			return 1;
+		}
+		frames++;
+		err = co_sched_poll(&w.s);
+		if (err != -EAGAIN)
+			break;
+		if (frames % 64 == 0)
+			sched_yield(); /* a real game waits for the next vsync here */
+	}
+	if (err < 0) {
+		fprintf(stderr, "game_loop: %s\n", strerror(-err));
+		return 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (co_status(&ents[i].co) != 0)
+			w.bad++;
+	printf("game_loop: %d entities x %d rounds in %ld frames; %d on a wrong thread\n", n,
+	       rounds, frames, w.bad);
+	co_sched_stop(&w.s, CO_STOP_DRAIN);
+	co_sched_run(&w.s);
+	err = co_sched_destroy(&w.s);
+	free(ents);
+	return w.bad == 0 && err == 0 ? 0 : 1;
+}

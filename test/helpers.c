@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* What the tests share (helpers.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "helpers.h"
+
+int co_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_t n,
+		 int needs_uring)
+{
+	if (needs_uring) {
+		co_engine e;
+		int err = co_engine_init(&e, NULL);
+
+		if (err == -ENOSYS || err == -EPERM) {
+			printf("skipped: io_uring is unavailable here (%s)\n", strerror(-err));
+			return 77;
+		}
+		if (err == 0)
+			co_engine_destroy(&e);
+	}
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return _cmocka_run_group_tests(argv[0], tests, n, NULL, NULL);
+}
+
+void co_test_run_frames(co_frame **frames, int n)
+{
+	co_engine e;
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(co_engine_spawn(&e, frames[i]), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(e.inflight, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+void co_test_run1(co_frame *f)
+{
+	co_test_run_frames(&f, 1);
+}
+
+int co_test_listen(uint16_t *port)
+{
+	struct sockaddr_in a = co_test_loopback(0);
+	socklen_t len = sizeof a;
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(listen(fd, 4096), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+struct sockaddr_in co_test_loopback(uint16_t port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	return a;
+}
+
+int co_test_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	assert_non_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void *runner_main(void *arg)
+{
+	co_test_runner *r = arg;
+
+	r->ret = co_engine_run(r->e, r->mode);
+	return NULL;
+}
+
+void co_test_runner_start(co_test_runner *r, co_engine *e, int mode)
+{
+	r->e = e;
+	r->mode = mode;
+	r->ret = 1;
+	assert_int_equal(pthread_create(&r->th, NULL, runner_main, r), 0);
+}
+
+int co_test_runner_join(co_test_runner *r)
+{
+	pthread_join(r->th, NULL);
+	return r->ret;
+}
+
+int co_test_task_fn(co_frame *f)
+{
+	struct co_test_task *t = (struct co_test_task *)f;
+
+	CO_BEGIN(f);
+	for (t->k = 0; t->k < t->yields; t->k++)
+		CO_YIELD(f);
+	atomic_fetch_add(&t->runs[t->id], 1);
+	if (t->order)
+		t->order[atomic_fetch_add(t->n, 1)] = t->id;
+	CO_END(f);
+}

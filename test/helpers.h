@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the tests share: one entry point that runs one cmocka case (meson
+ * registers each case as a test of its own, so a hang names its case) and
+ * skips (exit 77) where io_uring is unavailable; loopback sockets; a count
+ * of open descriptors; an engine run on a thread of its own; and a wait
+ * that is only a hang guard.
+ */
+#ifndef CORING_TEST_HELPERS_H
+#define CORING_TEST_HELPERS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <cmocka.h>
+
+#include <coring/engine.h>
+
+/* Run the case named argv[1] (every case without an argument). With
+ * needs_uring, exit 77 (meson: skipped) when io_uring cannot be set up
+ * here (no kernel support, disabled by policy, seccomp). */
+int co_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_t n,
+		 int needs_uring);
+
+#define CO_TEST_MAIN(tests, needs_uring)                                                \
+	int main(int argc, char **argv)                                                 \
+	{                                                                               \
+		return co_test_main(argc, argv, (tests), sizeof(tests) / sizeof((tests)[0]), \
+				    (needs_uring));                                     \
+	}
+
+/* Poll until cond holds. Only a hang guard: a test never decides its
+ * verdict by time, and meson's timeout ends one that hangs. */
+#define WAIT_UNTIL(cond)                  \
+	do {                              \
+		while (!(cond))           \
+			usleep(100);      \
+	} while (0)
+
+/* Run the given root frames on a fresh engine until none is left; the
+ * engine ends with nothing in flight. */
+void co_test_run_frames(co_frame **frames, int n);
+void co_test_run1(co_frame *f);
+
+/* A listening TCP socket on 127.0.0.1, its port in *port. */
+int co_test_listen(uint16_t *port);
+/* 127.0.0.1:port */
+struct sockaddr_in co_test_loopback(uint16_t port);
+/* Descriptors open in this process. */
+int co_test_open_fds(void);
+
+/* A frame that yields `yields` times, then counts its run (runs[id]) and,
+ * with order set, records its place (order[(*n)++] = id). */
+struct co_test_task {
+	co_frame co;
+	int id, yields, k;
+	atomic_int *runs;
+	int *order;
+	atomic_int *n;
+};
+
+int co_test_task_fn(co_frame *f);
+
+/* An engine run by co_engine_run on a thread of its own. */
+typedef struct co_test_runner {
+	co_engine *e;
+	int mode, ret;
+	pthread_t th;
+} co_test_runner;
+
+void co_test_runner_start(co_test_runner *r, co_engine *e, int mode);
+int co_test_runner_join(co_test_runner *r);
+
+#endif

@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Job types and dispatch: groups of contexts per kind of work, spawn and
+ * transfer by kind, dispatch by key and by explicit affinity, a manually
+ * driven context ticked from the test's own loop, co_engine_tick, and
+ * co_spawn_on (run a child elsewhere and await it).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "helpers.h"
+
+/* ---- dispatch by key ---------------------------------------------------------------- */
+
+#define KEYED 2000
+#define KEYS 16
+
+struct keyed {
+	co_frame co;
+	co_context *ran_on;
+};
+
+static int keyed_fn(co_frame *f)
+{
+	struct keyed *k = (struct keyed *)f;
+	CO_BEGIN(f);
+	k->ran_on = co_context_current();
+	CO_END(f);
+}
+
+static void test_dispatch_by_key(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 4 };
+	static struct keyed t[KEYED];
+	co_context *home[KEYS] = { NULL };
+	int used[4] = { 0 }, spread = 0;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < KEYED; i++) {
+		co_init(&t[i].co, keyed_fn);
+		assert_int_equal(co_sched_spawn_key(&s, 0, (uint64_t)(i % KEYS), &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < KEYED; i++) {
+		co_context *c = t[i].ran_on;
+		if (home[i % KEYS] == NULL)
+			home[i % KEYS] = c;
+		assert_ptr_equal(c, home[i % KEYS]); /* one key, one context */
+	}
+	for (int k = 0; k < KEYS; k++)
+		used[home[k]->index]++;
+	for (int i = 0; i < 4; i++)
+		spread += used[i] > 0;
+	assert_true(spread >= 2); /* the keys spread (the hash, not timing) */
+	assert_int_equal(co_sched_spawn_key(&s, 1, 0, &t[0].co), -EINVAL); /* no kind 1 */
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- job types: transfer by kind, a manual logic context ---------------------------- */
+
+enum { K_IO, K_CPU, K_LOGIC, KINDS };
+
+struct journey {
+	co_frame co;
+	co_transfer tr;
+	co_sched *s;
+	unsigned kind_at[3];
+	pthread_t logic_thread;
+	int res[2];
+};
+
+static int journey_fn(co_frame *f)
+{
+	struct journey *j = (struct journey *)f;
+	CO_BEGIN(f);
+	j->kind_at[0] = co_context_current()->kind;
+	CO_AWAIT(f, co_transfer_to(&j->tr, co_sched_pick(j->s, K_CPU)));
+	j->res[0] = co_result(f);
+	j->kind_at[1] = co_context_current()->kind;
+	CO_AWAIT(f, co_transfer_to(&j->tr, co_sched_pick(j->s, K_LOGIC)));
+	j->res[1] = co_result(f);
+	j->kind_at[2] = co_context_current()->kind;
+	j->logic_thread = pthread_self();
+	CO_END(f);
+}
+
+static const co_sched_group job_groups[KINDS] = {
+	[K_IO] = { .contexts = 2 },
+	[K_CPU] = { .contexts = 2, .steal = 1 },
+	[K_LOGIC] = { .manual = 1 },
+};
+
+static void test_job_types(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .groups = job_groups, .ngroups = KINDS };
+	static struct journey j[64];
+	co_context *logic;
+	long ticks = 0;
+	int ret;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(s.n, 5);
+	assert_int_equal(s.ngroups, KINDS);
+	logic = co_sched_pick(&s, K_LOGIC);
+	assert_non_null(logic);
+	assert_true(logic->manual);
+	assert_null(co_sched_pick(&s, KINDS));
+	for (int i = 0; i < 64; i++) {
+		memset(&j[i], 0, sizeof j[i]);
+		j[i].s = &s;
+		co_init(&j[i].co, journey_fn);
+		assert_int_equal(co_sched_spawn_kind(&s, K_IO, &j[i].co), 0);
+	}
+	/* this thread is the logic thread: it ticks, and polls instead of
+	 * blocking in co_sched_run */
+	while ((ret = co_sched_poll(&s)) == -EAGAIN) {
+		assert_true(co_context_tick(logic) >= 0);
+		ticks++;
+		if (ticks % 64 == 0)
+			sched_yield();
+	}
+	assert_int_equal(ret, 0);
+	for (int i = 0; i < 64; i++) {
+		assert_int_equal(j[i].kind_at[0], K_IO);
+		assert_int_equal(j[i].kind_at[1], K_CPU);
+		assert_int_equal(j[i].kind_at[2], K_LOGIC);
+		assert_int_equal(j[i].res[0], 0);
+		assert_int_equal(j[i].res[1], 0);
+		assert_true(pthread_equal(j[i].logic_thread, pthread_self()));
+	}
+	print_message("      64 journeys IO -> CPU -> logic in %ld ticks of the logic context\n", ticks);
+	/* a stop: the manual context ends (its tick says so), destroy works */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* ends the idle manual context */
+	assert_int_equal(co_context_tick(logic), -ESHUTDOWN);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* Stealing stays inside a group: tasks of group A never run on B. */
+struct stayer {
+	co_frame co;
+	co_context *a1;
+	atomic_int *seen, *naps;
+	unsigned kind;
+};
+
+/* Until group 0's other context stole some, and group 1's contexts have
+ * been idle (looking for frames to steal) 200 times meanwhile. */
+static int stayer_fn(co_frame *f)
+{
+	struct stayer *t = (struct stayer *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(t->seen) || atomic_load(t->naps) < 200) {
+		if (co_context_current() == t->a1)
+			atomic_store(t->seen, 1); /* stolen inside A */
+		t->kind = co_context_current()->kind;
+		if (t->kind != 0)
+			CO_RETURN(f, -1);
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+/* Keeps a context of group 1 awake and idle (it looks for frames to steal
+ * whenever its own queue is empty) until group 0's steal happened. */
+struct napper {
+	co_frame co;
+	co_io io;
+	atomic_int *naps;
+};
+
+static int napper_fn(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	CO_BEGIN(f);
+	while (atomic_load(n->naps) < 200) {
+		CO_AWAIT(f, co_sleep(&n->io, 20 * CO_US));
+		atomic_fetch_add(n->naps, 1);
+	}
+	CO_END(f);
+}
+
+static void test_stealing_stays_in_group(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 2, .steal = 1 },
+					     { .contexts = 2, .steal = 1 } };
+	co_sched s;
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	static struct stayer t[300];
+	atomic_int seen = 0, naps = 0;
+	(void)state;
+	static struct napper nap[2];
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 2; i++) {
+		nap[i] = (struct napper){ .naps = &naps };
+		co_init(&nap[i].co, napper_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 2 + (unsigned)i, &nap[i].co), 0);
+	}
+	for (int i = 0; i < 300; i++) {
+		t[i] = (struct stayer){ .a1 = &s.ctx[1], .seen = &seen, .naps = &naps };
+		co_init(&t[i].co, stayer_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 300; i++)
+		assert_int_equal(co_status(&t[i].co), 0); /* never ran on group 1 */
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- co_spawn_on ---------------------------------------------------------------------- */
+
+struct child {
+	co_frame co;
+	co_io io;
+	unsigned kind;
+	uint64_t sleep_ns;
+	int slept;
+};
+
+static int child_fn(co_frame *f)
+{
+	struct child *c = (struct child *)f;
+	CO_BEGIN(f);
+	c->kind = co_context_current() ? co_context_current()->kind : 99;
+	if (c->sleep_ns) {
+		CO_AWAIT(f, co_sleep(&c->io, c->sleep_ns));
+		c->slept = co_result(f);
+		CO_RETURN(f, c->slept);
+	}
+	CO_RETURN(f, 42);
+	CO_END(f);
+}
+
+struct parent {
+	co_frame co;
+	co_when w;
+	struct child kid;
+	co_engine *on;
+	unsigned kind;
+	int res;
+	atomic_int waiting;
+};
+
+static int parent_fn(co_frame *f)
+{
+	struct parent *p = (struct parent *)f;
+	CO_BEGIN(f);
+	p->kind = co_context_current()->kind;
+	atomic_store(&p->waiting, 1);
+	CO_AWAIT(f, co_spawn_on(&p->w, p->on, &p->kid.co));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_spawn_on(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .contexts = 2 } };
+	co_sched s;
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct parent p, q;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+
+	/* runs over there; its status comes back */
+	memset(&p, 0, sizeof p);
+	p.on = &co_sched_pick(&s, 1)->engine;
+	co_init(&p.kid.co, child_fn);
+	co_init(&p.co, parent_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &p.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(p.kind, 0);
+	assert_int_equal(p.kid.kind, 1);
+	assert_int_equal(p.res, 42);
+
+	/* the awaiting frame cancelled from another thread: the child (an
+	 * hour's sleep, on another context) is cancelled, and it finished */
+	memset(&q, 0, sizeof q);
+	q.on = &co_sched_pick(&s, 1)->engine;
+	q.kid.sleep_ns = 3600 * CO_S;
+	co_init(&q.kid.co, child_fn);
+	co_init(&q.co, parent_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &q.co), 0);
+	WAIT_UNTIL(atomic_load(&q.waiting));
+	WAIT_UNTIL(q.kid.kind == 1); /* it is asleep over there */
+	assert_int_equal(co_cancel(&q.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(q.res, -ECANCELED);
+	assert_int_equal(q.kid.slept, -ECANCELED);
+	assert_true(co_done(&q.kid.co));
+
+	/* errors: no engine; a child not fresh */
+	memset(&p, 0, sizeof p);
+	co_init(&p.kid.co, child_fn);
+	co_init(&p.co, parent_fn);
+	p.on = NULL;
+	assert_int_equal(co_sched_spawn(&s, &p.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(p.res, -EINVAL);
+	assert_false(co_done(&p.kid.co)); /* nothing was spawned */
+
+	/* an engine that refuses spawns: -ESHUTDOWN */
+	{
+		co_engine stopped;
+		assert_int_equal(co_engine_init(&stopped, NULL), 0);
+		assert_int_equal(co_engine_stop(&stopped, CO_STOP_DRAIN), 0);
+		memset(&p, 0, sizeof p);
+		co_init(&p.kid.co, child_fn);
+		co_init(&p.co, parent_fn);
+		p.on = &stopped;
+		assert_int_equal(co_sched_spawn(&s, &p.co), 0);
+		assert_int_equal(co_sched_run(&s), 0);
+		assert_int_equal(p.res, -ESHUTDOWN);
+		assert_int_equal(co_engine_destroy(&stopped), 0);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* when_any whose losing child moved to another context: the cancel reaches
+ * it there, it finishes, and the await completes. */
+struct mover {
+	co_frame co;
+	co_io io;
+	co_transfer tr;
+	co_context *to;
+	atomic_int *moved;
+	int slept;
+};
+
+static int mover_fn(co_frame *f)
+{
+	struct mover *m = (struct mover *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_transfer_to(&m->tr, m->to));
+	if (co_result(f) == 0 && co_context_current() == m->to)
+		atomic_store(m->moved, 1);
+	CO_AWAIT(f, co_sleep(&m->io, 3600 * CO_S)); /* loses, and is cancelled */
+	m->slept = co_result(f);
+	CO_END(f);
+}
+
+/* Wins, once the other child has moved. */
+static int quick_fn(co_frame *f)
+{
+	struct mover *m = (struct mover *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(m->moved))
+		CO_YIELD(f);
+	CO_END(f);
+}
+
+struct racer_parent {
+	co_frame co;
+	co_when w;
+	co_frame *kids[2];
+	int res;
+};
+
+static int racer_parent_fn(co_frame *f)
+{
+	struct racer_parent *p = (struct racer_parent *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_when_any(&p->w, p->kids, 2));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_when_any_loser_moved(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct mover far, near;
+	struct racer_parent p = { .res = -1000 };
+	atomic_int moved = 0;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	memset(&far, 0, sizeof far);
+	memset(&near, 0, sizeof near);
+	far.to = &s.ctx[1];
+	far.moved = near.moved = &moved;
+	co_init(&far.co, mover_fn);
+	co_init(&near.co, quick_fn);
+	p.kids[0] = &far.co;
+	p.kids[1] = &near.co;
+	co_init(&p.co, racer_parent_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &p.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(p.res, 1); /* the quick one won */
+	assert_int_equal(atomic_load(&moved), 1);
+	assert_int_equal(far.slept, -ECANCELED); /* cancelled over there */
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- co_engine_tick: a loop of the program's own ----------------------------------- */
+
+struct reader {
+	co_frame co;
+	co_io io;
+	int fd, res;
+	char c;
+};
+
+static int reader_fn(co_frame *f)
+{
+	struct reader *r = (struct reader *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_read(&r->io, r->fd, &r->c, 1, (uint64_t)-1));
+	r->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_engine_tick(void **state)
+{
+	co_engine e;
+	struct reader r = { .res = -1000 }; /* not done yet */
+	int p[2], n;
+	long ticks = 0;
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	r.fd = p[0];
+	co_init(&r.co, reader_fn);
+	assert_int_equal(co_engine_spawn(&e, &r.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* it ran, and waits on the pipe */
+	/* a thousand frames of the program's loop: the tick never waits for
+	 * the read (a tick that slept would hang here) */
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(co_engine_tick(&e), 0);
+	assert_int_equal(r.res, -1000);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	while (r.res == -1000) { /* the completion comes in at some tick */
+		n = co_engine_tick(&e);
+		assert_true(n >= 0);
+		ticks++;
+	}
+	assert_int_equal(r.res, 1); /* one byte */
+	assert_int_equal(r.c, 'x');
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_READY);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_tick(&e), -EINVAL); /* destroyed */
+	assert_int_equal(co_engine_tick(NULL), -EINVAL);
+	close(p[0]);
+	close(p[1]);
+	print_message("      the read completed %ld ticks after the write\n", ticks);
+}
+
+static void *tick_elsewhere(void *arg)
+{
+	return (void *)(intptr_t)co_engine_tick(arg);
+}
+
+static void test_tick_errors(void **state)
+{
+	co_engine e;
+	pthread_t th;
+	void *tret;
+	int ret;
+	co_sched s;
+	static const co_sched_group two_manual[1] = { { .contexts = 2, .manual = 1 } };
+	static const co_sched_group manual_steal[1] = { { .manual = 1, .steal = 1 } };
+	co_sched_opts bad1 = { .groups = two_manual, .ngroups = 1 };
+	co_sched_opts bad2 = { .groups = manual_steal, .ngroups = 1 };
+	co_sched_opts bad3 = { .groups = NULL, .ngroups = 2 };
+	co_sched_opts bad4 = { .groups = two_manual, .ngroups = 0 };
+	co_sched_opts ok = { .contexts = 1 };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_tick(&e), 0); /* this thread owns it now */
+	assert_int_equal(pthread_create(&th, NULL, tick_elsewhere, &e), 0);
+	pthread_join(th, &tret);
+	assert_int_equal((int)(intptr_t)tret, -EPERM);
+	assert_int_equal(co_engine_destroy(&e), 0);
+
+	assert_int_equal(co_sched_init(&s, &bad1), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad2), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad3), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad4), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &ok), 0);
+	assert_int_equal(co_context_tick(&s.ctx[0]), -EINVAL); /* has a thread */
+	assert_int_equal(co_context_tick(NULL), -EINVAL);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, NULL), -EINVAL);
+	while ((ret = co_sched_poll(&s)) == -EAGAIN) /* until the contexts settle */
+		sched_yield();
+	assert_int_equal(ret, 0); /* nothing to do */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_sched_poll(&s), -EINVAL);
+	assert_int_equal(co_sched_poll(NULL), -EINVAL);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_dispatch_by_key),
+	cmocka_unit_test(test_job_types),
+	cmocka_unit_test(test_stealing_stays_in_group),
+	cmocka_unit_test(test_spawn_on),
+	cmocka_unit_test(test_when_any_loser_moved),
+	cmocka_unit_test(test_engine_tick),
+	cmocka_unit_test(test_tick_errors),
+};
+
+CO_TEST_MAIN(tests, 1)

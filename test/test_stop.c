@@ -1,0 +1,616 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stops, tried the way a stranger or an attacker would (docs/design.md,
+ * "Stop modes" and "Cancellation"): a cancel stop ends every kind of wait,
+ * from inside and from outside, bounded by the grace period; a timed drain
+ * turns into a cancel; unstarted frames are abandoned and counted; cancel
+ * from another thread, racing the frame's end; several co_sched_run
+ * waiters. Each case here failed (hung, crashed, leaked or answered
+ * wrongly) before the lifecycle was written down.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "helpers.h"
+
+/* A task that counts its runs and records its status in on_done. */
+struct task {
+	co_frame co;
+	atomic_int ran, done, status;
+};
+
+static int task_fn(co_frame *f)
+{
+	struct task *t = (struct task *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&t->ran, 1);
+	CO_END(f);
+}
+
+static void task_done(co_frame *f)
+{
+	struct task *t = (struct task *)f;
+	atomic_store(&t->status, co_status(f));
+	atomic_fetch_add(&t->done, 1);
+}
+
+static void task_init(struct task *t)
+{
+	memset(t, 0, sizeof *t);
+	co_init(&t->co, task_fn);
+	t->co.on_done = task_done;
+}
+
+/* ---- a cancel stop ends every wait ------------------------------------------------ */
+
+enum wait_kind {
+	W_EVENT, W_CHAN_RECV, W_CHAN_SEND, W_SEM, W_COND, W_MUTEX, W_LATCH, W_WAITGROUP,
+	W_WHEN_ALL, W_READ, W_SLEEP, W_EVENT_TIMED, W_KINDS
+};
+
+static const char *const wait_names[W_KINDS] = {
+	"event", "channel recv", "channel send (full)", "semaphore", "condvar", "mutex",
+	"latch", "wait group", "when_all", "read (pipe)", "sleep", "event (timed)",
+};
+
+struct world {
+	co_event ev;
+	co_chan empty, full;
+	co_sem sem;
+	co_cond cond;
+	co_mutex held, cm;
+	co_latch latch;
+	co_waitgroup wg;
+	int pipe[2];
+	atomic_int parked; /* waiters that got to their await */
+};
+
+/* when_all's child: waits on the event */
+struct kid {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+};
+
+struct blocked {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	co_when when;
+	struct kid kid;
+	co_frame *kids[1];
+	struct world *wd;
+	enum wait_kind kind;
+	int item, res;
+	char c;
+	atomic_int done;
+};
+
+static int kid_event_fn(co_frame *f)
+{
+	struct kid *k = (struct kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&k->w, k->ev));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int blocked_fn(co_frame *f)
+{
+	struct blocked *b = (struct blocked *)f;
+	struct world *wd = b->wd;
+	CO_BEGIN(f);
+	atomic_fetch_add(&wd->parked, 1);
+	switch (b->kind) {
+	case W_EVENT:
+		co_event_wait(&b->w, &wd->ev);
+		break;
+	case W_CHAN_RECV:
+		co_chan_recv(&b->w, &wd->empty, &b->item);
+		break;
+	case W_CHAN_SEND:
+		co_chan_send(&b->w, &wd->full, &b->item);
+		break;
+	case W_SEM:
+		co_sem_acquire(&b->w, &wd->sem);
+		break;
+	case W_MUTEX:
+		co_mutex_lock(&b->w, &wd->held);
+		break;
+	case W_LATCH:
+		co_latch_wait(&b->w, &wd->latch);
+		break;
+	case W_WAITGROUP:
+		co_waitgroup_wait(&b->w, &wd->wg);
+		break;
+	case W_EVENT_TIMED:
+		co_wait_for(co_event_wait(&b->w, &wd->ev), 3600 * CO_S);
+		break;
+	default:
+		break;
+	}
+	if (b->kind == W_COND) {
+		CO_AWAIT(f, co_mutex_lock(&b->w, &wd->cm));
+		CO_AWAIT(f, co_cond_wait(&b->w, &wd->cond, &wd->cm));
+		b->res = co_result(f);
+		co_mutex_unlock(&wd->cm); /* held again, whatever the value */
+	} else if (b->kind == W_WHEN_ALL) {
+		CO_AWAIT(f, co_when_all(&b->when, b->kids, 1));
+		b->res = co_status(&b->kid.co); /* the child's wait was cancelled */
+	} else if (b->kind == W_READ) {
+		CO_AWAIT(f, co_read(&b->io, wd->pipe[0], &b->c, 1, (uint64_t)-1));
+		b->res = co_result(f);
+	} else if (b->kind == W_SLEEP) {
+		CO_AWAIT(f, co_sleep(&b->io, 3600 * CO_S));
+		b->res = co_result(f);
+	} else {
+		CO_AWAIT(f, &b->w.aw);
+		b->res = co_result(f);
+	}
+	CO_END(f);
+}
+
+static void blocked_done(co_frame *f)
+{
+	atomic_fetch_add(&((struct blocked *)f)->done, 1);
+}
+
+static void world_init(struct world *wd)
+{
+	int one = 1;
+	memset(wd, 0, sizeof *wd);
+	assert_int_equal(co_event_init(&wd->ev, 0), 0);
+	assert_int_equal(co_chan_init(&wd->empty, sizeof(int), 1, NULL), 0);
+	assert_int_equal(co_chan_init(&wd->full, sizeof(int), 1, NULL), 0);
+	assert_int_equal(co_chan_try_send(&wd->full, &one), 0);
+	assert_int_equal(co_sem_init(&wd->sem, 0), 0);
+	assert_int_equal(co_cond_init(&wd->cond), 0);
+	assert_int_equal(co_mutex_init(&wd->held), 0);
+	assert_int_equal(co_mutex_trylock(&wd->held), 0); /* held by nobody who runs */
+	assert_int_equal(co_mutex_init(&wd->cm), 0);
+	assert_int_equal(co_latch_init(&wd->latch, 1), 0);
+	assert_int_equal(co_waitgroup_init(&wd->wg), 0);
+	assert_int_equal(co_waitgroup_add(&wd->wg, 1), 0);
+	assert_int_equal(pipe(wd->pipe), 0);
+}
+
+static void world_free(struct world *wd)
+{
+	assert_int_equal(co_chan_destroy(&wd->empty), 0);
+	assert_int_equal(co_chan_destroy(&wd->full), 0);
+	close(wd->pipe[0]);
+	close(wd->pipe[1]);
+}
+
+static void blocked_init(struct blocked *b, struct world *wd, enum wait_kind k)
+{
+	memset(b, 0, sizeof *b);
+	b->wd = wd;
+	b->kind = k;
+	b->res = 1;
+	co_init(&b->co, blocked_fn);
+	b->co.on_done = blocked_done;
+	if (k == W_WHEN_ALL) {
+		b->kid.ev = &wd->ev;
+		co_init(&b->kid.co, kid_event_fn);
+		b->kids[0] = &b->kid.co;
+	}
+}
+
+/* Every kind of wait, none of them with a time limit but one, parked on
+ * a 2-context scheduler; a cancel stop from another thread ends each with
+ * -ECANCELED and co_sched_run returns. */
+static void test_cancel_stop_ends_every_wait(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct world wd;
+	static struct blocked b[W_KINDS];
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int k = 0; k < W_KINDS; k++) {
+		blocked_init(&b[k], &wd, (enum wait_kind)k);
+		assert_int_equal(co_sched_spawn(&s, &b[k].co), 0);
+	}
+	WAIT_UNTIL(atomic_load(&wd.parked) == W_KINDS);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int k = 0; k < W_KINDS; k++) {
+		if (b[k].res != -ECANCELED || b[k].done != 1)
+			fail_msg("%s: result %d, on_done %d", wait_names[k], b[k].res, b[k].done);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+	world_free(&wd);
+}
+
+/* A lone engine, stopped from one of its own coroutines: the same. */
+struct stopper {
+	co_frame co;
+	co_io io;
+};
+
+static int stopper_fn(co_frame *f)
+{
+	struct stopper *st = (struct stopper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&st->io)); /* everyone else is parked by now */
+	co_engine_stop(co_engine_current(), CO_STOP_CANCEL);
+	CO_END(f);
+}
+
+static void test_cancel_stop_from_inside(void **state)
+{
+	co_engine e;
+	struct world wd;
+	static struct blocked b[W_KINDS];
+	struct stopper st;
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int k = 0; k < W_KINDS; k++) {
+		blocked_init(&b[k], &wd, (enum wait_kind)k);
+		assert_int_equal(co_engine_spawn(&e, &b[k].co), 0);
+	}
+	co_init(&st.co, stopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	for (int k = 0; k < W_KINDS; k++)
+		if (b[k].res != -ECANCELED || b[k].done != 1)
+			fail_msg("%s: result %d, on_done %d", wait_names[k], b[k].res, b[k].done);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	world_free(&wd);
+}
+
+/* A drain that does not end within its time becomes a cancel. */
+static void test_timed_drain_becomes_cancel(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct world wd;
+	struct blocked b;
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	blocked_init(&b, &wd, W_EVENT);
+	assert_int_equal(co_sched_spawn(&s, &b.co), 0);
+	WAIT_UNTIL(atomic_load(&wd.parked) == 1);
+	assert_int_equal(co_sched_stop_timed(&s, 20 * CO_MS), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(b.res, -ECANCELED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	world_free(&wd);
+}
+
+/* ---- bounded against coroutines that retry ------------------------------------------ */
+
+enum retry_kind { R_RECV, R_EVENT, R_YIELD, R_SLEEP, R_KINDS };
+
+struct retrier {
+	co_frame co;
+	co_io io;
+	co_waiter w;
+	co_event *ev;
+	enum retry_kind kind;
+	int fd, tries;
+	char c;
+	atomic_int done, status, started;
+};
+
+static int retrier_fn(co_frame *f)
+{
+	struct retrier *r = (struct retrier *)f;
+	CO_BEGIN(f);
+	atomic_store(&r->started, 1);
+	for (;;) { /* ignores every -ECANCELED it gets */
+		r->tries++;
+		if (r->kind == R_RECV) {
+			CO_AWAIT(f, co_recv(&r->io, r->fd, &r->c, 1, 0));
+		} else if (r->kind == R_EVENT) {
+			CO_AWAIT(f, co_event_wait(&r->w, r->ev));
+		} else if (r->kind == R_SLEEP) {
+			CO_AWAIT(f, co_sleep(&r->io, 3600 * CO_S));
+		} else {
+			CO_YIELD(f);
+		}
+	}
+	CO_END(f);
+}
+
+static void retrier_done(co_frame *f)
+{
+	struct retrier *r = (struct retrier *)f;
+	atomic_store(&r->status, co_status(f));
+	atomic_fetch_add(&r->done, 1);
+}
+
+static void test_cancel_stop_bounded(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .engine = { .cancel_grace_ns = 20 * CO_MS } };
+	struct retrier r[R_KINDS];
+	co_event ev;
+	int sv[2];
+	uint64_t cancelled = 0;
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int k = 0; k < R_KINDS; k++) {
+		memset(&r[k], 0, sizeof r[k]);
+		r[k].kind = (enum retry_kind)k;
+		r[k].fd = sv[0];
+		r[k].ev = &ev;
+		co_init(&r[k].co, retrier_fn);
+		r[k].co.on_done = retrier_done;
+		assert_int_equal(co_sched_spawn(&s, &r[k].co), 0);
+	}
+	for (int k = 0; k < R_KINDS; k++)
+		WAIT_UNTIL(atomic_load(&r[k].started));
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* returns: the stop is bounded */
+	for (int k = 0; k < R_KINDS; k++) {
+		assert_int_equal(r[k].done, 1);
+		assert_int_equal(r[k].status, -ECANCELED);
+		assert_true(r[k].tries > 1); /* it did retry */
+	}
+	for (unsigned i = 0; i < s.n; i++)
+		cancelled += s.ctx[i].engine.stats.cancelled;
+	assert_int_equal(cancelled, R_KINDS); /* finished for them, past the grace */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Frames that never started do not start under a cancel stop. */
+static void test_cancel_stop_unstarted(void **state)
+{
+	co_engine e;
+	struct task t[16];
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 16; i++) {
+		task_init(&t[i]);
+		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+	}
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	for (int i = 0; i < 16; i++) {
+		assert_int_equal(t[i].ran, 0);
+		assert_int_equal(t[i].done, 1);
+		assert_int_equal(t[i].status, -ECANCELED);
+	}
+	assert_int_equal(e.stats.cancelled, 16);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- cancel from another thread ------------------------------------------------------ */
+
+static void test_cross_thread_cancel(void **state)
+{
+	co_context c;
+	struct world wd;
+	struct blocked rd, evw;
+	struct task fin;
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	blocked_init(&rd, &wd, W_READ);
+	blocked_init(&evw, &wd, W_EVENT);
+	task_init(&fin);
+	assert_int_equal(co_context_spawn(&c, &rd.co), 0);
+	assert_int_equal(co_context_spawn(&c, &evw.co), 0);
+	assert_int_equal(co_context_spawn(&c, &fin.co), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	WAIT_UNTIL(atomic_load(&wd.parked) == 2 && atomic_load(&fin.done) == 1);
+	/* this thread runs no engine: the requests go to the context's thread */
+	assert_int_equal(co_cancel(&rd.co), 0);
+	assert_int_equal(co_cancel(&evw.co), 0);
+	assert_true(co_cancelled(&rd.co));
+	WAIT_UNTIL(atomic_load(&rd.done) == 1 && atomic_load(&evw.done) == 1);
+	assert_int_equal(rd.res, -ECANCELED);
+	assert_int_equal(evw.res, -ECANCELED);
+	/* a finished frame: refused, and nothing about it changes */
+	assert_int_equal(co_cancel(&fin.co), -EALREADY);
+	assert_false(co_cancelled(&fin.co));
+	assert_int_equal(co_cancel(&rd.co), -EALREADY);
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_context_join(&c), 0);
+	assert_int_equal(co_context_destroy(&c), 0);
+	world_free(&wd);
+}
+
+/* Cancels racing the frames' ends, from a thread that runs no engine. Each
+ * frame is freed by whichever of its on_done and the canceller lets go of
+ * it last, so the canceller's call is always made on live memory, and a
+ * touch by the library after on_done would be a use-after-free (ASan). Each
+ * frame finishes exactly once; a cancel answered -EALREADY came after the
+ * end (the frame slept its full time); one answered 0 may still lose to
+ * the end. */
+#define RACE_FRAMES 3000
+
+struct racer {
+	co_frame co;
+	co_io io;
+	unsigned us;
+	atomic_int refs;
+	atomic_int *finished, *slept;
+};
+
+static void racer_release(struct racer *r)
+{
+	if (atomic_fetch_sub(&r->refs, 1) == 1)
+		free(r);
+}
+
+static int racer_fn(co_frame *f)
+{
+	struct racer *r = (struct racer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&r->io, r->us * CO_US));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void racer_done(co_frame *f)
+{
+	struct racer *r = (struct racer *)f;
+	atomic_fetch_add(r->finished, 1);
+	if (co_status(f) == 0)
+		atomic_fetch_add(r->slept, 1);
+	racer_release(r);
+}
+
+static void test_cross_thread_cancel_races_end(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	atomic_int finished = 0, slept = 0;
+	int accepted = 0, too_late = 0;
+	unsigned seed = 7;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < RACE_FRAMES; i++) {
+		struct racer *r = calloc(1, sizeof *r);
+		int ret;
+		assert_non_null(r);
+		r->us = rand_r(&seed) % 40;
+		r->finished = &finished;
+		r->slept = &slept;
+		atomic_init(&r->refs, 2);
+		co_init(&r->co, racer_fn);
+		r->co.on_done = racer_done;
+		assert_int_equal(co_sched_spawn(&s, &r->co), 0);
+		for (unsigned spin = rand_r(&seed) % 20000; spin; spin--)
+			atomic_signal_fence(memory_order_seq_cst);
+		ret = co_cancel(&r->co);
+		if (ret == 0)
+			accepted++;
+		else if (ret == -EALREADY)
+			too_late++;
+		else
+			fail_msg("frame %d: co_cancel answered %d", i, ret);
+		racer_release(r);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&finished), RACE_FRAMES);
+	assert_true(atomic_load(&slept) >= too_late);
+	print_message("      %d cancels accepted, %d too late; %d frames slept their time\n",
+		      accepted, too_late, atomic_load(&slept));
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- more of the tables in docs/design.md ---------------------------------------- */
+
+struct waiter_thread {
+	co_sched *s;
+	int ret;
+};
+
+static void *run_main(void *arg)
+{
+	struct waiter_thread *w = arg;
+	w->ret = co_sched_run(w->s);
+	return NULL;
+}
+
+/* Several threads may wait in co_sched_run at once; a stop that cannot
+ * finish yet makes destroy refuse (-EBUSY) until the work is done; a stop
+ * on an ended scheduler is harmless. */
+static void test_sched_run_waiters_and_stops(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct world wd;
+	struct blocked b;
+	struct waiter_thread w[3];
+	pthread_t th[3];
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	blocked_init(&b, &wd, W_EVENT);
+	assert_int_equal(co_sched_spawn(&s, &b.co), 0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct waiter_thread){ .s = &s, .ret = 1 };
+		assert_int_equal(pthread_create(&th[i], NULL, run_main, &w[i]), 0);
+	}
+	WAIT_UNTIL(atomic_load(&wd.parked) == 1);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_STOPPING);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* waiters, and a task parked */
+	assert_int_equal(co_event_set(&wd.ev), 0);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].ret, 0);
+	}
+	assert_int_equal(b.res, 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0); /* harmless */
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	world_free(&wd);
+}
+
+/* A cancel request for a frame of an engine that is not running waits for
+ * its next run; and a cancel stop stays one when a drain is asked after. */
+static void test_cancel_while_not_running(void **state)
+{
+	co_engine e;
+	struct world wd;
+	struct blocked b;
+	struct task t;
+	(void)state;
+	world_init(&wd);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	blocked_init(&b, &wd, W_SLEEP); /* an hour */
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_cancel(&b.co), 0); /* no run: queued */
+	assert_true(co_cancelled(&b.co));
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(b.res, -ECANCELED); /* its sleep was cut short */
+
+	task_init(&t);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0); /* no way back */
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	world_free(&wd);
+
+	/* the same with a frame that never started: under the cancel stop
+	 * it never does, even after the drain was asked */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(t.ran, 0);
+	assert_int_equal(t.status, -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_cancel_stop_ends_every_wait),
+	cmocka_unit_test(test_cancel_stop_from_inside),
+	cmocka_unit_test(test_timed_drain_becomes_cancel),
+	cmocka_unit_test(test_cancel_stop_bounded),
+	cmocka_unit_test(test_cancel_stop_unstarted),
+	cmocka_unit_test(test_cross_thread_cancel),
+	cmocka_unit_test(test_cross_thread_cancel_races_end),
+	cmocka_unit_test(test_sched_run_waiters_and_stops),
+	cmocka_unit_test(test_cancel_while_not_running),
+};
+
+CO_TEST_MAIN(tests, 1)
