@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What every benchmark server shares, so that they differ only in their
- * I/O model: the command line (--port P [--threads N] [--header-timeout MS]),
+ * I/O model: the command line (--port P [--threads N] [--header-timeout MS]
+ * [--idle-timeout MS]),
  * the listening socket (127.0.0.1, SO_REUSEPORT: one socket per thread,
  * backlog 4096), the per-connection socket options (TCP_NODELAY), the
  * buffer size, the "port=P" line the runner and the smoke test read
- * (--port 0 picks a free port), and signal handling (SIGINT/SIGTERM to
- * one thread that asks the server to stop; SIGPIPE ignored).
+ * (--port 0 picks a free port), and the stop (SIGINT/SIGTERM, seen by
+ * every loop through a signalfd; SIGPIPE ignored).
  */
 #ifndef CORING_BENCH_UTIL_H
 #define CORING_BENCH_UTIL_H
@@ -25,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 
 /* Receive buffer of every echo server (one per connection). */
@@ -34,17 +36,25 @@ struct bench_args {
 	int port;               /* 0: pick a free one */
 	int threads;            /* server threads (one listener + loop each) */
 	int header_timeout_ms;  /* HTTP servers: deadline for a request header */
+	int idle_timeout_ms;    /* HTTP servers: an idle keep-alive connection
+	                           is closed after this long */
 };
+
+/* The HTTP servers' idle keep-alive timeout unless --idle-timeout says
+ * otherwise: idle clients cannot hold descriptors for ever. */
+#define BENCH_IDLE_TIMEOUT_MS 60000
 
 static inline void bench_usage(const char *prog)
 {
-	fprintf(stderr, "usage: %s --port P [--threads N] [--header-timeout MS]\n", prog);
+	fprintf(stderr, "usage: %s --port P [--threads N] [--header-timeout MS] [--idle-timeout MS]\n",
+		prog);
 	exit(2);
 }
 
 static inline struct bench_args bench_parse(int argc, char **argv)
 {
-	struct bench_args a = { .port = -1, .threads = 1, .header_timeout_ms = 10000 };
+	struct bench_args a = { .port = -1, .threads = 1, .header_timeout_ms = 10000,
+				.idle_timeout_ms = BENCH_IDLE_TIMEOUT_MS };
 
 	for (int i = 1; i < argc; i++) {
 		if (i + 1 >= argc)
@@ -55,11 +65,13 @@ static inline struct bench_args bench_parse(int argc, char **argv)
 			a.threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--header-timeout"))
 			a.header_timeout_ms = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--idle-timeout"))
+			a.idle_timeout_ms = atoi(argv[++i]);
 		else
 			bench_usage(argv[0]);
 	}
 	if (a.port < 0 || a.port > 65535 || a.threads < 1 || a.threads > 256 ||
-	    a.header_timeout_ms < 1)
+	    a.header_timeout_ms < 1 || a.idle_timeout_ms < 1)
 		bench_usage(argv[0]);
 	return a;
 }
@@ -102,69 +114,49 @@ static inline void bench_ready(const char *name, int port, int threads)
 	fprintf(stderr, "%s: listening on 127.0.0.1:%d, %d thread(s)\n", name, port, threads);
 }
 
-/* Block SIGINT/SIGTERM in every thread (call before creating any) and
- * ignore SIGPIPE; then bench_signal_thread runs stop(arg) on the first. */
-static inline void bench_block_signals(void)
+/* The stop: SIGINT/SIGTERM are blocked in every thread (call this before
+ * creating any) and reported by the returned signalfd. Every loop watches
+ * it for readability and never reads it, so the signal stays pending and
+ * every thread's loop sees it and ends. No thread sits in sigwait: under
+ * valgrind (the instruction-count runs) a thread blocked in io_uring_enter
+ * holds valgrind's lock, and only a completion on its own ring wakes it.
+ * SIGPIPE is ignored. Exits on failure. */
+static inline int bench_stop_fd(const char *name)
 {
 	sigset_t s;
+	int fd;
 
 	sigemptyset(&s);
 	sigaddset(&s, SIGINT);
 	sigaddset(&s, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &s, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	fd = signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "%s: signalfd: %s\n", name, strerror(errno));
+		exit(1);
+	}
+	return fd;
 }
 
-struct bench_sig {
-	void (*stop)(void *arg);
-	void *arg;
-};
-
-static inline void *bench_sig_main(void *p)
-{
-	struct bench_sig *bs = p;
-	sigset_t s;
-	int sig;
-
-	sigemptyset(&s);
-	sigaddset(&s, SIGINT);
-	sigaddset(&s, SIGTERM);
-	sigwait(&s, &sig);
-	bs->stop(bs->arg);
-	return NULL;
-}
-
-/* The stop of the epoll and raw io_uring servers (sig->arg = the eventfd
- * every loop watches): 256 so that each thread of an EFD_SEMAPHORE eventfd
- * (one read each, at most 256 threads) and every epoll set sees it. */
-static inline void bench_stop_eventfd(void *arg)
-{
-	uint64_t n = 256;
-
-	if (write(*(int *)arg, &n, sizeof n) < 0)
-		perror("stop: eventfd");
-}
-
-/* Run the server: thread i runs fn(workers + i * wsize), a signal thread
- * calls sig->stop on SIGINT/SIGTERM; print the ready line; join them all. */
+/* Run the server: print the ready line (the listeners already listen),
+ * then thread i runs fn(workers + i * wsize); join them all. */
 static inline void bench_run(const char *name, const struct bench_args *a, void *workers,
-			     size_t wsize, void *(*fn)(void *), struct bench_sig *sig)
+			     size_t wsize, void *(*fn)(void *))
 {
-	pthread_t *t = calloc((size_t)a->threads, sizeof *t), st;
+	pthread_t *t = calloc((size_t)a->threads, sizeof *t);
 
-	for (int i = 0; i < a->threads; i++)
-		pthread_create(&t[i], NULL, fn, (char *)workers + (size_t)i * wsize);
-	pthread_create(&st, NULL, bench_sig_main, sig);
 	bench_ready(name, a->port, a->threads);
 	for (int i = 0; i < a->threads; i++)
+		pthread_create(&t[i], NULL, fn, (char *)workers + (size_t)i * wsize);
+	for (int i = 0; i < a->threads; i++)
 		pthread_join(t[i], NULL);
-	pthread_join(st, NULL);
 	free(t);
 }
 
 /* The epoll servers' per-thread setup: a nonblocking listener on *port
- * and an epoll set watching it (data.ptr = lfd_tag) and the shared stop
- * eventfd (data.ptr = stop_tag). Exits on failure. */
+ * and an epoll set watching it (data.ptr = lfd_tag) and the stop signalfd
+ * (level-triggered, data.ptr = stop_tag). Exits on failure. */
 static inline void bench_epoll_init(const char *name, int *port, int stop_fd, int *lfd, int *ep,
 				    void *lfd_tag, void *stop_tag)
 {
@@ -181,6 +173,15 @@ static inline void bench_epoll_init(const char *name, int *port, int stop_fd, in
 	epoll_ctl(*ep, EPOLL_CTL_ADD, *lfd, &ev);
 	ev.data.ptr = stop_tag;
 	epoll_ctl(*ep, EPOLL_CTL_ADD, stop_fd, &ev);
+}
+
+/* How often the HTTP servers look for idle connections: a quarter of the
+ * timeout, between 10 ms and 1 s. */
+static inline uint64_t bench_idle_interval_ns(int idle_timeout_ms)
+{
+	uint64_t ms = (uint64_t)idle_timeout_ms / 4;
+
+	return (ms < 10 ? 10 : ms > 1000 ? 1000 : ms) * 1000000u;
 }
 
 static inline uint64_t bench_now_ns(void)

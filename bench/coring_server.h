@@ -3,12 +3,14 @@
  * The part both coring servers (echo_coring, http_coring) share: a
  * scheduler of --threads contexts, a listener coroutine on each (its own
  * SO_REUSEPORT socket) that spawns a connection coroutine per accepted
- * descriptor on its own context, and a clean stop on SIGINT/SIGTERM.
- * A server includes this once and calls coring_server_main with its
- * connection constructor.
+ * descriptor on its own context, and a clean stop on SIGINT/SIGTERM (a
+ * stopper task per context polls the stop signalfd). A server includes
+ * this once and calls coring_server_main with its connection constructor.
  */
 #ifndef CORING_BENCH_CORING_SERVER_H
 #define CORING_BENCH_CORING_SERVER_H
+
+#include <poll.h>
 
 #include <coring/io.h>
 #include <coring/scheduler.h>
@@ -16,14 +18,32 @@
 #include "bench_util.h"
 
 /* Builds the connection coroutine for fd (co_init'ed, on_done set), or
- * returns NULL (the listener closes fd). */
-typedef co_frame *(*coring_new_conn)(int fd);
+ * returns NULL (the listener closes fd). ctx is the context's own state
+ * (see coring_server_main). */
+typedef co_frame *(*coring_new_conn)(int fd, void *ctx);
+
+/* Optional: called once per context i before the run; returns a task to
+ * run on that context beside its listener (or NULL) and sets *ctx, which
+ * the context's listener hands to new_conn. The task must end when the
+ * server stops (its awaits then end with -ECANCELED). */
+typedef co_frame *(*coring_per_context)(unsigned i, void **ctx);
 
 struct coring_listener {
 	co_frame co;
 	co_io io;
 	int lfd;
 	coring_new_conn new_conn;
+	void *ctx;
+};
+
+/* One per context: waits for the stop signal (bench_stop_fd), then cancels
+ * every wait of every context (co_sched_stop with CO_STOP_CANCEL), so
+ * every coroutine ends. */
+struct coring_stopper {
+	co_frame co;
+	co_io io;
+	int sfd;
+	co_sched *s;
 };
 
 static int coring_listener_fn(co_frame *f)
@@ -45,7 +65,7 @@ static int coring_listener_fn(co_frame *f)
 			continue;
 		}
 		bench_conn_opts(fd);
-		if ((c = l->new_conn(fd)) == NULL) {
+		if ((c = l->new_conn(fd, l->ctx)) == NULL) {
 			close(fd);
 			continue;
 		}
@@ -54,34 +74,39 @@ static int coring_listener_fn(co_frame *f)
 	CO_END(f);
 }
 
+static int coring_stopper_fn(co_frame *f)
+{
+	struct coring_stopper *st = (struct coring_stopper *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_poll(&st->io, st->sfd, POLLIN));
+	if (co_result(f) > 0) /* not -ECANCELED: this context saw the signal first */
+		co_sched_stop(st->s, CO_STOP_CANCEL);
+	CO_END(f);
+}
+
 static void coring_free_frame(co_frame *f)
 {
 	free(f);
 }
 
-/* SIGINT/SIGTERM: cancel all I/O; the engines keep cancelling what
- * coroutines start afterwards, so every coroutine ends. */
-static void coring_stop(void *arg)
-{
-	co_sched_stop(arg, CO_STOP_CANCEL);
-}
-
-static int coring_server_main(const char *name, struct bench_args a, coring_new_conn new_conn)
+static int coring_server_main(const char *name, struct bench_args a, coring_new_conn new_conn,
+			      coring_per_context per_context)
 {
 	co_sched_opts o = { .contexts = (unsigned)a.threads,
 			    .engine = { .sq_entries = 1024, .ready_size = 8192 } };
 	struct coring_listener *ls = calloc((size_t)a.threads, sizeof *ls);
+	struct coring_stopper *sts = calloc((size_t)a.threads, sizeof *sts);
+	int sfd = bench_stop_fd(name), err;
 	co_sched s;
-	struct bench_sig sig = { coring_stop, &s };
-	pthread_t sig_thread;
-	int err;
 
-	bench_block_signals();
-	if (ls == NULL || (err = co_sched_init(&s, &o)) < 0) {
+	if (ls == NULL || sts == NULL || (err = co_sched_init(&s, &o)) < 0) {
 		fprintf(stderr, "%s: init failed\n", name);
 		return 1;
 	}
 	for (int i = 0; i < a.threads; i++) {
+		co_frame *extra = per_context ? per_context((unsigned)i, &ls[i].ctx) : NULL;
+
 		ls[i].lfd = bench_listen(&a.port);
 		if (ls[i].lfd < 0) {
 			fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
@@ -90,14 +115,20 @@ static int coring_server_main(const char *name, struct bench_args a, coring_new_
 		ls[i].new_conn = new_conn;
 		co_init(&ls[i].co, coring_listener_fn);
 		co_sched_spawn_to(&s, (unsigned)i, &ls[i].co);
+		sts[i].sfd = sfd;
+		sts[i].s = &s;
+		co_init(&sts[i].co, coring_stopper_fn);
+		co_sched_spawn_to(&s, (unsigned)i, &sts[i].co);
+		if (extra)
+			co_sched_spawn_to(&s, (unsigned)i, extra);
 	}
-	pthread_create(&sig_thread, NULL, bench_sig_main, &sig);
 	bench_ready(name, a.port, a.threads);
 	err = co_sched_run(&s);
-	pthread_join(sig_thread, NULL);
 	for (int i = 0; i < a.threads; i++)
 		close(ls[i].lfd);
+	close(sfd);
 	free(ls);
+	free(sts);
 	co_sched_destroy(&s);
 	if (err < 0) {
 		fprintf(stderr, "%s: %s\n", name, strerror(-err));

@@ -40,8 +40,9 @@ out:
 	CO_END(f);
 }
 
-static co_frame *new_conn(int fd)
+static co_frame *new_conn(int fd, void *ctx)
 {
+	(void)ctx;
 	struct conn *c = malloc(sizeof *c);
 
 	if (c == NULL)
@@ -54,5 +55,5 @@ static co_frame *new_conn(int fd)
 
 int main(int argc, char **argv)
 {
-	return coring_server_main("echo_coring", bench_parse(argc, argv), new_conn);
+	return coring_server_main("echo_coring", bench_parse(argc, argv), new_conn, NULL);
 }

@@ -12,8 +12,6 @@
  * only that connection. Same buffer size and socket options as the other
  * servers (bench_util.h). SIGINT/SIGTERM: every loop stops, exit 0.
  */
-#include <sys/eventfd.h>
-
 #include "bench_util.h"
 
 #define MAX_EVENTS 512
@@ -149,18 +147,16 @@ int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
-	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
+	int stop_fd = bench_stop_fd("echo_epoll");
 
-	if (ws == NULL || stop_fd < 0)
+	if (ws == NULL)
 		return 1;
-	bench_block_signals();
 	for (int i = 0; i < a.threads; i++) {
 		ws[i].stop_fd = stop_fd;
 		bench_epoll_init("echo_epoll", &a.port, stop_fd, &ws[i].lfd, &ws[i].ep, &ws[i].lfd,
 				 &ws[i].stop_fd);
 	}
-	bench_run("echo_epoll", &a, ws, sizeof *ws, worker_main, &sig);
+	bench_run("echo_epoll", &a, ws, sizeof *ws, worker_main);
 	for (int i = 0; i < a.threads; i++) {
 		close(ws[i].lfd);
 		close(ws[i].ep);

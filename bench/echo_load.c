@@ -5,7 +5,7 @@
  *
  *   echo_load --port P [--conns N] [--size B] [--seconds T] [--warmup W]
  *             [--depth D] [--threads K] [--server-pid PID] [--http]
- *             [--churn MS]
+ *             [--churn MS] [--count K]
  *
  * Closed loop: each connection keeps D messages outstanding (1: ping-pong,
  * more: pipelined) and sends the next one when a whole echo came back.
@@ -22,6 +22,13 @@
  * CPU per request and the CPU that other processes used (noise).
  * --churn MS closes and reopens a random connection every MS ms on
  * average (the soak's random disconnects).
+ * --count K: each connection sends exactly K messages and closes once all
+ * came back; every request counts (no warm-up window) and --seconds is
+ * only a limit (the run fails if it is reached). The server then handles
+ * exactly conns x K requests: what the instruction-count runs need.
+ *
+ * The open-file limit is raised to its hard limit when the connections
+ * need it.
  *
  * Prints a human summary on stderr and one "echo_load key=value ..." line
  * on stdout. Exit 0 when every byte matched and no connection failed.
@@ -86,7 +93,7 @@ static const unsigned char *echo_msg(unsigned c, uint64_t k)
 /* ---- configuration and shared state -------------------------------------- */
 
 struct opts {
-	int port, conns, size, depth, threads, http, churn_ms;
+	int port, conns, size, depth, threads, http, churn_ms, count;
 	double seconds, warmup;
 	int server_pid;
 };
@@ -109,6 +116,7 @@ struct conn {
 struct worker {
 	pthread_t thread;
 	int first, count;               /* its connections: ids first.. */
+	int active;                     /* --count: connections not finished */
 	struct conn *conns;
 	uint64_t hist[HIST_BUCKETS];
 	uint64_t requests, bytes_bad, reconnects;
@@ -160,7 +168,7 @@ static int dial(void)
 /* Send what the window allows. -1 on error. */
 static int pump(struct conn *c, uint64_t now)
 {
-	while (c->sent < c->done + (uint64_t)o.depth) {
+	while (c->sent < c->done + (uint64_t)o.depth && (!o.count || c->sent < (uint64_t)o.count)) {
 		const unsigned char *m = msg_out(c, c->sent);
 		ssize_t n = send(c->fd, m + c->out_off, out_len - c->out_off, MSG_NOSIGNAL);
 		if (n < 0) {
@@ -210,16 +218,28 @@ static int absorb(struct worker *w, struct conn *c, const unsigned char *p, size
 				w->hist[hist_index(now - c->t_sent[c->done % (uint64_t)o.depth])]++;
 			}
 			c->done++;
+			if (o.count && c->done == (uint64_t)o.count) {
+				if (n) {
+					errno = 0;
+					fail("more bytes than were sent", c);
+					return -1;
+				}
+				close(c->fd); /* also leaves the epoll set */
+				c->fd = -1;
+				w->active--;
+			}
 		}
 	}
 	return 0;
 }
 
+/* Start a connection: dial it unless main already did, then send. */
 static int conn_open(struct worker *w, int ep, struct conn *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-	c->fd = dial();
+	if (c->fd < 0)
+		c->fd = dial();
 	if (c->fd < 0) {
 		fail("connect", c);
 		return -1;
@@ -247,6 +267,7 @@ static void *worker_main(void *arg)
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	uint64_t next_churn = 0;
 
+	w->active = w->count;
 	for (int i = 0; i < w->count; i++)
 		if (conn_open(w, ep, &w->conns[i]) < 0)
 			goto out;
@@ -270,17 +291,26 @@ static void *worker_main(void *arg)
 				fail("recv", c);
 				goto out;
 			}
-			if (absorb(w, c, w->rbuf, (size_t)r, now) < 0 || pump(c, now) < 0) {
+			if (absorb(w, c, w->rbuf, (size_t)r, now) < 0 ||
+			    (c->fd >= 0 && pump(c, now) < 0)) {
 				fail("send", c);
 				goto out;
 			}
 		}
-		if (now >= t_end || atomic_load_explicit(&failed, memory_order_relaxed))
+		if (o.count && w->active == 0)
 			break;
+		if (now >= t_end || atomic_load_explicit(&failed, memory_order_relaxed)) {
+			if (o.count) {
+				errno = 0;
+				fail("--count not reached within --seconds", NULL);
+			}
+			break;
+		}
 		if (o.churn_ms && now >= next_churn) {
 			/* a random disconnect, at a random point of a message */
 			struct conn *c = &w->conns[rnd(w) % (uint64_t)w->count];
 			close(c->fd);
+			c->fd = -1;
 			w->reconnects++;
 			if (conn_open(w, ep, c) < 0)
 				goto out;
@@ -359,6 +389,17 @@ static void sample(struct cpu_sample *s)
 	s->busy = machine_busy();
 }
 
+/* Let this process open at least n descriptors, up to the hard limit. */
+static void raise_nofile(rlim_t n)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n) {
+		rl.rlim_cur = n < rl.rlim_max ? n : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static void sleep_until(uint64_t t)
 {
 	struct timespec ts = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
@@ -371,7 +412,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: echo_load --port P [--conns N] [--size B] [--seconds T] "
 			"[--warmup W] [--depth D] [--threads K] [--server-pid PID] [--http] "
-			"[--churn MS]\n");
+			"[--churn MS] [--count K]\n");
 	exit(2);
 }
 
@@ -410,30 +451,41 @@ int main(int argc, char **argv)
 			o.server_pid = atoi(v);
 		else if (!strcmp(k, "--churn"))
 			o.churn_ms = atoi(v);
+		else if (!strcmp(k, "--count"))
+			o.count = atoi(v);
 		else
 			usage();
 	}
 	if (o.port <= 0 || o.port > 65535 || o.conns < 1 || o.size < 1 || o.size > 65536 ||
 	    o.depth < 1 || o.depth > 1024 || o.threads < 1 || o.seconds <= 0 || o.warmup < 0 ||
-	    o.churn_ms < 0)
+	    o.churn_ms < 0 || o.count < 0 || (o.count && o.churn_ms))
 		usage();
 	if (o.threads > o.conns)
 		o.threads = o.conns;
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile((rlim_t)o.conns + 64);
 	table_init();
 	out_len = o.http ? strlen(http_req) : (size_t)o.size;
 	in_len = o.http ? strlen(HTTP_HELLO_RESPONSE) : (size_t)o.size;
 
 	ws = calloc((size_t)o.threads, sizeof *ws);
 	conns = calloc((size_t)o.conns, sizeof *conns);
-	t0 = bench_now_ns();
-	t_start = t0 + (uint64_t)(o.warmup * 1e9);
-	t_end = t_start + (uint64_t)(o.seconds * 1e9);
+	/* every connection is open before the clock starts: with thousands of
+	 * them, connecting takes longer than a warm-up */
 	for (int i = 0; i < o.conns; i++) {
 		conns[i].id = i;
-		conns[i].fd = -1;
-		conns[i].t_sent = calloc((size_t)o.depth, sizeof(uint64_t));
+		if ((conns[i].fd = dial()) < 0) {
+			fail("connect", &conns[i]);
+			return 1;
+		}
 	}
+	t0 = bench_now_ns();
+	if (o.count)
+		o.warmup = 0;
+	t_start = t0 + (uint64_t)(o.warmup * 1e9);
+	t_end = t_start + (uint64_t)(o.seconds * 1e9);
+	for (int i = 0; i < o.conns; i++)
+		conns[i].t_sent = calloc((size_t)o.depth, sizeof(uint64_t));
 	for (int i = 0, first = 0; i < o.threads; i++) {
 		struct worker *w = &ws[i];
 		w->first = first;
@@ -447,8 +499,10 @@ int main(int argc, char **argv)
 	}
 	sleep_until(t_start);
 	sample(&s0);
-	sleep_until(t_end);
-	sample(&s1);
+	if (!o.count) {
+		sleep_until(t_end);
+		sample(&s1);
+	}
 	for (int i = 0; i < o.threads; i++) {
 		pthread_join(ws[i].thread, NULL);
 		requests += ws[i].requests;
@@ -457,6 +511,8 @@ int main(int argc, char **argv)
 			hist[b] += ws[i].hist[b];
 		free(ws[i].rbuf);
 	}
+	if (o.count)
+		sample(&s1);
 	for (int k = 0; k < 3; k++) {
 		uint64_t want = (uint64_t)ceil(p[k] * (double)requests), acc = 0;
 		for (unsigned b = 0; b < HIST_BUCKETS && requests; b++) {
@@ -468,7 +524,8 @@ int main(int argc, char **argv)
 		}
 	}
 
-	double secs = o.seconds, rps = (double)requests / secs;
+	double secs = o.count ? (double)(bench_now_ns() - t0) / 1e9 : o.seconds;
+	double rps = (double)requests / secs;
 	double server = s1.server - s0.server, self = s1.self - s0.self;
 	double other = (s1.busy - s0.busy) - self - (o.server_pid ? server : 0);
 	int nfail = atomic_load(&failed);
@@ -489,5 +546,6 @@ int main(int argc, char **argv)
 		free(conns[i].t_sent);
 	free(conns);
 	free(ws);
-	return nfail || requests == 0 ? 1 : 0;
+	return nfail || requests == 0 || (o.count && requests != (uint64_t)o.count * (uint64_t)o.conns)
+		       ? 1 : 0;
 }

@@ -10,10 +10,10 @@
  * recv, then send (MSG_WAITALL: the kernel finishes a short send itself),
  * then recv again. The loop is one io_uring_submit_and_wait per turn, then
  * every CQE in one batch. user_data is the connection pointer with the
- * operation in its low bits. SIGINT/SIGTERM: an eventfd read armed in every
- * ring completes, the loops end, exit 0.
+ * operation in its low bits. SIGINT/SIGTERM: a poll on the stop signalfd,
+ * armed in every ring, completes; the loops end, exit 0.
  */
-#include <sys/eventfd.h>
+#include <poll.h>
 #include <liburing.h>
 
 #include "bench_util.h"
@@ -28,7 +28,6 @@ struct conn {
 struct worker {
 	struct io_uring ring;
 	int lfd, stop_fd;
-	uint64_t stop_val;
 };
 
 static inline void set_data(struct io_uring_sqe *sqe, void *p, unsigned op)
@@ -100,7 +99,7 @@ static void *worker_main(void *arg)
 	io_uring_register_ring_fd(r);
 	prep_accept(w);
 	struct io_uring_sqe *sqe = get_sqe(r);
-	io_uring_prep_read(sqe, w->stop_fd, &w->stop_val, sizeof w->stop_val, 0);
+	io_uring_prep_poll_add(sqe, w->stop_fd, POLLIN);
 	set_data(sqe, NULL, OP_STOP);
 
 	while (!stop) {
@@ -176,12 +175,10 @@ int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
-	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
-	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
+	int stop_fd = bench_stop_fd("echo_uring");
 
-	if (ws == NULL || stop_fd < 0)
+	if (ws == NULL)
 		return 1;
-	bench_block_signals();
 	for (int i = 0; i < a.threads; i++) {
 		int ret;
 
@@ -196,7 +193,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	bench_run("echo_uring", &a, ws, sizeof *ws, worker_main, &sig);
+	bench_run("echo_uring", &a, ws, sizeof *ws, worker_main);
 	for (int i = 0; i < a.threads; i++) {
 		io_uring_queue_exit(&ws[i].ring);
 		close(ws[i].lfd);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The coring HTTP server of the benchmark:
- *   http_coring --port P [--threads N] [--header-timeout MS]
+ *   http_coring --port P [--threads N] [--header-timeout MS] [--idle-timeout MS]
  *
  * HTTP/1.1 keep-alive "Hello, World!" server: a scheduler of N contexts,
  * a listener task on each (SO_REUSEPORT), one coroutine per connection;
@@ -11,9 +11,19 @@
  * Slow clients: a request must be complete within --header-timeout ms
  * (default 10 s) of the accept or of its first byte: the recvs of a
  * request in progress carry a co_deadline for the time left, and -ETIME
- * closes the connection. The recv of an idle keep-alive connection has no
- * deadline (so the common path costs no timeout SQE). A client that does
- * not read blocks only its own coroutine in its send.
+ * closes the connection. A client that does not read blocks only its own
+ * coroutine in its send.
+ *
+ * Idle keep-alive connections are closed after --idle-timeout ms (default
+ * 60 s), so idle clients cannot take every descriptor. Their recv carries
+ * no deadline (the common path costs no timeout SQE): a sweeper coroutine
+ * per context wakes every quarter of the timeout (10 ms to 1 s), keeps
+ * the context's coarse clock, and shuts down the connections that have
+ * been idle for longer than the timeout; their recv then ends with 0. A
+ * connection records the coarse clock when it becomes idle (no clock read
+ * per request); the coarse clock lags by up to one interval, so one
+ * interval is added to the limit: a connection is closed no sooner than
+ * the timeout and no later than the timeout plus two intervals.
  * SIGINT/SIGTERM: co_sched_stop(CO_STOP_CANCEL) cancels every wait, exit 0.
  */
 #include "coring_server.h"
@@ -21,18 +31,61 @@
 
 #define OUT_SIZE 16384
 
-static uint64_t timeout_ns;
+static uint64_t timeout_ns, idle_ns, interval_ns;
+static struct hctx *contexts;   /* one per context, freed after the run */
+
+struct conn;
+
+/* A context's connections and its sweeper. */
+struct hctx {
+	co_frame co;
+	co_io io;
+	uint64_t now;                   /* coarse clock: the last sweep */
+	struct conn *first;             /* the context's connections */
+};
 
 struct conn {
 	co_frame co;
 	co_io io;
-	int fd, st;
+	int fd, st, idle;
 	size_t have, sent, out_len;
 	uint64_t deadline;              /* 0: no request in progress */
+	uint64_t idle_since;            /* coarse clock when it became idle */
+	struct hctx *x;
+	struct conn *prev, *next;       /* the context's list */
 	struct http_parser p;
 	char in[HTTP_MAX_REQUEST];
 	char out[OUT_SIZE];
 };
+
+static void conn_unlink(struct conn *c)
+{
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->x->first = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+}
+
+static int sweeper_fn(co_frame *f)
+{
+	struct hctx *x = (struct hctx *)f;
+
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_sleep(&x->io, interval_ns));
+		if (co_result(f) == -ECANCELED)
+			break;
+		x->now = co_now_ns();
+		for (struct conn *c = x->first; c; c = c->next)
+			if (c->idle && x->now - c->idle_since >= idle_ns + interval_ns) {
+				c->idle = 0; /* once */
+				shutdown(c->fd, SHUT_RDWR);
+			}
+	}
+	CO_END(f);
+}
 
 static int conn_fn(co_frame *f)
 {
@@ -51,8 +104,9 @@ static int conn_fn(co_frame *f)
 							sizeof c->in - c->have, 0),
 						c->deadline - now));
 		}
+		c->idle = 0;
 		if (co_result(f) <= 0)
-			break; /* closed, error, -ETIME (too slow), -ECANCELED (shutdown) */
+			break; /* closed (or shut down idle), error, -ETIME (too slow), -ECANCELED */
 		c->have += (size_t)co_result(f);
 		do {
 			c->st = http_serve(&c->p, c->in, &c->have, c->out, sizeof c->out, &c->out_len);
@@ -66,29 +120,51 @@ static int conn_fn(co_frame *f)
 		} while (c->st == HTTP_SERVE_FULL);
 		if (c->st == HTTP_SERVE_CLOSE)
 			break;
-		if (c->have == 0)
-			c->deadline = 0; /* idle keep-alive: not timed */
-		else if (c->deadline == 0)
+		if (c->have == 0) { /* idle keep-alive: not timed by a deadline */
+			c->deadline = 0;
+			c->idle = 1;
+			c->idle_since = c->x->now;
+		} else if (c->deadline == 0) {
 			c->deadline = co_now_ns() + timeout_ns; /* a request began */
+		}
 	}
 out:
+	conn_unlink(c);
 	CO_AWAIT(f, co_close(&c->io, c->fd));
 	CO_END(f);
 }
 
-static co_frame *new_conn(int fd)
+static co_frame *new_conn(int fd, void *ctx)
 {
+	struct hctx *x = ctx;
 	struct conn *c = malloc(sizeof *c);
 
 	if (c == NULL)
 		return NULL;
 	c->fd = fd;
 	c->have = c->out_len = 0;
+	c->idle = 0;
 	c->deadline = co_now_ns() + timeout_ns; /* the first request is timed */
+	c->x = x;
+	c->prev = NULL;
+	c->next = x->first;
+	if (x->first)
+		x->first->prev = c;
+	x->first = c;
 	http_parser_init(&c->p);
 	co_init(&c->co, conn_fn);
 	c->co.on_done = coring_free_frame;
 	return &c->co;
+}
+
+static co_frame *per_context(unsigned i, void **ctx)
+{
+	struct hctx *x = &contexts[i];
+
+	x->now = co_now_ns();
+	co_init(&x->co, sweeper_fn);
+	*ctx = x;
+	return &x->co;
 }
 
 int main(int argc, char **argv)
@@ -96,5 +172,14 @@ int main(int argc, char **argv)
 	struct bench_args a = bench_parse(argc, argv);
 
 	timeout_ns = (uint64_t)a.header_timeout_ms * CO_MS;
-	return coring_server_main("http_coring", a, new_conn);
+	idle_ns = (uint64_t)a.idle_timeout_ms * CO_MS;
+	interval_ns = bench_idle_interval_ns(a.idle_timeout_ms);
+	/* the connections of a context unlink themselves as they end, which
+	 * may be after its sweeper ended: the contexts outlive the run */
+	contexts = calloc((size_t)a.threads, sizeof *contexts);
+	if (contexts == NULL)
+		return 1;
+	int rc = coring_server_main("http_coring", a, new_conn, per_context);
+	free(contexts);
+	return rc;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The epoll baseline of the HTTP benchmark:
- *   http_epoll --port P [--threads N] [--header-timeout MS]
+ *   http_epoll --port P [--threads N] [--header-timeout MS] [--idle-timeout MS]
  *
  * HTTP/1.1 keep-alive "Hello, World!" server, built like echo_epoll (a
  * SO_REUSEPORT listener and a level-triggered epoll per thread, one recv
@@ -12,12 +12,17 @@
  * Slow clients: a request must be complete within --header-timeout ms
  * (default 10 s) of the accept or of its first byte; otherwise the
  * connection is closed. Connections with a partial request sit on a list
- * that the loop sweeps every 100 ms; idle keep-alive connections are not
- * timed. A client that does not read its answers parks only its own
- * connection (EPOLLOUT, no more reading). SIGINT/SIGTERM: exit 0.
+ * that the loop sweeps every 100 ms. A client that does not read its
+ * answers parks only its own connection (EPOLLOUT, no more reading).
+ *
+ * Idle keep-alive connections are closed after --idle-timeout ms (default
+ * 60 s), as in http_coring: every connection is on the worker's list, and
+ * every quarter of the timeout (10 ms to 1 s) the loop closes those idle
+ * for longer than the timeout. The loop reads the clock once per
+ * epoll_wait; a connection records it when it becomes idle, so one is
+ * closed no sooner than the timeout and no later than the timeout plus one
+ * interval (and a loop turn). SIGINT/SIGTERM: exit 0.
  */
-#include <sys/eventfd.h>
-
 #include "bench_util.h"
 #include "http_parse.h"
 
@@ -30,7 +35,9 @@ struct conn {
 	int closing;                    /* close once out is sent */
 	size_t have, out_off, out_len;
 	uint64_t deadline;              /* while on the pending list */
+	uint64_t idle_since;            /* the loop's clock when it became idle */
 	struct conn *prev, *next;       /* the pending list (partial requests) */
+	struct conn *aprev, *anext;     /* the worker's list of all connections */
 	struct http_parser p;
 	char in[HTTP_MAX_REQUEST];
 	char out[OUT_SIZE];
@@ -39,7 +46,10 @@ struct conn {
 struct worker {
 	int ep, lfd, stop_fd;
 	struct conn pending;            /* list head */
+	struct conn all;                /* list head */
 	uint64_t timeout_ns, next_sweep;
+	uint64_t idle_ns, idle_interval_ns, next_idle_sweep;
+	uint64_t now;                   /* read once per epoll_wait */
 };
 
 static void pending_del(struct conn *c)
@@ -65,6 +75,8 @@ static void pending_add(struct worker *w, struct conn *c, uint64_t now)
 static void conn_close(struct conn *c)
 {
 	pending_del(c);
+	c->aprev->anext = c->anext;
+	c->anext->aprev = c->aprev;
 	close(c->fd);
 	free(c);
 }
@@ -110,10 +122,12 @@ static int conn_serve(struct worker *w, struct conn *c)
 		if (st != HTTP_SERVE_FULL)
 			break;
 	}
-	if (c->have)
-		pending_add(w, c, bench_now_ns());
-	else
+	if (c->have) {
+		pending_add(w, c, w->now);
+	} else {
 		pending_del(c);
+		c->idle_since = w->now;
+	}
 	return 0;
 }
 
@@ -162,7 +176,11 @@ static void accept_all(struct worker *w)
 			free(c);
 			continue;
 		}
-		pending_add(w, c, bench_now_ns()); /* its first request is timed */
+		c->anext = w->all.anext;
+		c->aprev = &w->all;
+		w->all.anext->aprev = c;
+		w->all.anext = c;
+		pending_add(w, c, w->now); /* its first request is timed */
 	}
 }
 
@@ -180,14 +198,32 @@ static void sweep(struct worker *w, uint64_t now)
 	w->next_sweep = now + SWEEP_NS;
 }
 
+/* Close the keep-alive connections idle for longer than the timeout (not
+ * those with a partial request, nor those parked with answers to send). */
+static void idle_sweep(struct worker *w, uint64_t now)
+{
+	struct conn *c = w->all.anext;
+
+	while (c != &w->all) {
+		struct conn *next = c->anext;
+		if (!c->next && c->have == 0 && c->out_len == 0 && now - c->idle_since >= w->idle_ns)
+			conn_close(c);
+		c = next;
+	}
+	w->next_idle_sweep = now + w->idle_interval_ns;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct epoll_event evs[MAX_EVENTS];
 
+	w->now = bench_now_ns();
+	w->next_idle_sweep = w->now + w->idle_interval_ns;
 	for (;;) {
-		int timed = w->pending.next != &w->pending;
-		int n = epoll_wait(w->ep, evs, MAX_EVENTS, timed ? (int)(SWEEP_NS / 1000000) : -1);
+		int ms = w->pending.next != &w->pending ? (int)(SWEEP_NS / 1000000)
+			 : w->all.anext != &w->all ? (int)(w->idle_interval_ns / 1000000) : -1;
+		int n = epoll_wait(w->ep, evs, MAX_EVENTS, ms);
 
 		if (n < 0) {
 			if (errno == EINTR)
@@ -195,6 +231,7 @@ static void *worker_main(void *arg)
 			perror("http_epoll: epoll_wait");
 			break;
 		}
+		w->now = bench_now_ns();
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 			if (p == &w->lfd)
@@ -204,11 +241,10 @@ static void *worker_main(void *arg)
 			else if (conn_event(w, p, evs[i].events) < 0)
 				conn_close(p);
 		}
-		if (w->pending.next != &w->pending) {
-			uint64_t now = bench_now_ns();
-			if (now >= w->next_sweep)
-				sweep(w, now);
-		}
+		if (w->pending.next != &w->pending && w->now >= w->next_sweep)
+			sweep(w, w->now);
+		if (w->now >= w->next_idle_sweep)
+			idle_sweep(w, w->now);
 	}
 	return NULL;
 }
@@ -217,21 +253,22 @@ int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
 	struct worker *ws = calloc((size_t)a.threads, sizeof *ws);
-	int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	struct bench_sig sig = { bench_stop_eventfd, &stop_fd };
+	int stop_fd = bench_stop_fd("http_epoll");
 
-	if (ws == NULL || stop_fd < 0)
+	if (ws == NULL)
 		return 1;
-	bench_block_signals();
 	for (int i = 0; i < a.threads; i++) {
 		struct worker *w = &ws[i];
 
 		w->stop_fd = stop_fd;
 		w->timeout_ns = (uint64_t)a.header_timeout_ms * 1000000u;
+		w->idle_ns = (uint64_t)a.idle_timeout_ms * 1000000u;
+		w->idle_interval_ns = bench_idle_interval_ns(a.idle_timeout_ms);
 		w->pending.next = w->pending.prev = &w->pending;
+		w->all.anext = w->all.aprev = &w->all;
 		bench_epoll_init("http_epoll", &a.port, stop_fd, &w->lfd, &w->ep, &w->lfd, &w->stop_fd);
 	}
-	bench_run("http_epoll", &a, ws, sizeof *ws, worker_main, &sig);
+	bench_run("http_epoll", &a, ws, sizeof *ws, worker_main);
 	for (int i = 0; i < a.threads; i++) {
 		close(ws[i].lfd);
 		close(ws[i].ep);

@@ -7,7 +7,8 @@
 set -eu
 B=$1
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+data=$B/smoke-fileio.dat # in the build dir: O_DIRECT needs a real file system
+trap 'rm -rf "$tmp" "$data"' EXIT
 
 start() { # start NAME ARGS: sets pid, port
 	name=$1
@@ -45,7 +46,7 @@ load() { # load ARGS: echo_load must verify every byte
 	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
 }
 
-for s in echo_coring echo_epoll echo_uring; do
+for s in echo_coring echo_epoll echo_uring echo_uring_mshot; do
 	start "$s"
 	load --conns 1 --size 1
 	load --conns 20 --size 1024
@@ -68,4 +69,15 @@ done
 "$B/memory" --count 20000 >/dev/null && echo "ok: memory"
 "$B/xsubmit" --frames 20000 --producers 1,2 >/dev/null && echo "ok: xsubmit"
 "$B/dispatch" --tasks 200 >/dev/null && echo "ok: dispatch"
+# fileio: every read must return a full block (it fails otherwise); random
+# O_DIRECT reads at depth 1 and 16, then the whole file once, buffered
+dd if=/dev/urandom of="$data" bs=1M count=4 2>/dev/null
+for d in 1 16; do
+	"$B/fileio" --file "$data" --rw randread --depth "$d" --seconds 0.2 --direct >"$tmp/fio.out" ||
+		{ echo "FAIL: fileio randread depth $d"; exit 1; }
+done
+"$B/fileio" --file "$data" --rw read --bs 65536 --depth 4 >"$tmp/fio.out" ||
+	{ echo "FAIL: fileio read"; exit 1; }
+grep -q ' ios=64 ' "$tmp/fio.out" || { echo "FAIL: fileio read: not 64 blocks"; cat "$tmp/fio.out"; exit 1; }
+echo "ok: fileio"
 echo "bench smoke: all programs passed"

@@ -6,6 +6,7 @@
  * and the threading rule.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sched.h>
 #include <time.h>
@@ -1150,7 +1151,34 @@ static void quiet_set(co_engine *e, unsigned snap)
  * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
  * when nothing came in time.
  */
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns)
+/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
+ * can end it, by writing the wake eventfd whose read is armed in the ring.
+ * The ring is submitted, then the ring and the eventfd are polled: the
+ * ring is readable once a completion is posted; the eventfd is readable
+ * while the ring's read of it still waits for this thread to run the
+ * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
+ * completions do not wake pollers of the ring). The same wake-up as
+ * waiting in io_uring_enter, but in a call that tools which run one thread
+ * at a time (valgrind) know to block, so the visitor's thread gets to run.
+ * Off the I/O path: an engine with I/O in flight waits in io_uring_enter. */
+static int idle_sleep(co_engine *e, uint64_t ns)
+{
+	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
+			       { .fd = e->wake_fd, .events = POLLIN } };
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
+			       .tv_nsec = (long)(ns % 1000000000ull) };
+	int ret = io_uring_submit(&e->ring);
+
+	if (ret < 0)
+		return ret;
+	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
+		return -errno;
+	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
+		return io_uring_get_events(&e->ring); /* completions run in the caller */
+	return 0;
+}
+
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
 	int ret;
 
@@ -1160,7 +1188,9 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns)
 		return 0;
 	}
 	e->stats.waits++;
-	if (ns) {
+	if (idle) {
+		ret = idle_sleep(e, ns);
+	} else if (ns) {
 		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
 						.tv_nsec = (long long)(ns % 1000000000ull) };
 		struct io_uring_cqe *cqe;
@@ -1233,7 +1263,7 @@ static int loop(co_engine *e, int mode)
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, snap, wait_ns); /* one syscall: submit + wait */
+			ret = engine_wait(e, snap, wait_ns, 0); /* one syscall: submit + wait */
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
@@ -1252,7 +1282,7 @@ static int loop(co_engine *e, int mode)
 				}
 				quiet_set(e, snap); /* a scheduler decides */
 			}
-			ret = engine_wait(e, snap, wait_ns); /* a visitor wakes us */
+			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)

@@ -6,7 +6,8 @@
  *   - HTTP servers: keep-alive, pipelining, Connection: close, HTTP/1.0,
  *     400 and 431 then close; a slowloris client (a header trickled forever)
  *     does not hold up other clients and is closed after the header
- *     deadline (--header-timeout);
+ *     deadline (--header-timeout); an idle keep-alive connection is closed
+ *     after the idle timeout (--idle-timeout) while a busy one is not;
  *   - every server exits 0 on SIGTERM with clients still connected.
  * Usage: test_bench_servers ECHO_SERVER... -- HTTP_SERVER...
  * Durations are hang guards only: nothing here asserts a time.
@@ -44,7 +45,8 @@ struct server {
 	int port;
 };
 
-static void server_start(struct server *s, const char *path, const char *extra)
+/* Start path --port 0 with the NULL-terminated extra arguments (or none). */
+static void server_start(struct server *s, const char *path, const char *const *extra)
 {
 	int fds[2];
 	char line[64];
@@ -58,10 +60,10 @@ static void server_start(struct server *s, const char *path, const char *extra)
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);
-		if (extra)
-			execl(path, path, "--port", "0", "--header-timeout", extra, (char *)NULL);
-		else
-			execl(path, path, "--port", "0", (char *)NULL);
+		const char *argv[16] = { path, "--port", "0" };
+		for (int i = 0; extra && extra[i] && i < 12; i++)
+			argv[3 + i] = extra[i];
+		execv(path, (char *const *)argv);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -303,7 +305,8 @@ static void test_http_slowloris(void **state)
 		int slow, good, served = 0, closed = 0;
 		uint64_t t0;
 
-		server_start(&s, http_servers[i], "300"); /* header deadline 300 ms */
+		static const char *const deadline[] = { "--header-timeout", "300", NULL };
+		server_start(&s, http_servers[i], deadline);
 		slow = dial(s.port);
 		good = dial(s.port);
 		t0 = now_ms();
@@ -335,6 +338,41 @@ static void test_http_slowloris(void **state)
 	}
 }
 
+static void test_http_idle_timeout(void **state)
+{
+	(void)state;
+	for (int i = 0; i < n_http; i++) {
+		static const char *const idle[] = { "--idle-timeout", "300", NULL };
+		struct server s;
+		int quiet, busy;
+		uint64_t t0;
+
+		server_start(&s, http_servers[i], idle);
+		quiet = dial(s.port);
+		busy = dial(s.port);
+		/* one request each: both are idle keep-alive connections then */
+		send_all(quiet, get_root, sizeof get_root - 1);
+		expect_hello(quiet);
+		send_all(busy, get_root, sizeof get_root - 1);
+		expect_hello(busy);
+		/* the busy client asks again and again; the quiet one says
+		 * nothing and is closed (the header deadline is the default
+		 * 10 s: only the idle timeout can close it within the guard) */
+		t0 = now_ms();
+		while (!closed_by_peer(quiet, 0)) {
+			assert_true(now_ms() - t0 < GUARD_MS); /* hang guard */
+			send_all(busy, get_root, sizeof get_root - 1);
+			expect_hello(busy);
+		}
+		/* the busy connection is still served after the idle one closed */
+		send_all(busy, get_root, sizeof get_root - 1);
+		expect_hello(busy);
+		close(quiet);
+		close(busy);
+		server_stop(&s);
+	}
+}
+
 /* A failed assertion leaves its server running: kill it, or it would keep
  * the test's output open. */
 static int kill_running(void **state)
@@ -354,6 +392,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_echo_reader_that_never_reads, kill_running),
 		cmocka_unit_test_teardown(test_http_protocol, kill_running),
 		cmocka_unit_test_teardown(test_http_slowloris, kill_running),
+		cmocka_unit_test_teardown(test_http_idle_timeout, kill_running),
 	};
 	int i = 1;
 

@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""What the benchmark scripts share (Python 3 standard library only):
+CPU pinning, the open-file limit, starting and stopping a server, running
+echo_load and reading its key=value line, and median/spread."""
+
+import os
+import resource
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+
+class BenchError(Exception):
+    """A benchmark step failed: the runner stops and prints this."""
+
+
+def raise_nofile(want=None):
+    """Raise this process's open-file limit (inherited by the servers and
+    load generators it starts) to want, or to the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if want is None or hard == resource.RLIM_INFINITY else min(want, hard)
+    if want is None and hard == resource.RLIM_INFINITY:
+        target = 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft
+    resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target
+
+
+class Pinning:
+    """Servers on one CPU, the load on another (the last two CPUs); with one
+    CPU, no pinning."""
+
+    def __init__(self):
+        n = os.cpu_count() or 1
+        self.ncpu = n
+        if n >= 2:
+            self.server_cpu, self.load_cpu = n - 2, n - 1
+            self.server = ["taskset", "-c", str(n - 2)]
+            self.load = ["taskset", "-c", str(n - 1)]
+            self.note = f"servers on CPU {n - 2}, load on CPU {n - 1}"
+        else:
+            self.server_cpu = self.load_cpu = None
+            self.server, self.load = [], []
+            self.note = "1 CPU: no pinning (server and load share it)"
+
+
+def free_port():
+    """A loopback TCP port free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A benchmark server started on a free loopback port ("port=P" on its
+    stdout). stop() sends SIGTERM and requires exit status 0.
+
+    With port (the server was told --port PORT), the server is up once a
+    connection to it succeeds: under valgrind a coring thread waiting in
+    io_uring_enter holds valgrind's one lock until a completion arrives, so
+    the server's main thread may not get to print before a client
+    connects."""
+
+    def __init__(self, argv, name=None, start_timeout=30.0, port=None):
+        self.name = name or os.path.basename(argv[-1] if argv[0] == "taskset" else argv[0])
+        self.tmp = tempfile.TemporaryDirectory(prefix="coring-bench-")
+        self.out_path = os.path.join(self.tmp.name, "out")
+        self.err_path = os.path.join(self.tmp.name, "err")
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+        self.port = None
+        deadline = time.monotonic() + start_timeout
+        while self.port is None:
+            if port is not None:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    self.port = port
+                    break
+                except OSError:
+                    pass
+            with open(self.out_path) as f:
+                for line in f:
+                    if line.startswith("port="):
+                        self.port = int(line[5:])
+            if self.port is not None:
+                break
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise BenchError(f"{self.name} did not start: {self.stderr()}")
+            time.sleep(0.02)
+
+    def stderr(self):
+        try:
+            with open(self.err_path) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def cpu_seconds(self):
+        """utime + stime of the server, all threads (/proc/PID/stat)."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self, timeout=60.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BenchError(f"{self.name} did not exit on SIGTERM")
+        self.tmp.cleanup()
+        if rc != 0:
+            raise BenchError(f"{self.name} exited with status {rc}: {self.stderr()}")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def parse_kv(line):
+    """The key=value words of a summary line, numbers converted."""
+    out = {}
+    for word in line.split():
+        if "=" in word:
+            k, v = word.split("=", 1)
+            try:
+                out[k] = float(v) if any(c in v for c in ".e") else int(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def echo_load(bench_dir, pin, port, conns, size=64, seconds=1.0, warmup=0.5, server_pid=None,
+              count=None, extra=(), timeout=None):
+    """Run echo_load once; its summary as a dict. Fails on any error."""
+    argv = pin.load + [os.path.join(bench_dir, "echo_load"), "--port", str(port),
+                       "--conns", str(conns), "--size", str(size), "--seconds", str(seconds),
+                       "--warmup", str(warmup)] + list(extra)
+    if server_pid:
+        argv += ["--server-pid", str(server_pid)]
+    if count:
+        argv += ["--count", str(count)]
+    limit = timeout if timeout is not None else seconds + warmup + 60
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"echo_load {' '.join(argv[len(pin.load):])} hung")
+    if p.returncode != 0:
+        raise BenchError(f"echo_load failed ({' '.join(argv[len(pin.load):])}): "
+                         f"{p.stderr.strip()[-2000:]}")
+    return parse_kv(p.stdout)
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return None
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def spread_pct(values):
+    m = median(values)
+    return (max(values) - min(values)) * 100 / m if m else 0.0
