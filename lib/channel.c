@@ -129,10 +129,10 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops send_ops = {
-	{ NULL, send_suspend, co__wait_resume, co__wait_cancel }, NULL
+	{ NULL, send_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, NULL
 };
 static const co__wait_ops recv_ops = {
-	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel }, NULL
+	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, NULL
 };
 
 co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item)

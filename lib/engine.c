@@ -7,6 +7,12 @@
  */
 #include <errno.h>
 #include <poll.h>
+#ifdef CO_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#define under_valgrind() RUNNING_ON_VALGRIND
+#else
+#define under_valgrind() 0
+#endif
 #include <string.h>
 #include <sched.h>
 #include <time.h>
@@ -382,6 +388,7 @@ enum {
 	CX_FINISHED = 1u << 5,  /* the frame finished (its on_done may wait for a
 	                           queued request) */
 	CX_MOVING = 1u << 6,    /* another engine is taking it (runner_move) */
+	/* 1u << 7: CO__CX_PINNED (internal.h), a time limit's */
 };
 
 static unsigned char cx_load(co_frame *f)
@@ -1158,9 +1165,12 @@ static void quiet_set(co_engine *e, unsigned snap)
  * while the ring's read of it still waits for this thread to run the
  * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
  * completions do not wake pollers of the ring). The same wake-up as
- * waiting in io_uring_enter, but in a call that tools which run one thread
- * at a time (valgrind) know to block, so the visitor's thread gets to run.
- * Off the I/O path: an engine with I/O in flight waits in io_uring_enter. */
+ * waiting in io_uring_enter, but in a call that valgrind, which runs one
+ * thread at a time, knows to block in, so the visitor's thread gets to run
+ * (valgrind 3.19 holds its lock through io_uring_enter). Used under
+ * valgrind only: natively it costs a syscall more per sleep than
+ * io_uring_enter (a cross-context mutex hand-off runs at about half the
+ * rate). An engine with I/O in flight always waits in io_uring_enter. */
 static int idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
@@ -1188,7 +1198,7 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		return 0;
 	}
 	e->stats.waits++;
-	if (idle) {
+	if (idle && co__unlikely(under_valgrind())) {
 		ret = idle_sleep(e, ns);
 	} else if (ns) {
 		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
@@ -1437,15 +1447,18 @@ int co__engine_quiet(co_engine *e, unsigned *epoch)
 	return atomic_load_explicit(&e->quiet, memory_order_seq_cst) == QUIET_YES;
 }
 
-/* Give f to engine `to`, unless it was asked to cancel: mark it MOVING
- * (in the byte a cancel request marks, so exactly one of the two comes
- * first), publish the new runner, unmark. 0: moved; -ECANCELED: f stays
- * where it is, and nothing was published. */
+/* Give f to engine `to`, unless it was asked to cancel or is pinned by a
+ * time limit: mark it MOVING (in the byte a cancel request marks, so
+ * exactly one of the two comes first), publish the new runner, unmark.
+ * 0: moved; -ECANCELED or -EBUSY (pinned): f stays where it is, and
+ * nothing was published. */
 static int runner_move(co_frame *f, co_engine *to)
 {
 	unsigned char old = cx_load(f);
 
 	do {
+		if (old & CO__CX_PINNED)
+			return -EBUSY;
 		if (old & (CX_QUEUED | CO__CANCEL_ASKED))
 			return -ECANCELED;
 	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CX_MOVING), 1,
@@ -1499,9 +1512,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 
 	if (!live_get(target))
 		err = -ESHUTDOWN;
-	else if (runner_move(root, target) < 0)
-		err = -ECANCELED;
-	if (err == -ECANCELED)
+	else if ((err = runner_move(root, target)) < 0)
 		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
 	if (err == 0) {
 		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);

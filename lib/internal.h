@@ -4,6 +4,7 @@
 #define CORING_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define co__container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -100,7 +101,36 @@ int co__engine_quiet(co_engine *e, unsigned *epoch);
 /* A cancel stop's work on an engine that never ran (lib/context.c). */
 int co__engine_cancel_unrun(co_engine *e);
 unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max);
+/* Move a waiting root to target and wake it there: 0, -ESHUTDOWN (target
+ * refuses), -ECANCELED (asked to cancel), -EBUSY (pinned by a time limit). */
 int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
+
+/* co_frame.cancel bit (a runner bit, see co.h): the frame does not move to
+ * another engine (no steal, no transfer) while set. A time limit that is
+ * not a kernel link sets it for its await (lib/timeout.c): its timer and
+ * the frame then live on one engine, whose thread does everything. */
+#define CO__CX_PINNED (1u << 7)
+
+/* Link a timeout of ns to the I/O awaiter aw just prepared (lib/io.c): 0
+ * (linked, or the prep failed and ends at once), -EAGAIN (its SQE is no
+ * longer queued, it is a sleep, or it has a timeout already). */
+int co__io_link_timeout(co_awaiter *aw, uint64_t ns);
+
+/* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
+ * (lib/wait.c); an earlier limit already set holds. */
+void co__wait_limit(co_awaiter *aw, uint64_t deadline);
+
+/* Awaiter kinds (co_awaiter_ops.kind). */
+enum {
+	CO__AW_USER = 0,
+	CO__AW_IO,        /* lib/io.c */
+	CO__AW_WAIT,      /* a co_waiter (lib/wait.c) */
+	CO__AW_TRANSFER,  /* lib/context.c */
+	CO__AW_WHEN,      /* lib/when.c */
+	CO__AW_LIMIT,     /* lib/timeout.c */
+	CO__AW_FAILED,    /* completes at once with an error */
+	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
+};
 
 /* The cancel stop's list of parked waits (co_parking): link on e's thread
  * while the wait starts, unlink from any thread when it ends. unlink

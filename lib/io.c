@@ -11,6 +11,9 @@
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
 	K_DEADLINE = 1u << 1, /* a linked timeout follows the op */
+	K_NOLIMIT = 1u << 2,  /* co_deadline could not link its timeout: the
+	                         op is cancelled at once, the await ends with
+	                         -EINVAL (never a wait without its limit) */
 };
 
 enum { TAG_OP = 0, TAG_DEADLINE = 1 };
@@ -39,7 +42,7 @@ static int io_suspend(co_awaiter *a, co_frame *f)
 	co_io *io = (co_io *)a;
 
 	io->frame = f;
-	if (co__unlikely(co_cancelled(f)))
+	if (co__unlikely(co_await_cancelled(f) || (io->kind & K_NOLIMIT)))
 		io_cancel_op(co__tls_engine, io);
 	return 1;
 }
@@ -50,6 +53,8 @@ static int io_resume(co_awaiter *a, co_frame *f)
 
 	(void)f;
 	io->frame = NULL;
+	if (co__unlikely(io->kind & K_NOLIMIT))
+		return -EINVAL;
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
 	if ((io->kind & K_DEADLINE) && io->tres == -ETIME &&
@@ -74,7 +79,8 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static const co_awaiter_ops io_ops = { io_ready, io_suspend, io_resume, io_cancel };
+static const co_awaiter_ops io_ops = { io_ready, io_suspend, io_resume, io_cancel,
+						CO__AW_IO };
 
 static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
@@ -260,26 +266,37 @@ co_awaiter *co_cancel_io(co_io *io, co_io *target)
 	IO_PREP(io, 0, io_uring_prep_cancel(sqe, &target->info, 0));
 }
 
-co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
+int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 {
 	co_io *io = (co_io *)aw;
-	co_engine *e = co_engine_current();
+	co_engine *e = co__tls_engine;
 	struct io_uring_sqe *op, *sqe;
 	struct __kernel_timespec *ts;
 
+	if (io->pending == 0)
+		return 0; /* the prep failed: the await ends at once anyway */
 	/* Only right after the prep: the op's SQE must still be queued. */
-	if (aw == NULL || aw->ops != &io_ops || io->pending != 1 || io->frame != NULL ||
-	    (io->kind & (K_SLEEP | K_DEADLINE)) || (op = co_engine_last_sqe(e, &io->info)) == NULL)
-		return aw;
+	if (io->pending != 1 || io->frame != NULL || (io->kind & (K_SLEEP | K_DEADLINE)) ||
+	    e == NULL || (op = co_engine_last_sqe(e, &io->info)) == NULL)
+		return -EAGAIN;
 	sqe = co_engine_sqe_link(e, &io->info, TAG_DEADLINE);
 	if (sqe == NULL)
-		return aw;
+		return -EAGAIN;
 	ts = co_engine_sqe_ts(e, sqe);
 	ns_to_ts(ts, ns);
 	op->flags |= IOSQE_IO_LINK;
 	io_uring_prep_link_timeout(sqe, ts, 0);
 	io->pending = 2;
 	io->kind |= K_DEADLINE;
+	return 0;
+}
+
+co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
+{
+	if (aw == NULL || aw->ops->kind != CO__AW_IO)
+		return NULL; /* not I/O: the await ends with -EINVAL (co_timeout limits any) */
+	if (co__io_link_timeout(aw, ns) < 0)
+		((co_io *)aw)->kind |= K_NOLIMIT;
 	return aw;
 }
 

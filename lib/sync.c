@@ -50,7 +50,7 @@ static int simple_suspend(co_awaiter *a, co_frame *f)
 
 #define SIMPLE_OPS(name, type, take_fn)                                             \
 	static const simple_ops name = {                                            \
-		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel }, NULL }, \
+		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, NULL }, \
 		take_fn, offsetof(type, q)                                          \
 	}
 
@@ -470,7 +470,7 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops cond_wait_ops = {
-	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel }, cond_deliver
+	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, cond_deliver
 };
 
 co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, co_mutex *m)

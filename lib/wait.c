@@ -67,7 +67,8 @@ static int einval_resume(co_awaiter *a, co_frame *f)
 }
 
 /* Stateless, so one instance serves every thread (a NULL co_waiter). */
-static const co_awaiter_ops einval_ops = { NULL, fail_suspend, einval_resume, NULL };
+static const co_awaiter_ops einval_ops = { NULL, fail_suspend, einval_resume, NULL,
+						   CO__AW_FAILED };
 static co_awaiter einval_aw = { &einval_ops };
 
 co_awaiter *co__wait_einval(void)
@@ -76,7 +77,8 @@ co_awaiter *co__wait_einval(void)
 }
 
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
-static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NULL };
+static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NULL,
+						 CO__AW_FAILED };
 
 /* ---- claiming and waking -------------------------------------------------------- */
 
@@ -290,15 +292,24 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 	return &w->aw;
 }
 
-co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
+void co__wait_limit(co_awaiter *aw, uint64_t deadline)
 {
 	co_waiter *w = (co_waiter *)aw;
+
+	if (w->deadline == 0 || deadline < w->deadline)
+		w->deadline = deadline ? deadline : 1; /* the earlier limit holds */
+}
+
+co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
+{
 	uint64_t now;
 
-	if (aw == NULL || aw->ops->resume != co__wait_resume || aw->ops->cancel != co__wait_cancel)
-		return aw;
+	if (aw != NULL && aw->ops->kind == CO__AW_FAILED)
+		return aw; /* the prep failed: it ends at once with its error */
+	if (aw == NULL || aw->ops->kind != CO__AW_WAIT)
+		return NULL; /* not a wait: the await ends with -EINVAL (co_timeout limits any) */
 	now = now_ns();
-	w->deadline = ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+	co__wait_limit(aw, ns > UINT64_MAX - now ? UINT64_MAX : now + ns);
 	return aw;
 }
 
@@ -313,7 +324,7 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 		e = NULL;
 	if (w->deadline && e == NULL)
 		err = -ENXIO;
-	else if (co_cancelled(f))
+	else if (co_await_cancelled(f))
 		err = -ECANCELED;
 	else if (w->deadline && now_ns() >= w->deadline)
 		err = -ETIME;

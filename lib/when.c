@@ -144,7 +144,8 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel };
+static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel,
+					     CO__AW_WHEN };
 
 static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
 {

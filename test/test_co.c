@@ -183,8 +183,8 @@ static int probe_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops probe_ops = { probe_ready, probe_suspend, probe_resume,
-					  probe_cancel };
-static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL };
+					  probe_cancel, 0 };
+static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL, 0 };
 
 struct awaiting {
 	co_frame co;
@@ -589,7 +589,7 @@ static int signal_resume(co_awaiter *a, co_frame *f)
 	return ((struct signal *)a)->value;
 }
 
-static const co_awaiter_ops signal_ops = { signal_ready, signal_suspend, signal_resume, NULL };
+static const co_awaiter_ops signal_ops = { signal_ready, signal_suspend, signal_resume, NULL, 0 };
 
 static void signal_fire(struct signal *s, int value)
 {

@@ -155,8 +155,10 @@ extern "C" {
  * without atomics runs frames on one thread: co_loop). */
 #if defined(__GNUC__) && defined(__GCC_ATOMIC_CHAR_LOCK_FREE) && __GCC_ATOMIC_CHAR_LOCK_FREE == 2
 #define CO__OR_BYTE(p, v) ((void)__atomic_fetch_or((p), (unsigned char)(v), __ATOMIC_RELAXED))
+#define CO__AND_BYTE(p, v) ((void)__atomic_fetch_and((p), (unsigned char)(v), __ATOMIC_RELAXED))
 #else
 #define CO__OR_BYTE(p, v) ((void)(*(p) = (unsigned char)(*(p) | (v))))
+#define CO__AND_BYTE(p, v) ((void)(*(p) = (unsigned char)(*(p) & (v))))
 #endif
 
 /* ------------------------------------------------------------------------ */
@@ -194,11 +196,17 @@ enum {
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 };
 
-/* co_frame.cancel bits (private). ASKED is the request co_cancelled()
- * reports; the other bits belong to the frame's runner (the Linux engine
- * uses them to route requests made on other threads). */
+/* co_frame.cancel bits (private). ASKED is co_cancel's request (sticky);
+ * SHIELD is co_shield's; LIMITS counts the time limits (coring/timeout.h)
+ * that ran out and whose await has not ended yet: each cancels the chain
+ * until its own await ends, and pierces a shield. co_cancelled() reports
+ * ASKED or LIMITS. Bits 4-7 belong to the frame's runner (the Linux engine
+ * routes requests made on other threads with them). */
 enum {
 	CO__CANCEL_ASKED = 1u << 0,
+	CO__CANCEL_SHIELD = 1u << 1,
+	CO__CANCEL_LIMIT1 = 1u << 2,   /* LIMITS: a 2-bit count, 0..3 */
+	CO__CANCEL_LIMITS = 3u << 2,
 };
 
 /*
@@ -249,12 +257,20 @@ struct co_frame {
  *   cancel(a, f)   optional; co_cancel() calls it while f waits: it must
  *                  eventually co_wake(f) so resume() reports -ECANCELED (or
  *                  the result that won the race). Returns 0 or -errno.
+ *                  Without it the await cannot be cancelled, nor limited
+ *                  in time (co_timeout answers -EINVAL).
+ *   kind           0 for a user's awaiter; the library marks its own kinds
+ *                  (I/O, waits, transfer ...) so that co_timeout can limit
+ *                  each in its own way.
+ * A suspend op ends the await at once with -ECANCELED when
+ * co_await_cancelled(f) is true (the library's awaiters do).
  */
 struct co_awaiter_ops {
 	int (*ready)(co_awaiter *a, co_frame *f);
 	int (*suspend)(co_awaiter *a, co_frame *f);
 	int (*resume)(co_awaiter *a, co_frame *f);
 	int (*cancel)(co_awaiter *a, co_frame *f);
+	unsigned kind;
 };
 
 struct co_awaiter {
@@ -322,14 +338,57 @@ static inline int co_result(const co_frame *f)
 	return f->result;
 }
 
-/* True once co_cancel() was requested for the frame's chain. */
+/* True once co_cancel() was requested for the frame's chain, or while a
+ * time limit of an await in the chain has run out (coring/timeout.h). */
 static inline int co_cancelled(const co_frame *f)
 {
 	const co_frame *r;
 
 	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
 	r = f->parent ? f->top : f;
-	return (CO__LOAD_RELAXED(&r->cancel) & CO__CANCEL_ASKED) != 0;
+	return (CO__LOAD_RELAXED(&r->cancel) & (CO__CANCEL_ASKED | CO__CANCEL_LIMITS)) != 0;
+}
+
+/* What an awaiter's suspend checks: is an await of this chain to end with
+ * -ECANCELED now? A shield holds co_cancel's request back, not a limit's. */
+static inline int co_await_cancelled(const co_frame *f)
+{
+	const co_frame *r = f->parent ? f->top : f;
+	unsigned c = CO__LOAD_RELAXED(&r->cancel);
+
+	return (c & CO__CANCEL_LIMITS) || (c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED;
+}
+
+/*
+ * Shield f's chain from cancellation, so that cleanup after a cancel (an
+ * unlock, a close, a goodbye) is not itself cancelled:
+ *
+ *     if (co_result(f) == -ECANCELED) {
+ *         co_shield(f);
+ *         CO_AWAIT(f, co_send(&s->io, s->fd, "bye\n", 4, MSG_NOSIGNAL));
+ *         CO_AWAIT(f, co_close(&s->io, s->fd));
+ *         co_unshield(f);
+ *     }
+ *
+ * While shielded, co_cancel() only records its request: awaits begun
+ * under the shield run to their end, and co_cancelled() still tells. Once
+ * co_unshield() is called, a recorded request cancels the next await as
+ * usual. A time limit (coring/timeout.h) still applies under a shield.
+ * Call both from the frame's own body; they do not nest (one unshield
+ * ends the shield). What a shield cannot hold back: the engine's cancel
+ * stop, which ends every operation and wait in flight when it begins and
+ * abandons frames still running after its grace (docs/engine.md).
+ */
+static inline void co_shield(co_frame *f)
+{
+	CO__CHECK(f != NULL, "co_shield: NULL frame");
+	CO__OR_BYTE(&(f->parent ? f->top : f)->cancel, CO__CANCEL_SHIELD);
+}
+
+static inline void co_unshield(co_frame *f)
+{
+	CO__CHECK(f != NULL, "co_unshield: NULL frame");
+	CO__AND_BYTE(&(f->parent ? f->top : f)->cancel, (unsigned char)~CO__CANCEL_SHIELD);
 }
 
 /* The outermost frame of f's await chain (what runners queue). */
@@ -431,20 +490,29 @@ static inline void co_wake(co_frame *f)
 		run->wake(run, r);
 }
 
-/* Cancel root r's chain on the thread that runs it (co_cancel without a
- * runner, or a runner's cancel op once it is there). */
-static inline int co__cancel_here(co_frame *r)
+/* End root r's current await early, on the thread that runs it: the leaf
+ * awaiter's cancel op, if r waits. */
+static inline int co__cancel_wait(co_frame *r)
 {
 	co_frame *leaf = r->top;
 
-	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
-		return -EALREADY;
-	CO__OR_BYTE(&r->cancel, CO__CANCEL_ASKED);
 	if (!(CO__LOAD_RELAXED(&r->state) & CO__ST_WAITING))
 		return 0; /* running, or a wake from another thread came first */
 	if (leaf->u.aw->ops->cancel == NULL)
 		return -EBUSY;
 	return leaf->u.aw->ops->cancel(leaf->u.aw, leaf);
+}
+
+/* Cancel root r's chain on the thread that runs it (co_cancel without a
+ * runner, or a runner's cancel op once it is there). */
+static inline int co__cancel_here(co_frame *r)
+{
+	if (CO__LOAD_RELAXED(&r->state) & CO__ST_DONE)
+		return -EALREADY;
+	CO__OR_BYTE(&r->cancel, CO__CANCEL_ASKED);
+	if (CO__LOAD_RELAXED(&r->cancel) & CO__CANCEL_SHIELD)
+		return 0; /* recorded: it acts once the shield is lifted */
+	return co__cancel_wait(r);
 }
 
 /*
@@ -496,7 +564,7 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 
 	if (CO__UNLIKELY(a == NULL)) {
 		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
-							   co__einval_resume, NULL };
+							   co__einval_resume, NULL, 0 };
 		static co_awaiter einval = { &einval_ops };
 
 		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");

@@ -16,6 +16,7 @@
  *   channel.h    bounded channel of fixed-size items
  *   when.h       when_all / when_any over child coroutines
  *   graph.h      a task graph run on a scheduler
+ *   timeout.h    one time limit for any await: co_timeout
  * Firmware code includes co.h alone.
  */
 #ifndef CORING_CORING_H
@@ -32,5 +33,6 @@
 #include <coring/channel.h>
 #include <coring/when.h>
 #include <coring/graph.h>
+#include <coring/timeout.h>
 
 #endif /* CORING_CORING_H */

@@ -1,0 +1,526 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One time limit for any await (lib/timeout.c, coring/timeout.h): a row
+ * per awaiter kind the library makes (a new kind without a row fails
+ * test_every_kind_has_a_row), each awaited under co_timeout on something
+ * that never completes (-ETIME) and on something that completes first
+ * (its own value, and the timer removed: a timer left behind would keep
+ * the engine running for an hour, and the meson timeout would say so);
+ * a child coroutine under a limit; a deadline shared by several awaits;
+ * nested limits; what cannot be limited (-EINVAL, never a silent
+ * no-limit); co_shield for cleanup after a cancel.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "internal.h"
+#include "helpers.h"
+
+#define NEVER (3600 * CO_S)
+#define SHORT (2 * CO_MS)
+
+/* ---- a user's awaiter: a gate that opens only when cancelled ------------------- */
+
+struct gate {
+	co_awaiter aw;
+	co_frame *f;
+	int res, open;            /* open: completes at once with 0 */
+};
+
+static int gate_suspend(co_awaiter *a, co_frame *f)
+{
+	struct gate *g = (struct gate *)a;
+
+	if (g->open)
+		return 0;
+	g->f = f;
+	return 1;
+}
+
+static int gate_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct gate *)a)->res;
+}
+
+static int gate_cancel(co_awaiter *a, co_frame *f)
+{
+	struct gate *g = (struct gate *)a;
+
+	if (g->f) { /* idempotent: a second cancel finds it gone */
+		g->f = NULL;
+		g->res = -ECANCELED;
+		co_wake(f);
+	}
+	return 0;
+}
+
+static const co_awaiter_ops gate_ops = { NULL, gate_suspend, gate_resume, gate_cancel, 0 };
+static const co_awaiter_ops bare_ops = { NULL, gate_suspend, gate_resume, NULL, 0 };
+
+static co_awaiter *gate(struct gate *g)
+{
+	g->aw.ops = &gate_ops;
+	g->f = NULL;
+	g->res = 0;
+	g->open = 0;
+	return &g->aw;
+}
+
+/* ---- a child that waits until cancelled, then says how it ended ---------------- */
+
+struct sleeper {
+	co_frame co;
+	co_io io;
+	int got, cancelled_seen;
+};
+
+static int sleeper_fn(co_frame *f)
+{
+	struct sleeper *s = (struct sleeper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&s->io, NEVER));
+	s->got = co_result(f);
+	s->cancelled_seen = co_cancelled(f);
+	CO_AWAIT(f, co_sleep(&s->io, NEVER)); /* a cancelled chain: ends at once */
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void sleeper_init(struct sleeper *s)
+{
+	memset(s, 0, sizeof *s);
+	co_init(&s->co, sleeper_fn);
+}
+
+/* A child that finishes at once with status 7. */
+static int quick_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_RETURN(f, 7);
+	CO_END(f);
+}
+
+/* ---- the table: one row per awaiter kind ------------------------------------- */
+
+struct kind_task {
+	co_frame co;
+	int kind, fast;           /* fast: the awaited thing completes first */
+	co_limit lim, lim2;
+	co_io io;
+	co_waiter w;
+	co_event ev;
+	co_mutex m;
+	co_chan ch;
+	int item;
+	co_when when;
+	co_frame *kids[1];
+	struct sleeper kid;
+	co_frame quick;
+	struct gate g;
+	int res, after;           /* after: an await once the limited one ended */
+	int fds[2];
+	char buf[8];
+};
+
+/* The awaiter of row t->kind under a limit (fast: one that completes at
+ * once or first). */
+static co_awaiter *limited(struct kind_task *t)
+{
+	uint64_t ns = t->fast ? NEVER : SHORT;
+
+	switch (t->kind) {
+	case CO__AW_USER:
+		gate(&t->g);
+		t->g.open = t->fast;
+		return co_timeout(&t->lim, &t->g.aw, ns);
+	case CO__AW_IO:
+		if (t->fast)
+			assert_int_equal(write(t->fds[1], "x", 1), 1);
+		return co_timeout(&t->lim, co_read(&t->io, t->fds[0], t->buf, 1, 0), ns);
+	case CO__AW_WAIT:
+		if (t->fast)
+			co_event_set(&t->ev);
+		return co_timeout(&t->lim, co_event_wait(&t->w, &t->ev), ns);
+	case CO__AW_WHEN:
+		if (t->fast)
+			co_init(&t->quick, quick_fn);
+		else
+			sleeper_init(&t->kid);
+		t->kids[0] = t->fast ? &t->quick : &t->kid.co;
+		return co_timeout(&t->lim, co_when_all(&t->when, t->kids, 1), ns);
+	case CO__AW_LIMIT: /* a limit around a limit: the shorter one wins */
+		if (t->fast)
+			return co_timeout(&t->lim2, co_timeout(&t->lim, co_sleep(&t->io, CO_MS), NEVER),
+					  NEVER);
+		return co_timeout(&t->lim2, co_timeout(&t->lim, gate(&t->g), NEVER), ns);
+	case CO__AW_FAILED: /* a prep with a NULL object: its own -EINVAL */
+		return co_timeout(&t->lim, co_event_wait(&t->w, NULL), ns);
+	default:
+		return NULL;
+	}
+}
+
+static int kind_fn(co_frame *f)
+{
+	struct kind_task *t = (struct kind_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, limited(t));
+	t->res = co_result(f);
+	/* the limit is over: the chain is not cancelled, awaits work */
+	CO_AWAIT(f, co_nop(&t->io));
+	t->after = co_result(f) == 0 && !co_cancelled(f) ? 1 : -1;
+	CO_END(f);
+}
+
+struct row {
+	const char *name;
+	int slow, fast;           /* the awaits' values: limit first, thing first */
+};
+
+static const struct row rows[CO__AW_KINDS] = {
+	[CO__AW_USER] = { "a user's awaiter with a cancel op", -ETIME, 0 },
+	[CO__AW_IO] = { "I/O (linked timeout)", -ETIME, 1 },
+	[CO__AW_WAIT] = { "a sync wait", -ETIME, 0 },
+	[CO__AW_TRANSFER] = { "co_transfer: -EINVAL, see test_cannot_be_limited", 0, 0 },
+	[CO__AW_WHEN] = { "co_when_all of a child", -ETIME, 0 },
+	[CO__AW_LIMIT] = { "a limit around a limit", -ETIME, 0 },
+	[CO__AW_FAILED] = { "a failed prep keeps its error", -EINVAL, -EINVAL },
+};
+
+static void run_kind(int kind, int fast)
+{
+	struct kind_task t;
+
+	memset(&t, 0, sizeof t);
+	t.kind = kind;
+	t.fast = fast;
+	assert_int_equal(pipe(t.fds), 0);
+	co_event_init(&t.ev, 0);
+	co_init(&t.co, kind_fn);
+	co_test_run1(&t.co);
+	print_message("%-40s %s: %d\n", rows[kind].name, fast ? "fast" : "slow", t.res);
+	assert_int_equal(t.res, fast ? rows[kind].fast : rows[kind].slow);
+	assert_int_equal(t.after, 1);
+	if (kind == CO__AW_WHEN && !fast) { /* the child was cancelled and unwound */
+		assert_true(co_done(&t.kid.co));
+		assert_int_equal(t.kid.got, -ECANCELED);
+	}
+	close(t.fds[0]);
+	close(t.fds[1]);
+}
+
+static void test_every_kind_has_a_row(void **state)
+{
+	(void)state;
+	for (int k = 0; k < CO__AW_KINDS; k++)
+		assert_non_null(rows[k].name);
+}
+
+static void test_each_kind_limit_first(void **state)
+{
+	(void)state;
+	for (int k = 0; k < CO__AW_KINDS; k++)
+		if (k != CO__AW_TRANSFER)
+			run_kind(k, 0);
+}
+
+static void test_each_kind_completes_first(void **state)
+{
+	(void)state;
+	for (int k = 0; k < CO__AW_KINDS; k++)
+		if (k != CO__AW_TRANSFER)
+			run_kind(k, 1);
+}
+
+/* ---- more sync waits and I/O paths ---------------------------------------------- */
+
+struct more {
+	co_frame co;
+	co_limit lim;
+	co_io io;
+	co_waiter w;
+	co_mutex m;
+	co_chan ch;
+	int item, fds[2];
+	char buf[4];
+	int lock, recv, send, sleep, late, deadline_sleep, wait_for_io;
+};
+
+static int more_fn(co_frame *f)
+{
+	struct more *t = (struct more *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, &t->m)); /* held: the next lock waits */
+	CO_AWAIT(f, co_timeout(&t->lim, co_mutex_lock(&t->w, &t->m), SHORT));
+	t->lock = co_result(f);
+	co_mutex_unlock(&t->m);
+	CO_AWAIT(f, co_timeout(&t->lim, co_chan_recv(&t->w, &t->ch, &t->item), SHORT));
+	t->recv = co_result(f);
+	t->item = 1;
+	CO_AWAIT(f, co_chan_send(&t->w, &t->ch, &t->item)); /* capacity 1: now full */
+	CO_AWAIT(f, co_timeout(&t->lim, co_chan_send(&t->w, &t->ch, &t->item), SHORT));
+	t->send = co_result(f);
+	/* a sleep cannot take a linked timeout: the timer path */
+	CO_AWAIT(f, co_timeout(&t->lim, co_sleep(&t->io, NEVER), SHORT));
+	t->sleep = co_result(f);
+	/* an SQE already submitted (a yield between prep and await) */
+	co_read(&t->io, t->fds[0], t->buf, 1, 0);
+	CO_YIELD(f);
+	CO_AWAIT(f, co_timeout(&t->lim, &t->io.aw, SHORT));
+	t->late = co_result(f);
+	/* the I/O-only form on a sleep: -EINVAL, and the sleep is cut short */
+	CO_AWAIT(f, co_deadline(co_sleep(&t->io, NEVER), SHORT));
+	t->deadline_sleep = co_result(f);
+	CO_END(f);
+}
+
+static void test_sync_waits_and_io_paths(void **state)
+{
+	struct more t;
+
+	(void)state;
+	memset(&t, 0, sizeof t);
+	assert_int_equal(pipe(t.fds), 0);
+	co_mutex_init(&t.m);
+	assert_int_equal(co_chan_init(&t.ch, sizeof(int), 1, NULL), 0);
+	co_init(&t.co, more_fn);
+	co_test_run1(&t.co);
+	assert_int_equal(t.lock, -ETIME);
+	assert_int_equal(t.recv, -ETIME);
+	assert_int_equal(t.send, -ETIME);
+	assert_int_equal(t.sleep, -ETIME);
+	assert_int_equal(t.late, -ETIME);
+	assert_int_equal(t.deadline_sleep, -EINVAL);
+	co_chan_destroy(&t.ch);
+	close(t.fds[0]);
+	close(t.fds[1]);
+}
+
+/* ---- a child coroutine, a shared deadline, nesting --------------------------- */
+
+struct parent {
+	co_frame co;
+	co_limit lim, lim2;
+	struct sleeper kid, kid2;
+	co_frame quick;
+	co_io io;
+	co_waiter w;
+	co_event ev;
+	uint64_t end;
+	int child, child_quick, nop, shared, inner, outer, cancelled_after;
+};
+
+/* A child that awaits a limited child (inner limit NEVER) */
+struct middle {
+	co_frame co;
+	co_limit lim;
+	struct sleeper *kid;
+};
+
+static int task_fn(co_frame *f)
+{
+	struct parent *p = (struct parent *)f;
+	CO_BEGIN(f);
+	sleeper_init(&p->kid);
+	CO_AWAIT_TASK(f, co_timeout_task(&p->lim, &p->kid.co, SHORT));
+	p->child = co_result(f);
+	p->cancelled_after = co_cancelled(f);
+	co_init(&p->quick, quick_fn);
+	CO_AWAIT_TASK(f, co_timeout_task(&p->lim, &p->quick, NEVER));
+	p->child_quick = co_result(f);
+	/* one deadline for two awaits: the first completes, the second runs out */
+	p->end = co_now_ns() + SHORT;
+	CO_AWAIT(f, co_timeout_at(&p->lim, co_nop(&p->io), p->end));
+	p->nop = co_result(f);
+	CO_AWAIT(f, co_timeout_at(&p->lim, co_event_wait(&p->w, &p->ev), p->end));
+	p->shared = co_result(f);
+	/* nested: an outer limit on a child that awaits under a longer limit */
+	sleeper_init(&p->kid2);
+	CO_AWAIT_TASK(f, co_timeout_task(&p->lim2, co_timeout_task(&p->lim, &p->kid2.co, NEVER),
+					 SHORT));
+	p->outer = co_result(f);
+	CO_END(f);
+}
+
+static void test_child_shared_deadline_nesting(void **state)
+{
+	struct parent p;
+
+	(void)state;
+	memset(&p, 0, sizeof p);
+	co_event_init(&p.ev, 0);
+	co_init(&p.co, task_fn);
+	co_test_run1(&p.co);
+	assert_int_equal(p.child, -ETIME);
+	assert_true(co_done(&p.kid.co));
+	assert_int_equal(p.kid.got, -ECANCELED);  /* the child saw the cancel ... */
+	assert_true(p.kid.cancelled_seen);
+	assert_int_equal(co_status(&p.kid.co), -ECANCELED); /* ... and its next await too */
+	assert_false(p.cancelled_after);          /* the parent is not cancelled */
+	assert_int_equal(p.child_quick, 7);
+	assert_int_equal(p.nop, 0);
+	assert_int_equal(p.shared, -ETIME);
+	assert_int_equal(p.outer, -ETIME);
+	assert_int_equal(p.kid2.got, -ECANCELED);
+}
+
+/* ---- what cannot be limited ------------------------------------------------- */
+
+static void test_cannot_be_limited(void **state)
+{
+	co_limit l;
+	struct gate g;
+	co_transfer tr;
+	co_frame kid;
+
+	(void)state;
+	g.aw.ops = &bare_ops; /* no cancel op */
+	assert_null(co_timeout(&l, &g.aw, CO_S));
+	assert_null(co_timeout(&l, co_transfer_to(&tr, NULL), CO_S));
+	assert_null(co_timeout(NULL, gate(&g), CO_S));
+	assert_null(co_timeout(&l, NULL, CO_S));
+	assert_null(co_timeout_task(NULL, &kid, CO_S));
+	assert_null(co_timeout_task(&l, NULL, CO_S));
+	/* a limit of itself */
+	assert_non_null(co_timeout(&l, gate(&g), CO_S));
+	assert_null(co_timeout(&l, &l.aw, CO_S));
+	/* the kind-specific forms: the wrong kind is an error, not a pass */
+	assert_null(co_deadline(gate(&g), CO_S));
+	assert_null(co_wait_for(gate(&g), CO_S));
+}
+
+/* Not on an engine (resumed by hand): -ENXIO, the await not started. */
+struct by_hand {
+	co_frame co;
+	co_limit lim;
+	struct gate g;
+	int res;
+};
+
+static int by_hand_fn(co_frame *f)
+{
+	struct by_hand *b = (struct by_hand *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout(&b->lim, gate(&b->g), CO_S));
+	b->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_not_on_an_engine(void **state)
+{
+	struct by_hand b;
+
+	(void)state;
+	memset(&b, 0, sizeof b);
+	co_init(&b.co, by_hand_fn);
+	assert_int_equal(co_resume(&b.co), CO_DONE);
+	assert_int_equal(b.res, -ENXIO);
+	assert_null(b.g.f); /* the gate was never entered */
+}
+
+/* ---- cleanup after a cancel: co_shield ---------------------------------------- */
+
+struct victim {
+	co_frame co;
+	co_limit lim;
+	co_io io;
+	co_waiter w;
+	co_mutex *m;
+	co_event never;
+	int first, parked, lock, limited, sleep, after_unshield;
+};
+
+static int victim_fn(co_frame *f)
+{
+	struct victim *v = (struct victim *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&v->w, &v->never));
+	v->first = co_result(f); /* -ECANCELED */
+	co_shield(f);
+	CO_AWAIT(f, co_sleep(&v->io, CO_MS)); /* I/O under the shield: runs */
+	v->sleep = co_result(f);
+	v->parked = 1;
+	CO_AWAIT(f, co_mutex_lock(&v->w, v->m)); /* parked; cancelled again meanwhile */
+	v->lock = co_result(f);
+	if (v->lock == 0)
+		co_mutex_unlock(v->m);
+	/* a time limit still applies under a shield */
+	CO_AWAIT(f, co_timeout(&v->lim, co_event_wait(&v->w, &v->never), SHORT));
+	v->limited = co_result(f);
+	co_unshield(f);
+	CO_AWAIT(f, co_sleep(&v->io, NEVER));
+	v->after_unshield = co_result(f);
+	CO_END(f);
+}
+
+struct killer {
+	co_frame co;
+	co_io io;
+	co_waiter w;
+	struct victim *v;
+	co_mutex *m;
+	int cancel1, cancel2;
+};
+
+static int killer_fn(co_frame *f)
+{
+	struct killer *k = (struct killer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&k->w, k->m));
+	CO_YIELD(f); /* the victim parks on its event */
+	k->cancel1 = co_cancel(&k->v->co);
+	while (!k->v->parked)
+		CO_YIELD(f);
+	CO_YIELD(f); /* its lock attempt parks it */
+	k->cancel2 = co_cancel(&k->v->co); /* shielded: recorded only */
+	CO_YIELD(f);
+	co_mutex_unlock(k->m); /* hands the lock to the victim */
+	CO_END(f);
+}
+
+static void test_shield_lets_cleanup_run(void **state)
+{
+	struct victim v;
+	struct killer k;
+	co_mutex m;
+	co_frame *frames[2] = { &k.co, &v.co };
+
+	(void)state;
+	memset(&v, 0, sizeof v);
+	memset(&k, 0, sizeof k);
+	co_mutex_init(&m);
+	co_event_init(&v.never, 0);
+	v.m = k.m = &m;
+	k.v = &v;
+	co_init(&v.co, victim_fn);
+	co_init(&k.co, killer_fn);
+	co_test_run_frames(frames, 2);
+	assert_int_equal(k.cancel1, 0);
+	assert_int_equal(k.cancel2, 0);
+	assert_int_equal(v.first, -ECANCELED);
+	assert_int_equal(v.sleep, 0);
+	assert_int_equal(v.lock, 0);
+	assert_int_equal(v.limited, -ETIME);
+	assert_int_equal(v.after_unshield, -ECANCELED);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_every_kind_has_a_row),
+	cmocka_unit_test(test_each_kind_limit_first),
+	cmocka_unit_test(test_each_kind_completes_first),
+	cmocka_unit_test(test_sync_waits_and_io_paths),
+	cmocka_unit_test(test_child_shared_deadline_nesting),
+	cmocka_unit_test(test_cannot_be_limited),
+	cmocka_unit_test(test_not_on_an_engine),
+	cmocka_unit_test(test_shield_lets_cleanup_run),
+};
+
+CO_TEST_MAIN(tests, 0)
