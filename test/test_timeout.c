@@ -17,10 +17,12 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include <stdatomic.h>
 #include <cmocka.h>
 
 #include <coring/coring.h>
 #include "internal.h"
+#include "fault.h"
 #include "helpers.h"
 
 #define NEVER (3600 * CO_S)
@@ -512,6 +514,177 @@ static void test_shield_lets_cleanup_run(void **state)
 	assert_int_equal(v.after_unshield, -ECANCELED);
 }
 
+
+/* ---- on a scheduler with stealing: every task accounted for ------------------- */
+
+#define SCHED_TASKS 400
+
+/* A child that yields a few times (it may be stolen meanwhile), then ends,
+ * or (slow) sleeps until cancelled. */
+struct hop_kid {
+	co_frame co;
+	co_io io;
+	int slow, k;
+};
+
+static int hop_kid_fn(co_frame *f)
+{
+	struct hop_kid *h = (struct hop_kid *)f;
+	CO_BEGIN(f);
+	for (h->k = 0; h->k < 3; h->k++)
+		CO_YIELD(f);
+	if (h->slow)
+		CO_AWAIT(f, co_sleep(&h->io, NEVER));
+	CO_RETURN(f, h->slow ? co_result(f) : 5);
+	CO_END(f);
+}
+
+struct sched_task {
+	co_frame co;
+	co_limit lim;
+	co_when w;
+	co_frame *kids[1];
+	struct hop_kid kid;
+	co_context *on_suspend, *on_resume;
+	int res;
+	atomic_int *done;
+};
+
+static int sched_task_fn(co_frame *f)
+{
+	struct sched_task *t = (struct sched_task *)f;
+	CO_BEGIN(f);
+	t->kids[0] = &t->kid.co;
+	co_init(&t->kid.co, hop_kid_fn);
+	t->on_suspend = co_context_current();
+	CO_AWAIT(f, co_timeout(&t->lim, co_when_all(&t->w, t->kids, 1), t->kid.slow ? SHORT : NEVER));
+	t->on_resume = co_context_current();
+	t->res = co_result(f);
+	atomic_fetch_add(t->done, 1);
+	CO_END(f);
+}
+
+static void test_pinned_on_a_stealing_scheduler(void **state)
+{
+	static struct sched_task t[SCHED_TASKS];
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	atomic_int done;
+
+	(void)state;
+	atomic_init(&done, 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < SCHED_TASKS; i++) {
+		memset(&t[i], 0, sizeof t[i]);
+		t[i].kid.slow = i % 2;
+		t[i].done = &done;
+		co_init(&t[i].co, sched_task_fn);
+		assert_int_equal(co_sched_spawn(&s, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&done), SCHED_TASKS);
+	for (int i = 0; i < SCHED_TASKS; i++) {
+		assert_true(co_done(&t[i].co));
+		assert_true(co_done(&t[i].kid.co));
+		assert_int_equal(t[i].res, i % 2 ? -ETIME : 0);
+		/* pinned: the limited await ends where it began */
+		assert_ptr_equal(t[i].on_suspend, t[i].on_resume);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* A co_transfer inside a limited child: -EBUSY (the frame is pinned). */
+struct mover {
+	co_frame co;
+	co_transfer tr;
+	co_context *to;
+	int res;
+};
+
+static int mover_fn(co_frame *f)
+{
+	struct mover *m = (struct mover *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_transfer_to(&m->tr, m->to));
+	m->res = co_result(f);
+	CO_END(f);
+}
+
+struct mover_parent {
+	co_frame co;
+	co_limit lim;
+	struct mover m;
+	co_transfer tr;
+	co_sched *s;
+	int res, free_move;
+};
+
+static int mover_parent_fn(co_frame *f)
+{
+	struct mover_parent *p = (struct mover_parent *)f;
+	CO_BEGIN(f);
+	p->m.to = co_sched_pick(p->s, 0);
+	if (p->m.to == co_context_current()) /* the other one */
+		p->m.to = co_sched_pick(p->s, 0);
+	co_init(&p->m.co, mover_fn);
+	CO_AWAIT_TASK(f, co_timeout_task(&p->lim, &p->m.co, NEVER));
+	p->res = co_result(f);
+	CO_AWAIT(f, co_transfer_to(&p->tr, p->m.to)); /* the limit is over: moves */
+	p->free_move = co_result(f);
+	CO_END(f);
+}
+
+static void test_transfer_inside_a_limit(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .dispatch = CO_DISPATCH_ROUND_ROBIN };
+	struct mover_parent p;
+
+	(void)state;
+	memset(&p, 0, sizeof p);
+	p.s = &s;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	co_init(&p.co, mover_parent_fn);
+	assert_int_equal(co_sched_spawn(&s, &p.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(p.m.res, -EBUSY);
+	assert_int_equal(p.res, 0);
+	assert_int_equal(p.free_move, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+
+/* The timer record cannot be allocated: -ENOMEM, the awaiter not started. */
+struct no_mem {
+	co_frame co;
+	co_limit lim;
+	struct gate g;
+	int res;
+};
+
+static int no_mem_fn(co_frame *f)
+{
+	struct no_mem *n = (struct no_mem *)f;
+	CO_BEGIN(f);
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM); /* the next allocation: the limit's */
+	CO_AWAIT(f, co_timeout(&n->lim, gate(&n->g), NEVER));
+	n->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_timer_allocation_fails(void **state)
+{
+	struct no_mem n;
+
+	(void)state;
+	memset(&n, 0, sizeof n);
+	co_init(&n.co, no_mem_fn);
+	co_test_run1(&n.co);
+	assert_int_equal(n.res, -ENOMEM);
+	assert_null(n.g.f);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -520,7 +693,10 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_child_shared_deadline_nesting),
 	cmocka_unit_test(test_cannot_be_limited),
 	cmocka_unit_test(test_not_on_an_engine),
+	cmocka_unit_test(test_timer_allocation_fails),
 	cmocka_unit_test(test_shield_lets_cleanup_run),
+	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
+	cmocka_unit_test(test_transfer_inside_a_limit),
 };
 
 CO_TEST_MAIN(tests, 0)
