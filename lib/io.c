@@ -363,7 +363,7 @@ static co_frame *xfer_init(co_xfer *x, int op, int fd, const void *buf, size_t l
 			   int flags)
 {
 	if (x == NULL)
-		return NULL; /* CO_AWAIT_TASK(f, NULL): -EINVAL, or a debug trap */
+		return NULL; /* awaiting a NULL child: -EINVAL, or a debug trap */
 	x->op = op;
 	x->fd = fd;
 	x->buf = (char *)(uintptr_t)buf;

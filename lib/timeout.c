@@ -186,7 +186,7 @@ static uint64_t after(uint64_t ns)
 	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
 }
 
-co_awaiter *co_timeout_at(co_limit *l, co_awaiter *aw, uint64_t deadline)
+co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 {
 	if (l == NULL || aw == NULL)
 		return NULL; /* the await ends with -EINVAL */
@@ -216,7 +216,7 @@ co_awaiter *co_timeout_at(co_limit *l, co_awaiter *aw, uint64_t deadline)
 	return &l->aw;
 }
 
-co_awaiter *co_timeout(co_limit *l, co_awaiter *aw, uint64_t ns)
+co_awaiter *(co_timeout)(co_limit *l, co_awaiter *aw, uint64_t ns)
 {
 	return co_timeout_at(l, aw, after(ns));
 }
@@ -231,7 +231,7 @@ static int limit_task(co_frame *f)
 	CO_BEGIN(f);
 	if (limit_begin(l, f) < 0)
 		CO_RETURN(f, l->err);
-	CO_AWAIT_TASK(f, l->child);
+	CO_AWAIT(f, l->child);
 	CO_RETURN(f, limit_end(l, co_root(f), co_result(f), 1));
 	CO_END(f);
 }

@@ -4,11 +4,17 @@
 # the misuse, not from a broken test) and must be rejected without it, with
 # a diagnostic matching its "expect:" line. A source marked "backend: switch"
 # is misuse only on the switch backend: with computed goto it must compile.
+# "std: c99" compiles it as C99; "werror: off" drops -Werror, for misuse
+# that must be a hard error, not a warning a user's build may ignore.
 set -u
 backend=$1 src=$2 inc=$3
 shift 3
-flags="-std=c11 -Wall -Wextra -Werror -Wimplicit-fallthrough -I$inc -c -o /dev/null"
-[ "$backend" = goto ] && flags="$flags -DCO_USE_COMPUTED_GOTO=1"
+std=$(sed -n 's/.*std: \(c[0-9]*\).*/\1/p' "$src" | head -n 1)
+werror=-Werror
+grep -q 'werror: off' "$src" && werror=
+flags="-std=${std:-c11} -Wall -Wextra $werror -Wimplicit-fallthrough -I$inc -c -o /dev/null"
+if [ "$backend" = goto ]; then flags="$flags -DCO_USE_COMPUTED_GOTO=1"
+else flags="$flags -DCO_USE_COMPUTED_GOTO=0"; fi
 expect=$(sed -n 's/.*expect: \(.*[^ */]\)[ */]*$/\1/p' "$src" | head -n 1)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

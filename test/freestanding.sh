@@ -27,7 +27,7 @@ native)
 	for backend in 0 1; do
 		for opt in -O0 -O2; do
 			o=$tmp/all_$backend$opt.o
-			$CC -std=c99 -ffreestanding -nostdlib -Wall -Wextra -Werror -Wimplicit-fallthrough \
+			$CC -std=c99 -ffreestanding -nostdlib -Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough \
 				$opt -DCO_USE_COMPUTED_GOTO=$backend -I"$src/include" \
 				-c "$src/test/freestanding/all_macros.c" -o "$o" || { echo "FAIL: compile"; exit 1; }
 			check_no_symbols nm "$o"
@@ -50,7 +50,7 @@ cortex-m4)
 		for f in test/freestanding/all_macros.c docs/examples/frame_parser.c; do
 			o=$tmp/$(basename "$f" .c)_$backend.o
 			arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -ffreestanding -nostdlib -std=c99 -Os \
-				-Wall -Wextra -Werror -Wimplicit-fallthrough -DCO_USE_COMPUTED_GOTO=$backend \
+				-Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough -DCO_USE_COMPUTED_GOTO=$backend \
 				-I"$src/include" -I"$src/docs/examples" -c "$src/$f" -o "$o" || { echo "FAIL: compile $f"; exit 1; }
 			check_no_symbols arm-none-eabi-nm "$o"
 		done

@@ -457,6 +457,102 @@ static void test_child_waits_on_awaiter(void **state)
 	assert_int_equal(ap.after, -ECANCELED + 1);
 }
 
+/* One CO_AWAIT for awaiters and children alike (C11 _Generic): a child that
+ * suspends, an awaiter, a child that fails, a child already finished, the
+ * NULL awaiter; each argument evaluated exactly once. */
+struct one_await {
+	co_frame co;
+	struct child a, b;
+	struct probe *p;
+	int picks, ra, rp, rb, rdone, rnull;
+};
+
+static co_frame *pick_a(struct one_await *o)
+{
+	o->picks++;
+	return &o->a.co;
+}
+
+static co_awaiter *pick_probe(struct one_await *o)
+{
+	o->picks++;
+	return &o->p->aw;
+}
+
+static int one_await_fn(co_frame *f)
+{
+	struct one_await *o = (struct one_await *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, pick_a(o));
+	o->ra = co_result(f);
+	CO_AWAIT(f, pick_probe(o));
+	o->rp = co_result(f);
+	CO_AWAIT(f, &o->b.co);
+	o->rb = co_result(f);
+	CO_AWAIT(f, &o->a.co);
+	o->rdone = co_result(f);
+	CO_AWAIT(f, NULL);
+	o->rnull = co_result(f);
+	CO_END(f);
+}
+
+#if !CO_DEBUG
+static void test_one_await_for_children(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 9 };
+	struct one_await o = { .a = { .in = 4, .yields = 2 }, .b = { .in = -EPIPE }, .p = &p };
+	(void)state;
+	co_init(&o.co, one_await_fn);
+	co_init(&o.a.co, child_fn);
+	co_init(&o.b.co, child_fn);
+	assert_int_equal(co_resume(&o.co), CO_YIELDED); /* a's first yield */
+	assert_ptr_equal(o.co.top, &o.a.co);
+	assert_int_equal(co_resume(&o.co), CO_YIELDED);
+	assert_int_equal(co_resume(&o.co), CO_WAITING); /* a done, on the probe */
+	assert_int_equal(o.ra, 0);
+	assert_int_equal(o.a.out, 8);
+	assert_string_equal(p.log, "rs");
+	co_wake(p.waiter);
+	assert_int_equal(co_resume(&o.co), CO_DONE);
+	assert_int_equal(o.rp, 9);
+	assert_int_equal(o.rb, -EPIPE);
+	assert_int_equal(o.rdone, 0); /* a finished child: its status at once */
+	assert_int_equal(o.rnull, -EINVAL);
+	assert_int_equal(o.picks, 2); /* resuming never evaluates it again */
+}
+#else
+static int traps_with(void (*fn)(void), const char *msg);
+
+static void await_null_in_one_await(void)
+{
+	static struct probe p = { .aw = { &probe_ops }, .value = 9, .is_ready = 1 };
+	static struct one_await o = { .p = &p };
+	co_init(&o.co, one_await_fn);
+	co_init(&o.a.co, child_fn);
+	co_init(&o.b.co, child_fn);
+	co_resume(&o.co);
+}
+
+static void test_one_await_for_children(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 9 };
+	struct one_await o = { .a = { .in = 4, .yields = 2 }, .b = { .in = -EPIPE }, .p = &p };
+	(void)state;
+	co_init(&o.co, one_await_fn);
+	co_init(&o.a.co, child_fn);
+	co_init(&o.b.co, child_fn);
+	assert_int_equal(co_resume(&o.co), CO_YIELDED);
+	assert_ptr_equal(o.co.top, &o.a.co);
+	assert_int_equal(co_resume(&o.co), CO_YIELDED);
+	assert_int_equal(co_resume(&o.co), CO_WAITING);
+	assert_int_equal(o.ra, 0);
+	assert_int_equal(o.a.out, 8);
+	assert_int_equal(o.picks, 2);
+	/* debug builds: the NULL awaiter at the end traps */
+	assert_true(traps_with(await_null_in_one_await, "CO_AWAIT: NULL awaiter"));
+}
+#endif
+
 /* ---- 1,000,000 nested awaits: a trampoline, not recursion ---------------- */
 
 #define DEPTH 1000000
@@ -915,7 +1011,7 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_wake_not_waiting, "co_wake: frame is not waiting"));
 	assert_true(traps_with(misuse_resume_waiting, "only co_wake may make it ready"));
 	assert_true(traps_with(misuse_resume_child, "resume the root frame"));
-	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT_TASK: child already started"));
+	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
 #else
 	/* release builds: the detectable misuse is a harmless no-op */
 	assert_true(harmless(misuse_resume_finished));
@@ -966,7 +1062,7 @@ static void test_null_arguments(void **state)
 	assert_true(traps_with(misuse_done_null, "co_done: NULL frame"));
 	assert_true(traps_with(misuse_loop_null, "co_loop_run: NULL loop"));
 	assert_true(traps_with(misuse_await_nulls, "CO_AWAIT: NULL awaiter"));
-	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT_TASK: NULL child frame"));
+	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT: NULL child frame"));
 #else
 	/* release: a NULL awaiter or child is an await whose value is -EINVAL */
 	misuse_await_nulls();
@@ -993,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_child_suspends_and_transfers_back),
 		cmocka_unit_test(test_child_already_done),
 		cmocka_unit_test(test_child_waits_on_awaiter),
+		cmocka_unit_test(test_one_await_for_children),
 		cmocka_unit_test(test_deep_await_chain),
 		cmocka_unit_test(test_loop_round_robin),
 		cmocka_unit_test(test_loop_spawn_errors),

@@ -455,8 +455,8 @@ static void test_no_engine(void **state)
 	assert_int_equal(b.r[3], -ENXIO);
 }
 
-/* A NULL co_io or co_xfer: the prep returns NULL, which CO_AWAIT and
- * CO_AWAIT_TASK turn into -EINVAL (test_co checks that step, and the debug
+/* A NULL co_io or co_xfer: the prep returns NULL, which CO_AWAIT (for an
+ * awaiter or a child) turns into -EINVAL (test_co checks that step, and the debug
  * trap); bad arguments the kernel would fault on never reach it. */
 static void test_null_arguments(void **state)
 {

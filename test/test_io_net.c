@@ -156,9 +156,9 @@ static int bulk_fn(co_frame *f)
 	struct bulk *b = (struct bulk *)f;
 	CO_BEGIN(f);
 	if (b->recv)
-		CO_AWAIT_TASK(f, co_recv_all(&b->x, b->fd, b->buf, b->len, 0));
+		CO_AWAIT(f, co_recv_all(&b->x, b->fd, b->buf, b->len, 0));
 	else
-		CO_AWAIT_TASK(f, co_send_all(&b->x, b->fd, b->buf, b->len, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send_all(&b->x, b->fd, b->buf, b->len, MSG_NOSIGNAL));
 	CO_RETURN(f, co_result(f));
 	CO_END(f);
 }
@@ -221,9 +221,9 @@ static int filecopy_fn(co_frame *f)
 	struct filecopy *c = (struct filecopy *)f;
 	CO_BEGIN(f);
 	if (c->write)
-		CO_AWAIT_TASK(f, co_write_all(&c->x, c->fd, c->buf, 1 << 20, 4096));
+		CO_AWAIT(f, co_write_all(&c->x, c->fd, c->buf, 1 << 20, 4096));
 	else
-		CO_AWAIT_TASK(f, co_read_all(&c->x, c->fd, c->buf, 2 << 20, 4096));
+		CO_AWAIT(f, co_read_all(&c->x, c->fd, c->buf, 2 << 20, 4096));
 	CO_RETURN(f, co_result(f));
 	CO_END(f);
 }
@@ -277,7 +277,7 @@ static int echo_handler_fn(co_frame *f)
 		c->n = co_result(f);
 		if (c->n <= 0)
 			break;
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
 		if (co_result(f) < 0)
 			break;
 	}
@@ -342,12 +342,12 @@ static int echo_client_fn(co_frame *f)
 		c->len = 1 + (int)(rand_r(&c->seed) % (unsigned)c->maxlen);
 		for (int i = 0; i < c->len; i++)
 			c->out[i] = (unsigned char)rand_r(&c->seed);
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->len, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->len, MSG_NOSIGNAL));
 		if (co_result(f) != c->len) {
 			c->bad = -1000 - co_result(f);
 			goto out;
 		}
-		CO_AWAIT_TASK(f, co_recv_all(&c->x, c->fd, c->in, (size_t)c->len, 0));
+		CO_AWAIT(f, co_recv_all(&c->x, c->fd, c->in, (size_t)c->len, 0));
 		if (co_result(f) != c->len || memcmp(c->in, c->out, (size_t)c->len) != 0) {
 			c->bad = -2000;
 			goto out;

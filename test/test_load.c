@@ -70,7 +70,7 @@ static int client_fn(co_frame *f)
 		if (rand_r(&c->seed) % ABORT_ONE_IN == 0) {
 			/* a peer that goes away mid-message, then comes back */
 			c->cut = rand_r(&c->seed) % c->len;
-			CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, pattern + c->off, (size_t)c->cut,
+			CO_AWAIT(f, co_send_all(&c->x, c->fd, pattern + c->off, (size_t)c->cut,
 						     MSG_NOSIGNAL));
 			if (rand_r(&c->seed) & 1) {
 				struct linger lg = { 1, 0 };
@@ -85,7 +85,7 @@ static int client_fn(co_frame *f)
 				goto fail;
 			continue;
 		}
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, pattern + c->off, (size_t)c->len,
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, pattern + c->off, (size_t)c->len,
 					     MSG_NOSIGNAL));
 		if (co_result(f) != c->len)
 			goto fail;

@@ -332,11 +332,11 @@ static int task_fn(co_frame *f)
 	struct parent *p = (struct parent *)f;
 	CO_BEGIN(f);
 	sleeper_init(&p->kid);
-	CO_AWAIT_TASK(f, co_timeout_task(&p->lim, &p->kid.co, SHORT));
+	CO_AWAIT(f, co_timeout(&p->lim, &p->kid.co, SHORT)); /* C11: a child */
 	p->child = co_result(f);
 	p->cancelled_after = co_cancelled(f);
 	co_init(&p->quick, quick_fn);
-	CO_AWAIT_TASK(f, co_timeout_task(&p->lim, &p->quick, NEVER));
+	CO_AWAIT(f, co_timeout_at(&p->lim, &p->quick, co_now_ns() + NEVER));
 	p->child_quick = co_result(f);
 	/* one deadline for two awaits: the first completes, the second runs out */
 	p->end = co_now_ns() + SHORT;

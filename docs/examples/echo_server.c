@@ -39,7 +39,7 @@ static int conn_fn(co_frame *f)
 		c->n = co_result(f);
 		if (c->n <= 0)
 			break; /* peer closed, error, or shutdown (-ECANCELED) */
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
 		if (co_result(f) < 0)
 			break;
 	}
@@ -141,8 +141,8 @@ static int client_fn(co_frame *f)
 		c->len = 1 + (size_t)rand_r(&c->seed) % sizeof c->out;
 		for (size_t i = 0; i < c->len; i++)
 			c->out[i] = (unsigned char)rand_r(&c->seed);
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->out, c->len, MSG_NOSIGNAL));
-		CO_AWAIT_TASK(f, co_recv_all(&c->x, c->fd, c->in, c->len, 0));
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->out, c->len, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_recv_all(&c->x, c->fd, c->in, c->len, 0));
 		if ((size_t)co_result(f) != c->len || memcmp(c->in, c->out, c->len))
 			goto fail;
 	}

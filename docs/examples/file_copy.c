@@ -40,12 +40,12 @@ static int slot_fn(co_frame *f)
 		s->off = s->job->next; /* claim the next chunk */
 		s->len = s->job->size - s->off < CHUNK ? (size_t)(s->job->size - s->off) : CHUNK;
 		s->job->next += s->len;
-		CO_AWAIT_TASK(f, co_read_all(&s->x, s->job->in, s->buf, s->len, s->off));
+		CO_AWAIT(f, co_read_all(&s->x, s->job->in, s->buf, s->len, s->off));
 		if ((size_t)co_result(f) != s->len) { /* error, or the file shrank */
 			s->job->error = co_result(f) < 0 ? co_result(f) : -EIO;
 			break;
 		}
-		CO_AWAIT_TASK(f, co_write_all(&s->x, s->job->out, s->buf, s->len, s->off));
+		CO_AWAIT(f, co_write_all(&s->x, s->job->out, s->buf, s->len, s->off));
 		if (co_result(f) < 0)
 			s->job->error = co_result(f);
 	}

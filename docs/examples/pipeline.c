@@ -62,7 +62,7 @@ static int reader_fn(co_frame *f)
 	struct reader *r = (struct reader *)f;
 	CO_BEGIN(f);
 	for (r->b.seq = 0;; r->b.seq++) {
-		CO_AWAIT_TASK(f, co_read_all(&r->x, r->p->in_fd, r->b.data, BLOCK, r->b.seq * BLOCK));
+		CO_AWAIT(f, co_read_all(&r->x, r->p->in_fd, r->b.data, BLOCK, r->b.seq * BLOCK));
 		if (co_result(f) < 0) {
 			fail(r->p, co_result(f));
 			break;
@@ -136,7 +136,7 @@ static int writer_fn(co_frame *f)
 		CO_AWAIT(f, co_chan_recv(&wr->w, &wr->p->out, &wr->b));
 		if (co_result(f) < 0)
 			break; /* -EPIPE: every block is written */
-		CO_AWAIT_TASK(f, co_write_all(&wr->x, wr->p->out_fd, wr->b.data, wr->b.len,
+		CO_AWAIT(f, co_write_all(&wr->x, wr->p->out_fd, wr->b.data, wr->b.len,
 					      wr->b.seq * BLOCK));
 		if (co_result(f) < 0) {
 			fail(wr->p, co_result(f));

@@ -103,7 +103,7 @@ static int conn_fn(co_frame *f)
 			break;
 		c->jobs_elsewhere += c->job.kind == SLOW;
 		c->n = snprintf(c->out, sizeof c->out, "%016lx\n", c->job.sum);
-		CO_AWAIT_TASK(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->n, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->n, MSG_NOSIGNAL));
 		if (co_result(f) < 0)
 			break;
 	}

@@ -66,8 +66,16 @@ extern "C" {
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
 
+/* Resume labels: computed goto (labels as values) wherever the compiler
+ * has it, GCC and Clang: a suspension point may then sit anywhere,
+ * inside a user's switch too. Elsewhere, or with CO_USE_COMPUTED_GOTO
+ * defined to 0, a portable switch (see "Label backends" below). */
 #ifndef CO_USE_COMPUTED_GOTO
+#if defined(__GNUC__)
+#define CO_USE_COMPUTED_GOTO 1
+#else
 #define CO_USE_COMPUTED_GOTO 0
+#endif
 #endif
 
 #if CO_USE_COMPUTED_GOTO && !defined(__GNUC__)
@@ -565,10 +573,11 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 	if (CO__UNLIKELY(a == NULL)) {
 		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
 							   co__einval_resume, NULL, 0 };
-		static co_awaiter einval = { &einval_ops };
+		/* const: in read-only memory; nothing writes an awaiter */
+		static const co_awaiter einval = { &einval_ops };
 
 		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
-		a = &einval;
+		a = (co_awaiter *)&einval;
 	}
 	f->u.aw = a;
 	if (a->ops->ready && a->ops->ready(a, f))
@@ -588,32 +597,106 @@ static inline int co__await_end(co_frame *f)
 	return a->ops->resume ? a->ops->resume(a, f) : 0;
 }
 
+/* An await of a child that cannot start: it ends at once with err. */
+static inline int co__call_refuse(co_frame *f, int err)
+{
+	f->u.child = NULL;
+	f->result = err;
+	return 0;
+}
+
 static inline int co__call_begin(co_frame *f, co_frame *child)
 {
 	if (CO__UNLIKELY(child == NULL)) {
-		/* never written: read for its status only */
-		static co_frame einval = { .status = -EINVAL, .state = CO__ST_DONE };
-
-		CO__CHECK(0, "CO_AWAIT_TASK: NULL child frame");
-		child = &einval;
-	}
-	/* A finished child completes the await at once: its status is the
-	 * value. Anything else must be fresh. */
-	if (!(child->state & CO__ST_DONE)) {
-		if (CO__UNLIKELY(child->parent != NULL || child->label != 0 ||
-				 child == co_root(f) || (child->state & CO__ST_SPAWNED))) {
-			static co_frame ebusy = { .status = -EBUSY, .state = CO__ST_DONE };
-
-			CO__CHECK(0, "CO_AWAIT_TASK: child already started, awaited twice or spawned");
-			child = &ebusy; /* release builds: the await's value is -EBUSY */
-		} else {
-			child->parent = f;
-			child->state |= CO__ST_CHILD;
-		}
+		CO__CHECK(0, "CO_AWAIT: NULL child frame");
+		return co__call_refuse(f, -EINVAL);
 	}
 	f->u.child = child;
-	return child->parent == f; /* 1: start it */
+	/* A finished child completes the await at once: its status is the
+	 * value. Anything else must be fresh. */
+	if (child->state & CO__ST_DONE)
+		return 0;
+	if (CO__UNLIKELY(child->parent != NULL || child->label != 0 || child == co_root(f) ||
+			 (child->state & CO__ST_SPAWNED))) {
+		CO__CHECK(0, "CO_AWAIT: child already started, awaited twice or spawned");
+		return co__call_refuse(f, -EBUSY); /* release builds */
+	}
+	child->parent = f;
+	child->state |= CO__ST_CHILD;
+	return 1; /* start it */
 }
+
+static inline int co__call_end(co_frame *f)
+{
+	return f->u.child ? f->u.child->status : f->result;
+}
+
+/* CO_AWAIT's two halves: the begin returns 0 (go on) or the code the body
+ * returns to suspend; the end gives the await's value. */
+static inline int co__await_begin_ret(co_frame *f, co_awaiter *a)
+{
+	return co__await_begin(f, a) ? CO__RET_WAIT : 0;
+}
+
+static inline int co__call_begin_ret(co_frame *f, co_frame *child)
+{
+	return co__call_begin(f, child) ? CO__RET_CALL : 0;
+}
+
+#if defined(__cplusplus)
+} /* extern "C": overloads choose the kind */
+static inline int co__await_begin_any(co_frame *f, co_awaiter *a)
+{
+	return co__await_begin_ret(f, a);
+}
+static inline int co__await_begin_any(co_frame *f, co_frame *child)
+{
+	return co__call_begin_ret(f, child);
+}
+static inline int co__await_begin_any(co_frame *f, decltype(nullptr))
+{
+	return co__await_begin_ret(f, nullptr);
+}
+static inline int co__await_end_any(co_frame *f, co_awaiter *)
+{
+	return co__await_end(f);
+}
+static inline int co__await_end_any(co_frame *f, co_frame *)
+{
+	return co__call_end(f);
+}
+static inline int co__await_end_any(co_frame *f, decltype(nullptr))
+{
+	return co__await_end(f);
+}
+extern "C" {
+#define CO__AWAIT_BEGIN(f, x) co__await_begin_any((f), (x))
+/* a null pointer of x's type picks the overload; x is not evaluated */
+#define CO__AWAIT_END(f, x) co__await_end_any((f), (decltype(x))0)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+/* No default: a pointer to anything else does not compile. _Generic does
+ * not evaluate its controlling expression, so x runs once, in the begin. */
+#define CO__AWAIT_BEGIN(f, x)                                              \
+	_Generic((x), co_awaiter *: co__await_begin_ret, void *: co__await_begin_ret, \
+		 co_frame *: co__call_begin_ret)((f), (x))
+#define CO__AWAIT_END(f, x)                                                \
+	_Generic((x), co_awaiter *: co__await_end, void *: co__await_end,  \
+		 co_frame *: co__call_end)(f)
+#else
+#if defined(__GNUC__)
+/* C99: awaiters only; a co_frame * is a negative array size here, named
+ * after the fix, instead of a mere pointer-type warning and a crash. */
+#define CO__AWAITER_ONLY(x)                                                \
+	((void)sizeof(struct {                                             \
+		char CO_AWAIT_of_a_child_needs_C11_use_CO_AWAIT_TASK       \
+			[1 - 2 * __builtin_types_compatible_p(__typeof__(x), co_frame *)]; \
+	}))
+#else
+#define CO__AWAITER_ONLY(x) ((void)0)
+#endif
+#define CO__AWAIT_BEGIN(f, x) (CO__AWAITER_ONLY(x), co__await_begin_ret((f), (x)))
+#define CO__AWAIT_END(f, x) co__await_end(f)
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Label backends                                                           */
@@ -631,19 +714,37 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 
 #if CO_USE_COMPUTED_GOTO
 
+/* Labels as values are an extension: __extension__ and these pragmas keep
+ * a user's -Wpedantic -Werror build quiet about ours. */
+#if defined(__clang__)
+#define CO__GOTO(p)                                                        \
+	_Pragma("clang diagnostic push")                                   \
+	_Pragma("clang diagnostic ignored \"-Wgnu-label-as-value\"")       \
+	goto *(p);                                                         \
+	_Pragma("clang diagnostic pop")
+#else
+#define CO__GOTO(p)                                                        \
+	_Pragma("GCC diagnostic push")                                     \
+	_Pragma("GCC diagnostic ignored \"-Wpedantic\"")                   \
+	goto *(p);                                                         \
+	_Pragma("GCC diagnostic pop")
+#endif
+#define CO__LABEL_ADDR(l) ((uintptr_t)(__extension__ && l))
+
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
 		co_frame *const CO__IN_BODY = (f);                         \
-		if (CO__IN_BODY->label)                                    \
-			goto *(void *)CO__IN_BODY->label;                  \
+		if (CO__IN_BODY->label) {                                  \
+			CO__GOTO((void *)CO__IN_BODY->label)               \
+		}                                                          \
 		/* an address-taken label, so that a body without any   \
 		 * suspension point still compiles (clang) */            \
-		(void)&&co__begin;                                         \
+		(void)CO__LABEL_ADDR(co__begin);                           \
 	co__begin:                                                         \
 		{
 
 /* Store the resume point; a second point on one line is a duplicate label. */
-#define CO__SET(f) ((f)->label = (uintptr_t) && CO__CAT(co__L, __LINE__))
+#define CO__SET(f) ((f)->label = CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)))
 #define CO__HERE CO__CAT(co__L, __LINE__) :
 
 #else /* switch backend */
@@ -731,23 +832,46 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 	} while (0)
 
 /*
- * CO_AWAIT(f, awaiter): the C++20 protocol for any awaiter (a co_awaiter *):
- * ready, then suspend, then, once co_wake()d, resume. Its value is stored in
- * f->result (co_result(f)). The awaiter must outlive the suspension: keep it
- * in the coroutine's struct.
+ * CO_AWAIT(f, x): suspend until x completes; its value is stored in
+ * f->result (co_result(f)). x is either
+ *   - an awaiter (a co_awaiter *, what every prep such as co_recv returns):
+ *     the C++20 protocol, ready, then suspend, then, once co_wake()d,
+ *     resume. The awaiter must outlive the suspension: keep it in the
+ *     coroutine's struct;
+ *   - a child coroutine (a co_frame * set up with co_init, or what a helper
+ *     such as co_send_all returns): it starts at once in the same resume;
+ *     when it suspends, resuming our root resumes it; when it ends, we
+ *     continue in the same resume (symmetric transfer). The value is
+ *     co_status(child), and the child's result fields are readable. A
+ *     child that already finished completes the await at once; one already
+ *     started, awaited twice or spawned ends the await with -EBUSY.
+ * A NULL awaiter (a prep given a NULL argument) ends the await with -EINVAL.
  *
  *     CO_AWAIT(f, co_recv(&s->io, s->fd, s->buf, sizeof s->buf, 0));
  *     if (co_result(f) <= 0) CO_RETURN(f, co_result(f));
+ *
+ *     co_init(&s->sum.co, sum_body);
+ *     s->sum.n = 10;
+ *     CO_AWAIT(f, &s->sum.co);
+ *     use(s->sum.value);
+ *
+ * In C11 and C++ the kind is chosen from x's type; any other pointer type
+ * is a compile error. Before C11 (C99), CO_AWAIT takes awaiters only (GCC
+ * and Clang reject a co_frame * at compile time) and children go through
+ * CO_AWAIT_TASK. x is evaluated once.
  */
-#define CO_AWAIT(f, aw_)                                                   \
+#define CO_AWAIT(f, x)                                                     \
 	do {                                                               \
 		CO__MARK(f);                                               \
 		CO__SET(f);                                                \
-		if (co__await_begin((f), (aw_)))                           \
-			return CO__RET_WAIT;                               \
+		{                                                          \
+			int co__ret = CO__AWAIT_BEGIN((f), (x));           \
+			if (co__ret)                                       \
+				return co__ret;                            \
+		}                                                          \
 		CO__FALLTHROUGH;                                           \
 		CO__HERE;                                                  \
-		(f)->result = co__await_end(f);                            \
+		(f)->result = CO__AWAIT_END((f), (x));                     \
 	} while (0)
 
 /*
@@ -767,17 +891,8 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 	} while (0)
 
 /*
- * CO_AWAIT_TASK(f, child): run a child coroutine (a co_frame * set up with
- * co_init) to its end. It starts at once in the same resume; when it
- * suspends, resuming our root resumes it; when it ends, we continue in the
- * same resume (symmetric transfer). Afterwards co_result(f) equals
- * co_status(child) and the child's result fields are readable. A child that
- * already finished completes the await at once.
- *
- *     co_init(&s->sum.co, sum_body);
- *     s->sum.n = 10;
- *     CO_AWAIT_TASK(f, &s->sum.co);
- *     use(s->sum.value);
+ * CO_AWAIT_TASK(f, child): CO_AWAIT for a child coroutine only (a
+ * co_frame *), for C99 code, where CO_AWAIT takes awaiters only.
  */
 #define CO_AWAIT_TASK(f, kid)                                              \
 	do {                                                               \
@@ -787,7 +902,7 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 			return CO__RET_CALL;                               \
 		CO__FALLTHROUGH;                                           \
 		CO__HERE;                                                  \
-		(f)->result = (f)->u.child->status;                        \
+		(f)->result = co__call_end(f);                             \
 	} while (0)
 
 /* ------------------------------------------------------------------------ */

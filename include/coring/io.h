@@ -105,12 +105,12 @@ CO_API uint64_t co_now_ns(void);
 
 /*
  * Transfer helpers that loop over short reads and writes: child
- * coroutines for CO_AWAIT_TASK. The child's status (co_result after the
+ * coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). The child's status (co_result after the
  * await) is the byte count (less than len only at end of file for reads),
  * or the first error; x->done holds the bytes moved before an error.
  * len must not exceed INT_MAX.
  *
- *     CO_AWAIT_TASK(f, co_send_all(&s->x, s->fd, s->buf, s->n, MSG_NOSIGNAL));
+ *     CO_AWAIT(f, co_send_all(&s->x, s->fd, s->buf, s->n, MSG_NOSIGNAL));
  */
 typedef struct co_xfer {
 	co_frame co;                  /* first: awaited as a child */

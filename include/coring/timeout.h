@@ -6,7 +6,7 @@
  *
  *     CO_AWAIT(f, co_timeout(&s->lim, co_recv(&s->io, fd, buf, n, 0), 500 * CO_MS));
  *     CO_AWAIT(f, co_timeout(&s->lim, co_mutex_lock(&s->w, &m), 10 * CO_MS));
- *     CO_AWAIT_TASK(f, co_timeout_task(&s->lim, co_send_all(&s->x, fd, p, len, 0), CO_S));
+ *     CO_AWAIT(f, co_timeout(&s->lim, co_send_all(&s->x, fd, p, len, 0), CO_S));
  *     if (co_result(f) == -ETIME) ...   // the limit ran out first
  *
  * A whole request under one deadline: compute it once, pass it to each
@@ -77,11 +77,22 @@ typedef struct co_limit {
 CO_API co_awaiter *co_timeout(co_limit *l, co_awaiter *aw, uint64_t ns);
 CO_API co_awaiter *co_timeout_at(co_limit *l, co_awaiter *aw, uint64_t deadline);
 
-/* The same for a child coroutine: returns what CO_AWAIT_TASK takes. The
+/* The same for a child coroutine: returns the co_frame * to await. The
  * await's value is the child's status, or -ETIME if the limit ran out
  * first (the child, cancelled, has finished either way). */
 CO_API co_frame *co_timeout_task(co_limit *l, co_frame *child, uint64_t ns);
 CO_API co_frame *co_timeout_task_at(co_limit *l, co_frame *child, uint64_t deadline);
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+/* In C11 co_timeout and co_timeout_at take either: an awaiter or a child
+ * frame (another pointer type does not compile). */
+#define co_timeout(l, x, ns)                                               \
+	_Generic((x), co_awaiter *: co_timeout, void *: co_timeout,        \
+		 co_frame *: co_timeout_task)((l), (x), (ns))
+#define co_timeout_at(l, x, deadline)                                      \
+	_Generic((x), co_awaiter *: co_timeout_at, void *: co_timeout_at,  \
+		 co_frame *: co_timeout_task_at)((l), (x), (deadline))
+#endif
 
 #ifdef __cplusplus
 }
