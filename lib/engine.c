@@ -1241,27 +1241,37 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	return e->cancel_since + e->cancel_grace;
 }
 
+/* The first half of every turn, looping or ticking: take in what other
+ * threads sent (posts, submits, cancels), advance a stop, and run what is
+ * ready. *wait_ns: how long the turn may then wait. */
+static void turn_run(co_engine *e, uint64_t *wait_ns)
+{
+	uint64_t cancel_deadline;
+
+	quiet_clear(e);
+	e->stats.turns++;
+	e->last_info = NULL; /* SQEs of earlier turns are submitted */
+	if (co__unlikely(!co__lifo_empty(&e->posts)))
+		run_posts(e);
+	if (!co__lifo_empty(&e->inbox))
+		inbox_drain(e);
+	if (co__unlikely(!co__lifo_empty(&e->cancels)))
+		run_cancels(e);
+	cancel_deadline = stop_turn(e, wait_ns);
+	if (co__unlikely(e->local_n != 0) && stealable(e))
+		ring_refill(e);
+	run_ready(e, cancel_deadline);
+}
+
 static int loop(co_engine *e, int mode)
 {
 	int ret = 0;
 
 	for (;;) {
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-		uint64_t wait_ns, cancel_deadline;
+		uint64_t wait_ns;
 
-		quiet_clear(e);
-		e->stats.turns++;
-		e->last_info = NULL; /* SQEs of earlier turns are submitted */
-		if (co__unlikely(!co__lifo_empty(&e->posts)))
-			run_posts(e);
-		if (!co__lifo_empty(&e->inbox))
-			inbox_drain(e);
-		if (co__unlikely(!co__lifo_empty(&e->cancels)))
-			run_cancels(e);
-		cancel_deadline = stop_turn(e, &wait_ns);
-		if (co__unlikely(e->local_n != 0) && stealable(e))
-			ring_refill(e);
-		run_ready(e, cancel_deadline);
+		turn_run(e, &wait_ns);
 
 		if (ready_nonempty(e)) {
 			/* Busy: flush SQEs and pick up completions without
@@ -1309,22 +1319,10 @@ static int loop(co_engine *e, int mode)
 static int tick(co_engine *e)
 {
 	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-	uint64_t resumed = e->stats.resumed, wait_ns, cancel_deadline;
+	uint64_t resumed = e->stats.resumed, wait_ns;
 	int ret;
 
-	quiet_clear(e);
-	e->stats.turns++;
-	e->last_info = NULL;
-	if (co__unlikely(!co__lifo_empty(&e->posts)))
-		run_posts(e);
-	if (!co__lifo_empty(&e->inbox))
-		inbox_drain(e);
-	if (co__unlikely(!co__lifo_empty(&e->cancels)))
-		run_cancels(e);
-	cancel_deadline = stop_turn(e, &wait_ns);
-	if (co__unlikely(e->local_n != 0) && stealable(e))
-		ring_refill(e);
-	run_ready(e, cancel_deadline);
+	turn_run(e, &wait_ns);
 	ret = io_uring_submit(&e->ring);
 	if (ret >= 0 && e->inflight)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
