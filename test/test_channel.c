@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <cmocka.h>
 
+#include <coring/loop.h>
 #include <coring/channel.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 
+#include <coring/loop.h>
 #include <coring/co.h>
 
 /* ---- yield, return, status --------------------------------------------- */
@@ -217,6 +218,28 @@ static void test_await_suspends_then_wakes(void **state)
 	assert_string_equal(p.log, "rsR");
 	assert_int_equal(w.got, 7);
 	assert_int_equal(co_result(&w.co), 7);
+}
+
+/* co_waiting: true exactly while the chain waits on an awaiter. */
+static void test_waiting_query(void **state)
+{
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 7 };
+	struct awaiting w = { .p = &p };
+	(void)state;
+	co_init(&w.co, awaiting_fn);
+	assert_false(co_waiting(&w.co));
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_true(co_waiting(&w.co));
+	co_wake(p.waiter);
+	assert_false(co_waiting(&w.co)); /* ready: a superloop resumes it */
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_false(co_waiting(&w.co));
+	/* a suspend that declines leaves it not waiting */
+	memset(&p, 0, sizeof p);
+	p.aw.ops = &probe_ops;
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_false(co_waiting(&w.co));
 }
 
 static void test_await_ready_skips_suspend(void **state)
@@ -925,6 +948,52 @@ static void misuse_await_nulls(void)
 }
 
 #if CO_DEBUG
+/* Re-entry: a body resumes its own frame, or an interrupt (a signal) does
+ * while the body runs (debug builds trap; release builds do not look). */
+struct reenter {
+	co_frame co;
+	int from_signal;
+};
+
+static struct reenter reenter_probe;
+
+static void reenter_handler(int sig)
+{
+	(void)sig;
+	co_resume(&reenter_probe.co);
+}
+
+static int reenter_fn(co_frame *f)
+{
+	struct reenter *r = (struct reenter *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	if (r->from_signal)
+		raise(SIGUSR1);
+	else
+		co_resume(f);
+	CO_END(f);
+}
+
+static void misuse_reenter(int from_signal)
+{
+	signal(SIGUSR1, reenter_handler);
+	reenter_probe.from_signal = from_signal;
+	co_init(&reenter_probe.co, reenter_fn);
+	co_resume(&reenter_probe.co); /* a yield: not running any more */
+	co_resume(&reenter_probe.co);
+}
+
+static void misuse_reenter_self(void)
+{
+	misuse_reenter(0);
+}
+
+static void misuse_reenter_signal(void)
+{
+	misuse_reenter(1);
+}
+
 static void misuse_init_null(void)
 {
 	co_init(NULL, counter_fn);
@@ -1012,6 +1081,8 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_resume_waiting, "only co_wake may make it ready"));
 	assert_true(traps_with(misuse_resume_child, "resume the root frame"));
 	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
+	assert_true(traps_with(misuse_reenter_self, "co_resume: frame is running"));
+	assert_true(traps_with(misuse_reenter_signal, "co_resume: frame is running"));
 #else
 	/* release builds: the detectable misuse is a harmless no-op */
 	assert_true(harmless(misuse_resume_finished));
@@ -1079,6 +1150,7 @@ int main(void)
 		cmocka_unit_test(test_return_status),
 		cmocka_unit_test(test_generator),
 		cmocka_unit_test(test_await_suspends_then_wakes),
+		cmocka_unit_test(test_waiting_query),
 		cmocka_unit_test(test_await_ready_skips_suspend),
 		cmocka_unit_test(test_await_suspend_declines),
 		cmocka_unit_test(test_await_optional_ops),

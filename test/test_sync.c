@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <coring/loop.h>
 #include <coring/sync.h>
 #include <coring/scheduler.h>
 #include <coring/context.h>

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <cmocka.h>
 
+#include <coring/loop.h>
 #include <coring/sync.h>
 #include <coring/channel.h>
 #include "helpers.h"

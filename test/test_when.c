@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <cmocka.h>
 
+#include <coring/loop.h>
 #include <coring/when.h>
 #include <coring/sync.h>
 #include <coring/scheduler.h>

@@ -28,12 +28,13 @@
  * with -std=c99 -ffreestanding -nostdlib and the object needs no symbol.
  *
  * Label backends (identical user code, chosen before including this header):
- *   default                   switch on the frame's label (portable C99).
- *                             A suspension point inside a user `switch`
- *                             cannot work here; it traps on resume with a
- *                             message (never skips or restarts code).
- *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values. Suspension points
- *                             inside a user `switch` work.
+ *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values, the default there.
+ *                             Suspension points inside a user `switch` work.
+ *   CO_USE_COMPUTED_GOTO=0    switch on the frame's label (portable C99), the
+ *                             default elsewhere. A suspension point inside a
+ *                             user `switch` cannot work here; it traps on
+ *                             resume with a message (never skips or
+ *                             restarts code).
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -42,8 +43,9 @@
  *   - every CO_ macro sits between CO_BEGIN and CO_END of the same function
  *     (elsewhere it is a compile error naming the rule);
  *   - a missing CO_END leaves unbalanced braces: a compile error;
- *   - resuming a finished frame, waking a frame that is not waiting and
- *     awaiting a child that already runs trap in debug builds (CO_DEBUG,
+ *   - resuming a finished frame or one that is running (re-entered from its
+ *     own body or an interrupt handler), waking a frame that is not waiting
+ *     and awaiting a child that already runs trap in debug builds (CO_DEBUG,
  *     on unless NDEBUG); in release builds they are harmless: a finished
  *     or waiting frame (or a child resumed directly) is not run, a second
  *     wake is ignored, and awaiting a busy child yields -EBUSY;
@@ -91,13 +93,26 @@ extern "C" {
 #endif
 
 /*
- * CO_TRAP(msg): what a detected programming error does. Hosted builds print
- * "coring: <msg>" to stderr and abort(); freestanding builds execute a trap
- * instruction. Define it before including this header to route it elsewhere
- * (a firmware fault handler, a logger). It must not return.
+ * CO_TRAP(msg): what a detected programming error does. Under an operating
+ * system (a hosted build for Unix or Windows: CO_HOSTED_TRAP defaults to 1)
+ * it prints "coring: <msg>" to stderr and calls abort(); everywhere else,
+ * bare metal with or without a C library (newlib-nano included), it
+ * executes a trap instruction, so that co.h never pulls stdio, abort or the
+ * heap into firmware. Define CO_HOSTED_TRAP to 1 or 0 to choose, or define
+ * CO_TRAP itself before including this header to route it elsewhere (a
+ * firmware fault handler, a logger). It must not return.
  */
+#ifndef CO_HOSTED_TRAP
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC) && \
+	(defined(__unix__) || defined(__APPLE__) || defined(_WIN32))
+#define CO_HOSTED_TRAP 1
+#else
+#define CO_HOSTED_TRAP 0
+#endif
+#endif
+
 #ifndef CO_TRAP
-#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC)
+#if CO_HOSTED_TRAP
 #include <stdio.h>
 #include <stdlib.h>
 #define CO_TRAP(msg) (fprintf(stderr, "coring: %s\n", (msg)), abort())
@@ -114,12 +129,13 @@ extern "C" {
 #define CO__CHECK(cond, msg) ((void)0)
 #endif
 
-/* Negative errno values used by the core. Linux numbering when <errno.h>
- * is unavailable (bare metal), so results compare equal across layers. */
-#if defined(__has_include)
-#if __has_include(<errno.h>)
+/* Negative errno values used by the core: the C library's own in a hosted
+ * build (so that they equal what the user's <errno.h> says: newlib's
+ * ECANCELED is 140, Linux's 125), Linux numbering in a freestanding one,
+ * which never includes a header it may not have (a cross compiler would
+ * find the host's). */
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC)
 #include <errno.h>
-#endif
 #endif
 #ifndef EINVAL
 #define EINVAL 22
@@ -149,9 +165,16 @@ extern "C" {
 /* A frame's state word is read by co_cancel on the frame's thread while
  * co_wake may clear WAITING from another: plain loads and stores (a mov on
  * x86 and Cortex-M, no lock), but atomic so neither tears nor races. */
-#if defined(__GNUC__)
+/* Where an int is not lock-free (clang for Cortex-M0 or RV32I would call
+ * __atomic_load_4, which bare metal lacks), a plain volatile access: an
+ * aligned word is read and written whole there, and such cores run
+ * frames on one thread (co_loop). */
+#if defined(__GNUC__) && defined(__GCC_ATOMIC_INT_LOCK_FREE) && __GCC_ATOMIC_INT_LOCK_FREE == 2
 #define CO__LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define CO__STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#elif defined(__GNUC__)
+#define CO__LOAD_RELAXED(p) (*(volatile __typeof__(*(p)) *)(p))
+#define CO__STORE_RELAXED(p, v) ((void)(*(volatile __typeof__(*(p)) *)(p) = (v)))
 #else
 #define CO__LOAD_RELAXED(p) (*(p))
 #define CO__STORE_RELAXED(p, v) ((void)(*(p) = (v)))
@@ -202,7 +225,16 @@ enum {
 	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
+	CO__ST_RUNNING = 1u << 2,    /* root: inside co_resume (debug builds) */
 };
+
+/* The RUNNING bit where it is kept: debug builds only, so that release
+ * builds store nothing more per resume. */
+#if CO_DEBUG
+#define CO__ST_DBG_RUNNING ((unsigned)CO__ST_RUNNING)
+#else
+#define CO__ST_DBG_RUNNING 0u
+#endif
 
 /* co_frame.cancel bits (private). ASKED is co_cancel's request (sticky);
  * SHIELD is co_shield's; LIMITS counts the time limits (coring/timeout.h)
@@ -286,10 +318,11 @@ struct co_awaiter {
 };
 
 /*
- * A runner: anything that runs root frames (the bare-metal co_loop below,
+ * A runner: anything that runs root frames (the bare-metal co_loop of loop.h,
  * the Linux engine). wake() makes a root runnable again; it is called by
  * co_wake() and must be safe from wherever the runner says it is (the
- * engine's is safe from any thread; co_loop's from its own thread only).
+ * engine's is safe from any thread; co_loop's from its own thread and
+ * interrupt handlers).
  * cancel() is optional: co_cancel() hands the request to it, so that a
  * runner whose frames may be cancelled from other threads can carry the
  * request to the frame's own thread, which then calls co__cancel_here().
@@ -330,6 +363,17 @@ static inline int co_done(const co_frame *f)
 {
 	CO__CHECK(f != NULL, "co_done: NULL frame");
 	return (f->state & CO__ST_DONE) != 0;
+}
+
+/* True while f's chain is suspended on an awaiter: only a co_wake makes it
+ * ready again (a hand-written superloop resumes the frames for which this
+ * is false and co_done is false). */
+static inline int co_waiting(const co_frame *f)
+{
+	CO__CHECK(f != NULL, "co_waiting: NULL frame");
+	if (f->parent)
+		f = f->top;
+	return (CO__LOAD_RELAXED(&f->state) & CO__ST_WAITING) != 0;
 }
 
 /* The status given to CO_RETURN (0 after CO_END or before the end). */
@@ -424,8 +468,11 @@ static inline int co_resume(co_frame *f)
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and a root that is its own leaf calls its body without
 	 * a dependent load of top (measured: 1.75 -> 1.5 ns a round trip). */
-	if (CO__UNLIKELY(root->state &
-			 (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED | CO__ST_CHILD))) {
+	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
+					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
+		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
+			  "co_resume: frame is running (resumed from its own body or an "
+			  "interrupt handler)");
 		if (root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
 			CO__CHECK(!(root->state & CO__ST_DONE),
 				  "co_resume: frame already finished");
@@ -436,15 +483,21 @@ static inline int co_resume(co_frame *f)
 		}
 		cur = root->top;
 	}
+	root->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
 	for (;;) {
 		int r = cur->fn(cur);
 
 		/* Fast path, one compare: a yield or a wait returns its own code
 		 * (CO__RET_YIELD == CO_YIELDED, CO__RET_WAIT == CO_WAITING). After a
 		 * wait the awaiter may already have handed the frame to another
-		 * thread: touch nothing. */
-		if ((unsigned)(r - 1) < 2u)
+		 * thread: touch nothing (the await cleared RUNNING before). */
+		if ((unsigned)(r - 1) < 2u) {
+#if CO_DEBUG
+			if (r == CO__RET_YIELD)
+				root->state &= ~CO__ST_DBG_RUNNING;
+#endif
 			return r;
+		}
 		if (r == CO__RET_CALL) {
 			co_frame *c = cur->u.child;
 			c->top = root;
@@ -453,7 +506,8 @@ static inline int co_resume(co_frame *f)
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
-			cur->state = (cur->state | CO__ST_DONE) & ~(unsigned)CO__ST_CHILD;
+			cur->state = (cur->state | CO__ST_DONE) &
+				     ~(unsigned)(CO__ST_CHILD | CO__ST_DBG_RUNNING);
 			if (p == NULL)
 				return CO_DONE;
 			cur->parent = NULL;
@@ -569,6 +623,7 @@ static inline int co__einval_resume(co_awaiter *a, co_frame *f)
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
 	co_frame *r = co_root(f);
+	unsigned running;
 
 	if (CO__UNLIKELY(a == NULL)) {
 		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
@@ -584,10 +639,13 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 		return 0;
 	/* Mark waiting before suspend(): from inside suspend() on, another
 	 * thread may wake and resume the frame. */
-	r->state |= CO__ST_WAITING;
+	/* RUNNING (set by a debug co_resume) ends here in every build: the
+	 * body may be compiled with another CO_DEBUG than the resume. */
+	running = r->state & CO__ST_RUNNING;
+	r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
 	if (a->ops->suspend(a, f))
 		return 1;
-	r->state &= ~(unsigned)CO__ST_WAITING;
+	r->state = (r->state & ~(unsigned)CO__ST_WAITING) | running;
 	return 0;
 }
 
@@ -904,124 +962,6 @@ extern "C" {
 		CO__HERE;                                                  \
 		(f)->result = co__call_end(f);                             \
 	} while (0)
-
-/* ------------------------------------------------------------------------ */
-/* co_loop: a single-threaded run loop for bare metal (no heap, no OS)      */
-/* ------------------------------------------------------------------------ */
-
-/*
- * An intrusive FIFO of ready frames. Frames are spawned onto it, run in
- * turn; a yield sends a frame to the back; an awaiter's co_wake() puts it
- * back. Not thread- or interrupt-safe: interrupt handlers set flags that
- * coroutines wait for with CO_AWAIT_UNTIL.
- *
- *     co_loop loop;
- *     co_loop_init(&loop);
- *     co_loop_spawn(&loop, &parser.co);
- *     co_loop_spawn(&loop, &blinker.co);
- *     for (;;) { co_loop_step(&loop); sleep_until_interrupt(); }
- */
-typedef struct co_loop {
-	co_runner runner;     /* private: must stay first */
-	co_frame *head;      /* private: ready FIFO */
-	co_frame *tail;      /* private */
-	unsigned ready;      /* read-only: frames in the FIFO */
-	unsigned live;       /* read-only: spawned frames not yet finished */
-} co_loop;
-
-static inline void co__loop_push(co_loop *l, co_frame *f)
-{
-	f->next = NULL;
-	if (l->tail)
-		l->tail->next = f;
-	else
-		l->head = f;
-	l->tail = f;
-	l->ready++;
-}
-
-static inline co_frame *co__loop_pop(co_loop *l)
-{
-	co_frame *f = l->head;
-
-	l->head = f->next;
-	if (l->head == NULL)
-		l->tail = NULL;
-	l->ready--;
-	return f;
-}
-
-static inline void co__loop_wake(co_runner *s, co_frame *root)
-{
-	co__loop_push((co_loop *)s, root);
-}
-
-static inline void co_loop_init(co_loop *l)
-{
-	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
-	l->runner.wake = co__loop_wake;
-	l->runner.cancel = NULL;
-	l->head = NULL;
-	l->tail = NULL;
-	l->ready = 0;
-	l->live = 0;
-}
-
-/*
- * Hand a root frame (co_init'ed, not started) to the loop; it runs on the
- * next step. Its on_done callback, if set, runs when it finishes.
- * Returns 0, or -EINVAL for a NULL argument, a started frame or a child.
- */
-static inline int co_loop_spawn(co_loop *l, co_frame *f)
-{
-	if (l == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
-	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
-		return -EINVAL;
-	f->state |= CO__ST_SPAWNED;
-	f->runner = &l->runner;
-	l->live++;
-	co__loop_push(l, f);
-	return 0;
-}
-
-/*
- * Run each frame that is ready now once; frames made ready meanwhile (a
- * yield, a co_wake) run on the next step. Returns how many are ready then.
- */
-static inline unsigned co_loop_step(co_loop *l)
-{
-	unsigned n;
-
-	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
-	n = l->ready;
-
-	while (n--) {
-		co_frame *f = co__loop_pop(l);
-		switch (co_resume(f)) {
-		case CO_YIELDED:
-			co__loop_push(l, f);
-			break;
-		case CO_DONE:
-			l->live--;
-			if (f->on_done)
-				f->on_done(f);
-			break;
-		default: /* CO_WAITING: its awaiter will co_wake() it */
-			break;
-		}
-	}
-	return l->ready;
-}
-
-/* Step until no frame is ready. Returns the frames still alive (waiting on
- * an awaiter); 0 means every spawned frame has finished. */
-static inline unsigned co_loop_run(co_loop *l)
-{
-	CO__CHECK(l != NULL, "co_loop_run: NULL loop");
-	while (co_loop_step(l))
-		;
-	return l->live;
-}
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,8 @@
  *
  * The layers, each depending only on those above it:
  *   version.h    CORING_VERSION, co_version()
- *   co.h         coroutine frames, awaiters, child await, co_loop (freestanding)
+ *   co.h         coroutine frames, awaiters, child await (freestanding)
+ *   loop.h       co_loop, a bare-metal run loop: interrupt wakes, ticks (freestanding)
  *   engine.h     one engine per thread: ready queue, io_uring, loop
  *   io.h         I/O awaiters (read, recv, accept, sleep, deadlines, ...)
  *   context.h    a thread running one engine; co_transfer between them
@@ -17,12 +18,13 @@
  *   when.h       when_all / when_any over child coroutines
  *   graph.h      a task graph run on a scheduler
  *   timeout.h    one time limit for any await: co_timeout
- * Firmware code includes co.h alone.
+ * Firmware code includes co.h and loop.h alone.
  */
 #ifndef CORING_CORING_H
 #define CORING_CORING_H
 
 #include <coring/co.h>
+#include <coring/loop.h>
 #include <coring/version.h>
 #include <coring/engine.h>
 #include <coring/io.h>

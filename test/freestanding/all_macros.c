@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Every co.h macro and the co_loop, compiled with -ffreestanding -nostdlib.
- * The object must need no symbol at all. With CO_FREESTANDING_START on
- * x86-64 Linux it also links with no libc and runs: its exit status is
+/* Every co.h macro and every loop.h call, compiled with -ffreestanding
+ * -nostdlib. The object must need no symbol at all. With
+ * CO_FREESTANDING_START it also links with no libc and runs, on x86-64
+ * Linux or as a Thumb program under qemu-arm: its exit status is
  * co_freestanding_demo()'s result (0 when every check held). */
 #include <coring/co.h>
+#include <coring/loop.h>
 
 struct gen { co_frame co; int i, value; };
 static int gen_fn(co_frame *f)
@@ -58,6 +60,60 @@ static int poke_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* loop.h: a 16-bit clock that starts just before its wrap and advances
+ * only while the loop sleeps; a sleeper, a give from "an interrupt", and
+ * a take that times out. */
+static volatile co_tick clock16 = 0xfff0u;
+static co_tick clock_now(void) { return clock16 & 0xffffu; }
+static void clock_sleep(void *arg) { ++*(int *)arg; clock16 = clock16 + 7u; }
+
+struct timed {
+	co_frame co;
+	co_loop *l;
+	co_notify *n;
+	co_timer t;
+	co_notify_wait w;
+	int slept, got, timed_out;
+};
+static int timed_fn(co_frame *f)
+{
+	struct timed *d = (struct timed *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep_ticks(&d->t, d->l, 20)); /* across the wrap */
+	d->slept = co_result(f) == 0 && co__tick_diff(d->l, 0xfff0u + 20u, clock_now()) >= 0;
+	CO_AWAIT(f, co_loop_timeout(&d->t, d->l, co_notify_take(&d->w, d->n), 30));
+	d->got = co_result(f);
+	CO_AWAIT(f, co_loop_timeout(&d->t, d->l, co_notify_take(&d->w, d->n), 30));
+	d->timed_out = co_result(f);
+	CO_END(f);
+}
+
+static int loop_demo(void)
+{
+	co_loop loop;
+	co_notify n;
+	struct timed d;
+	int sleeps = 0, bad = 0, steps = 0;
+
+	co_loop_init(&loop);
+	bad |= co_loop_set_clock(&loop, clock_now, 16) != 0;
+	co_notify_init(&n, 1);
+	d.l = &loop;
+	d.n = &n;
+	d.slept = d.got = d.timed_out = 99;
+	co_init(&d.co, timed_fn);
+	bad |= co_loop_spawn(&loop, &d.co) != 0;
+	while (loop.live && steps++ < 1000) {
+		co_loop_step(&loop);
+		if (d.slept != 99 && d.got == 99 && co_waiting(&d.co))
+			co_notify_give(&n); /* the first take waits: "an interrupt" gives */
+		co_loop_idle(&loop, clock_sleep, &sleeps);
+	}
+	bad |= loop.live != 0 || d.slept != 1 || d.got != 0 || d.timed_out != -ETIME;
+	bad |= sleeps == 0;
+	return bad;
+}
+
 int co_freestanding_demo(void);
 int co_freestanding_demo(void)
 {
@@ -86,7 +142,7 @@ int co_freestanding_demo(void)
 	bad |= co_loop_spawn(&loop, &p.co) != 0;
 	bad |= co_loop_run(&loop) != 0;
 	bad |= t.sum != 42;
-	return bad;
+	return bad | (loop_demo() << 1);
 }
 
 #if defined(CO_FREESTANDING_START) && defined(__x86_64__) && defined(__linux__)
@@ -96,5 +152,16 @@ void co_start(void)
 	long status = co_freestanding_demo();
 	__asm__ volatile("syscall" : : "a"(60L), "D"(status) : "rcx", "r11", "memory");
 	__builtin_unreachable();
+}
+#elif defined(CO_FREESTANDING_START) && defined(__arm__)
+/* Thumb under qemu-arm (user mode): exit through the Linux system call. */
+__attribute__((noreturn)) void _start(void);
+void _start(void)
+{
+	register long r0 __asm__("r0") = co_freestanding_demo();
+	register long r7 __asm__("r7") = 1; /* exit */
+	__asm__ volatile("svc 0" : : "r"(r0), "r"(r7) : "memory");
+	for (;;)
+		;
 }
 #endif

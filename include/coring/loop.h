@@ -1,0 +1,676 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coring/loop.h - a run loop for bare metal: no heap, no OS, header-only.
+ *
+ * co_loop runs root frames in turn from an intrusive FIFO. A yield sends a
+ * frame to the back; co_wake() puts a waiting frame back in line, from the
+ * loop's own code or from an interrupt handler. On top of it:
+ *   - co_loop_idle: sleep (WFI) only when nothing is ready, without losing
+ *     a wake-up that races the check;
+ *   - tick timers from a user-supplied tick counter, wrap-safe at any
+ *     counter width: co_sleep_ticks, and co_loop_timeout, a deadline on any
+ *     await that has a cancel op (-ETIME when it expires);
+ *   - co_notify: an event or counting semaphore that an interrupt handler
+ *     gives and a coroutine awaits.
+ *
+ *     static co_loop loop;
+ *     static co_notify rx;                     // given by the UART interrupt
+ *     void uart_isr(void) { ...; co_notify_give(&rx); }
+ *
+ *     co_loop_init(&loop);
+ *     co_loop_set_clock(&loop, systick_now, 32);
+ *     co_notify_init(&rx, 1);
+ *     co_loop_spawn(&loop, &parser.co);
+ *     for (;;) {
+ *         co_loop_step(&loop);
+ *         co_loop_idle(&loop, wfi, NULL);      // sleeps only if nothing is ready
+ *     }
+ *
+ * Interrupt safety. co_wake() from an interrupt handler (co_notify_give
+ * calls it) pushes onto a lock-free stack that the next step drains: with
+ * compare-and-swap where the core has it (Cortex-M3/M4/M7, RISC-V "A",
+ * x86), inside CO_IRQ_SAVE/CO_IRQ_RESTORE where it has not (Cortex-M0/M0+).
+ * Every other co_loop function belongs to the loop's own context, never to
+ * an interrupt handler.
+ *
+ * CO_IRQ_STATE, CO_IRQ_SAVE(s) and CO_IRQ_RESTORE(s) mask interrupts and put
+ * them back. On Cortex-M the default saves PRIMASK and sets it (cpsid i);
+ * elsewhere it masks nothing, and then co_loop_idle cannot close the race
+ * between its check and the sleep: define the three before including this
+ * header (the host tests mask signals with them).
+ */
+#ifndef CORING_LOOP_H
+#define CORING_LOOP_H
+
+#include <coring/co.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef ETIME
+#define ETIME 62
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Interrupt masking and the interrupt-safe push                            */
+/* ------------------------------------------------------------------------ */
+
+#ifndef CO_IRQ_SAVE
+#if defined(__GNUC__) && defined(__arm__) && defined(__ARM_ARCH_PROFILE) && \
+	__ARM_ARCH_PROFILE == 'M'
+#define CO_IRQ_STATE uint32_t
+#define CO_IRQ_SAVE(s) __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(s) : : "memory")
+#define CO_IRQ_RESTORE(s) __asm__ volatile("msr primask, %0" : : "r"(s) : "memory")
+#else
+#define CO_IRQ_STATE int
+#define CO_IRQ_SAVE(s) ((void)((s) = 0))
+#define CO_IRQ_RESTORE(s) ((void)(s))
+#endif
+#endif
+
+/* Compare-and-swap on a pointer, where the core has it lock-free; else the
+ * critical section (CO_LOOP_NO_CAS forces that, for tests). */
+#if !defined(CO_LOOP_NO_CAS) && defined(__GNUC__) && defined(__GCC_ATOMIC_POINTER_LOCK_FREE) && \
+	__GCC_ATOMIC_POINTER_LOCK_FREE == 2
+#define CO__LOOP_CAS 1
+#else
+#define CO__LOOP_CAS 0
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* The loop                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* A tick count as the user's clock gives it (co_loop_set_clock). */
+typedef uint32_t co_tick;
+
+typedef struct co_loop co_loop;
+
+/*
+ * A timer: what co_sleep_ticks and co_loop_timeout need, kept in the
+ * coroutine's struct like any awaiter. All fields are private.
+ */
+typedef struct co_timer {
+	co_awaiter aw;             /* the sleep's or the limit's awaiter */
+	struct co_timer *next;     /* the loop's armed list, earliest first */
+	co_loop *loop;
+	co_frame *frame;           /* the waiting frame */
+	co_awaiter *inner;         /* co_loop_timeout: the limited await */
+	co_tick deadline;
+	co_tick ticks;             /* the length asked for */
+	unsigned char armed;       /* on the loop's list */
+	unsigned char fired;       /* it expired during the await */
+	int err;                   /* the sleep's value: 0 or -ECANCELED */
+} co_timer;
+
+struct co_loop {
+	co_runner runner;          /* private: must stay first */
+	co_frame *head;            /* private: ready FIFO */
+	co_frame *tail;            /* private */
+	co_frame *pending;         /* private: woken frames, a LIFO (any context) */
+	co_timer *timers;          /* private: armed timers, earliest first */
+	co_tick (*now)(void);      /* private: the clock, NULL until set */
+	unsigned char tick_shift;  /* private: 32 - the clock's bits */
+	unsigned ready;            /* read-only: frames in the FIFO */
+	unsigned live;             /* read-only: spawned frames not yet finished */
+};
+
+static inline void co__loop_push(co_loop *l, co_frame *f)
+{
+	f->next = NULL;
+	if (l->tail)
+		l->tail->next = f;
+	else
+		l->head = f;
+	l->tail = f;
+	l->ready++;
+}
+
+static inline co_frame *co__loop_pop(co_loop *l)
+{
+	co_frame *f = l->head;
+
+	l->head = f->next;
+	if (l->head == NULL)
+		l->tail = NULL;
+	l->ready--;
+	return f;
+}
+
+/* The runner's wake op: from the loop's context or an interrupt handler. */
+static inline void co__loop_wake(co_runner *s, co_frame *root)
+{
+	co_loop *l = (co_loop *)s;
+#if CO__LOOP_CAS
+	co_frame *old = __atomic_load_n(&l->pending, __ATOMIC_RELAXED);
+
+	do
+		root->next = old;
+	while (!__atomic_compare_exchange_n(&l->pending, &old, root, 1, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED));
+#else
+	CO_IRQ_STATE st;
+
+	CO_IRQ_SAVE(st);
+	root->next = l->pending;
+	l->pending = root;
+	CO_IRQ_RESTORE(st);
+#endif
+}
+
+/* Take the frames woken since the last step, in the order they woke. */
+static inline void co__loop_drain(co_loop *l)
+{
+	co_frame *f, *rev = NULL;
+
+#if CO__LOOP_CAS
+	if (__atomic_load_n(&l->pending, __ATOMIC_RELAXED) == NULL)
+		return;
+	f = __atomic_exchange_n(&l->pending, (co_frame *)NULL, __ATOMIC_ACQUIRE);
+#else
+	CO_IRQ_STATE st;
+
+	if (*(co_frame *volatile *)&l->pending == NULL)
+		return;
+	CO_IRQ_SAVE(st);
+	f = l->pending;
+	l->pending = NULL;
+	CO_IRQ_RESTORE(st);
+#endif
+	while (f) {
+		co_frame *n = f->next;
+		f->next = rev;
+		rev = f;
+		f = n;
+	}
+	while (rev) {
+		co_frame *n = rev->next;
+		co__loop_push(l, rev);
+		rev = n;
+	}
+}
+
+static inline int co__loop_has_pending(co_loop *l)
+{
+#if CO__LOOP_CAS
+	return __atomic_load_n(&l->pending, __ATOMIC_RELAXED) != NULL;
+#else
+	return *(co_frame *volatile *)&l->pending != NULL;
+#endif
+}
+
+static inline void co_loop_init(co_loop *l)
+{
+	CO__CHECK(l != NULL, "co_loop_init: NULL loop");
+	l->runner.wake = co__loop_wake;
+	l->runner.cancel = NULL;
+	l->head = NULL;
+	l->tail = NULL;
+	l->pending = NULL;
+	l->timers = NULL;
+	l->now = NULL;
+	l->tick_shift = 0;
+	l->ready = 0;
+	l->live = 0;
+}
+
+/*
+ * Hand a root frame (co_init'ed, not started) to the loop; it runs on the
+ * next step. Its on_done callback, if set, runs when it finishes.
+ * Returns 0, or -EINVAL for a NULL argument, a started frame or a child.
+ */
+static inline int co_loop_spawn(co_loop *l, co_frame *f)
+{
+	if (l == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
+	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
+		return -EINVAL;
+	f->state |= CO__ST_SPAWNED;
+	f->runner = &l->runner;
+	l->live++;
+	co__loop_push(l, f);
+	return 0;
+}
+
+static inline void co__loop_fire_timers(co_loop *l);
+
+/*
+ * Run each frame that is ready now once: the frames woken since the last
+ * step (by co_wake, from anywhere) and those whose timers expired join the
+ * queue first; frames made ready meanwhile (a yield, a co_wake) run on the
+ * next step. Returns how many are ready then.
+ */
+static inline unsigned co_loop_step(co_loop *l)
+{
+	unsigned n;
+
+	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
+	if (l->timers)
+		co__loop_fire_timers(l);
+	co__loop_drain(l);
+	n = l->ready;
+
+	while (n--) {
+		co_frame *f = co__loop_pop(l);
+		switch (co_resume(f)) {
+		case CO_YIELDED:
+			co__loop_push(l, f);
+			break;
+		case CO_DONE:
+			l->live--;
+			if (f->on_done)
+				f->on_done(f);
+			break;
+		default: /* CO_WAITING: its awaiter will co_wake() it */
+			break;
+		}
+	}
+	return l->ready + (unsigned)co__loop_has_pending(l);
+}
+
+/* Step until no frame is ready. Returns the frames still alive (waiting on
+ * an awaiter or a timer); 0 means every spawned frame has finished. */
+static inline unsigned co_loop_run(co_loop *l)
+{
+	CO__CHECK(l != NULL, "co_loop_run: NULL loop");
+	while (co_loop_step(l))
+		;
+	return l->live;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tick timers                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The loop's clock: now() returns a counter of `bits` bits (1..32) that
+ * counts up and wraps, such as a 16-bit hardware timer or a 32-bit SysTick
+ * tick count. Timers compare ticks modulo 2^bits, so a wrap is harmless; a
+ * timer may last at most 2^(bits-1) - 1 ticks. Returns 0, or -EINVAL.
+ */
+static inline int co_loop_set_clock(co_loop *l, co_tick (*now)(void), unsigned bits)
+{
+	if (l == NULL || now == NULL || bits == 0 || bits > 32)
+		return -EINVAL;
+	l->now = now;
+	l->tick_shift = (unsigned char)(32u - bits);
+	return 0;
+}
+
+/* b - a in ticks, signed: > 0 if b comes after a (modulo the clock's
+ * width). The shift puts the clock's top bit at bit 31. */
+static inline int32_t co__tick_diff(const co_loop *l, co_tick a, co_tick b)
+{
+	return (int32_t)(uint32_t)((b - a) << l->tick_shift);
+}
+
+static inline co_tick co__tick_max(const co_loop *l)
+{
+	return (co_tick)(0x7fffffffu >> l->tick_shift);
+}
+
+static inline void co__timer_arm(co_timer *t)
+{
+	co_loop *l = t->loop;
+	co_timer **p = &l->timers;
+
+	t->deadline = l->now() + t->ticks;
+	t->fired = 0;
+	/* after the timers due no later: equal deadlines fire in arming order */
+	while (*p && co__tick_diff(l, (*p)->deadline, t->deadline) >= 0)
+		p = &(*p)->next;
+	t->next = *p;
+	*p = t;
+	t->armed = 1;
+}
+
+static inline void co__timer_disarm(co_timer *t)
+{
+	co_timer **p = &t->loop->timers;
+
+	if (!t->armed)
+		return;
+	while (*p != t)
+		p = &(*p)->next;
+	*p = t->next;
+	t->armed = 0;
+}
+
+static inline void co__loop_fire_timers(co_loop *l)
+{
+	co_tick now = l->now();
+
+	while (l->timers && co__tick_diff(l, l->timers->deadline, now) >= 0) {
+		co_timer *t = l->timers;
+
+		l->timers = t->next;
+		t->armed = 0;
+		t->fired = 1;
+		if (t->inner)
+			t->inner->ops->cancel(t->inner, t->frame); /* ends in a co_wake */
+		else
+			co_wake(t->frame);
+	}
+}
+
+/*
+ * The earliest armed deadline, for a tickless idle hook that programs a
+ * wake-up: returns 1 and sets *deadline, or 0 when no timer is armed.
+ */
+static inline int co_loop_next_deadline(const co_loop *l, co_tick *deadline)
+{
+	if (l == NULL || l->timers == NULL)
+		return 0;
+	if (deadline)
+		*deadline = l->timers->deadline;
+	return 1;
+}
+
+static inline int co__sleep_ready(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	(void)f;
+	t->err = 0;
+	return t->ticks == 0;
+}
+
+static inline int co__sleep_suspend(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	if (co_await_cancelled(f)) {
+		t->err = -ECANCELED;
+		return 0;
+	}
+	t->frame = f;
+	co__timer_arm(t);
+	return 1;
+}
+
+static inline int co__sleep_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((co_timer *)a)->err;
+}
+
+static inline int co__sleep_cancel(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	if (!t->armed)
+		return 0; /* it expired: the wake is on its way */
+	co__timer_disarm(t);
+	t->err = -ECANCELED;
+	co_wake(f);
+	return 0;
+}
+
+/*
+ * Sleep for `ticks` ticks of the loop's clock (0: no suspension). The
+ * await's value is 0, or -ECANCELED after co_cancel. Returns what CO_AWAIT
+ * takes; NULL (so the await ends with -EINVAL, a trap in debug builds) for
+ * a NULL timer or loop, a loop without a clock, or more ticks than half
+ * the clock's range.
+ *
+ *     CO_AWAIT(f, co_sleep_ticks(&s->t, &loop, 500));
+ */
+static inline co_awaiter *co_sleep_ticks(co_timer *t, co_loop *l, co_tick ticks)
+{
+	static const co_awaiter_ops ops = { co__sleep_ready, co__sleep_suspend,
+					    co__sleep_resume, co__sleep_cancel, 0 };
+
+	if (t == NULL || l == NULL || l->now == NULL || ticks > co__tick_max(l))
+		return NULL;
+	t->aw.ops = &ops;
+	t->loop = l;
+	t->inner = NULL;
+	t->ticks = ticks;
+	t->armed = 0;
+	return &t->aw;
+}
+
+static inline int co__limit_ready(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	t->fired = 0;
+	return t->inner->ops->ready && t->inner->ops->ready(t->inner, f);
+}
+
+static inline int co__limit_suspend(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	t->frame = f;
+	co__timer_arm(t);
+	if (t->inner->ops->suspend(t->inner, f))
+		return 1;
+	co__timer_disarm(t); /* it completed at once */
+	return 0;
+}
+
+static inline int co__limit_resume(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+	int r;
+
+	co__timer_disarm(t);
+	r = t->inner->ops->resume ? t->inner->ops->resume(t->inner, f) : 0;
+	return t->fired && r == -ECANCELED ? -ETIME : r;
+}
+
+static inline int co__limit_cancel(co_awaiter *a, co_frame *f)
+{
+	co_timer *t = (co_timer *)a;
+
+	return t->inner->ops->cancel(t->inner, f);
+}
+
+/*
+ * A deadline on any await whose awaiter has a cancel op (a co_notify_take,
+ * a sleep, your own): if it has not completed `ticks` ticks from now, it is
+ * cancelled and its value is -ETIME; otherwise it has its own value.
+ * Returns what CO_AWAIT takes; NULL (-EINVAL, a trap in debug builds) for
+ * a NULL argument, an awaiter without a cancel op, a loop without a clock
+ * or more ticks than half the clock's range.
+ *
+ *     CO_AWAIT(f, co_loop_timeout(&s->t, &loop, co_notify_take(&s->w, &rx), 100));
+ *     if (co_result(f) == -ETIME) ...
+ */
+static inline co_awaiter *co_loop_timeout(co_timer *t, co_loop *l, co_awaiter *aw, co_tick ticks)
+{
+	static const co_awaiter_ops ops = { co__limit_ready, co__limit_suspend,
+					    co__limit_resume, co__limit_cancel, 0 };
+
+	if (t == NULL || l == NULL || aw == NULL || aw->ops->cancel == NULL || l->now == NULL ||
+	    ticks > co__tick_max(l))
+		return NULL;
+	t->aw.ops = &ops;
+	t->loop = l;
+	t->inner = aw;
+	t->ticks = ticks;
+	t->armed = 0;
+	return &t->aw;
+}
+
+/*
+ * Sleep while nothing is ready: with interrupts masked (CO_IRQ_SAVE), if no
+ * frame is ready, none was woken and no timer is due, call sleep(arg), then
+ * unmask. sleep must return with interrupts still masked; Cortex-M's WFI
+ * does (an interrupt that became pending while masked ends the WFI at
+ * once, and its handler runs after the unmask), so a wake-up that raced
+ * the check is never slept through. A tickless sleep programs its wake-up
+ * from co_loop_next_deadline. A frame that yields or polls with
+ * CO_AWAIT_UNTIL is ready: the loop never sleeps while one exists (wait
+ * on a co_notify or a timer instead). Returns 1 if it called sleep, else 0.
+ */
+static inline int co_loop_idle(co_loop *l, void (*sleep)(void *arg), void *arg)
+{
+	CO_IRQ_STATE st;
+	int slept = 0;
+
+	CO__CHECK(l != NULL && sleep != NULL, "co_loop_idle: NULL loop or sleep");
+	CO_IRQ_SAVE(st);
+	if (l->ready == 0 && !co__loop_has_pending(l) &&
+	    !(l->timers && co__tick_diff(l, l->timers->deadline, l->now()) >= 0)) {
+		sleep(arg);
+		slept = 1;
+	}
+	CO_IRQ_RESTORE(st);
+	return slept;
+}
+
+/* ------------------------------------------------------------------------ */
+/* co_notify: given by interrupt handlers, awaited by a coroutine           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A count of gives, at most max (1: an event that is set or not; more: a
+ * counting semaphore), and at most one waiting coroutine. co_notify_give
+ * is safe from interrupt handlers (inside CO_IRQ_SAVE/RESTORE; see the top
+ * of this file for cores where the default masks nothing). All fields are
+ * private.
+ */
+typedef struct co_notify {
+	co_frame *waiter;
+	unsigned count;
+	unsigned max;
+} co_notify;
+
+typedef struct co_notify_wait {
+	co_awaiter aw;
+	co_notify *n;
+	int err;
+} co_notify_wait;
+
+static inline void co_notify_init(co_notify *n, unsigned max)
+{
+	CO__CHECK(n != NULL, "co_notify_init: NULL notify");
+	n->waiter = NULL;
+	n->count = 0;
+	n->max = max ? max : 1;
+}
+
+/*
+ * Give: wake the waiting coroutine, or count the give (up to max). From
+ * anywhere, interrupt handlers included. Returns 1, or 0 when the count
+ * was already at max (the give is dropped, as a set event stays set).
+ */
+static inline int co_notify_give(co_notify *n)
+{
+	CO_IRQ_STATE st;
+	co_frame *w;
+	int ok = 1;
+
+	CO_IRQ_SAVE(st);
+	w = n->waiter;
+	if (w)
+		n->waiter = NULL;
+	else if (n->count < n->max)
+		n->count++;
+	else
+		ok = 0;
+	CO_IRQ_RESTORE(st);
+	if (w)
+		co_wake(w);
+	return ok;
+}
+
+static inline int co__notify_take1(co_notify *n)
+{
+	CO_IRQ_STATE st;
+	int got = 0;
+
+	CO_IRQ_SAVE(st);
+	if (n->count) {
+		n->count--;
+		got = 1;
+	}
+	CO_IRQ_RESTORE(st);
+	return got;
+}
+
+static inline int co__notify_ready(co_awaiter *a, co_frame *f)
+{
+	co_notify_wait *w = (co_notify_wait *)a;
+
+	(void)f;
+	w->err = 0;
+	return co__notify_take1(w->n);
+}
+
+static inline int co__notify_suspend(co_awaiter *a, co_frame *f)
+{
+	co_notify_wait *w = (co_notify_wait *)a;
+	co_notify *n = w->n;
+	CO_IRQ_STATE st;
+	int wait = 0;
+
+	if (co_await_cancelled(f)) {
+		w->err = -ECANCELED;
+		return 0;
+	}
+	CO_IRQ_SAVE(st);
+	if (n->count)
+		n->count--; /* a give came after ready() */
+	else if (n->waiter)
+		w->err = -EBUSY; /* one waiter at a time */
+	else {
+		n->waiter = f;
+		wait = 1;
+	}
+	CO_IRQ_RESTORE(st);
+	return wait;
+}
+
+static inline int co__notify_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((co_notify_wait *)a)->err;
+}
+
+static inline int co__notify_cancel(co_awaiter *a, co_frame *f)
+{
+	co_notify_wait *w = (co_notify_wait *)a;
+	CO_IRQ_STATE st;
+	int mine = 0;
+
+	CO_IRQ_SAVE(st);
+	if (w->n->waiter == f) {
+		w->n->waiter = NULL;
+		mine = 1;
+	}
+	CO_IRQ_RESTORE(st);
+	if (mine) { /* else a give won the race: its wake is on its way */
+		w->err = -ECANCELED;
+		co_wake(f);
+	}
+	return 0;
+}
+
+/*
+ * Take one give, waiting for it if there is none. The await's value is 0,
+ * -ECANCELED after co_cancel (or -ETIME under co_loop_timeout), or -EBUSY
+ * if another coroutine already waits on n. Returns what CO_AWAIT takes
+ * (NULL for a NULL argument: -EINVAL).
+ *
+ *     CO_AWAIT(f, co_notify_take(&s->w, &rx));
+ */
+static inline co_awaiter *co_notify_take(co_notify_wait *w, co_notify *n)
+{
+	static const co_awaiter_ops ops = { co__notify_ready, co__notify_suspend,
+					    co__notify_resume, co__notify_cancel, 0 };
+
+	if (w == NULL || n == NULL)
+		return NULL;
+	w->aw.ops = &ops;
+	w->n = n;
+	return &w->aw;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CORING_LOOP_H */

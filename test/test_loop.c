@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loop.h on the host: interrupt wake-ups (a signal handler is the
+ * interrupt, signals masked are interrupts masked), the idle sleep, tick
+ * timers across the wrap of 16- and 32-bit clocks, co_loop_timeout and
+ * co_notify. Built twice: with compare-and-swap, and with CO_LOOP_NO_CAS
+ * (the Cortex-M0 path: the push inside the critical section).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+/* Interrupts are SIGUSR1; masking them is blocking it. */
+static sigset_t irq_set;
+#define CO_IRQ_STATE sigset_t
+#define CO_IRQ_SAVE(s) pthread_sigmask(SIG_BLOCK, &irq_set, &(s))
+#define CO_IRQ_RESTORE(s) pthread_sigmask(SIG_SETMASK, &(s), NULL)
+
+#include <coring/co.h>
+#include <coring/loop.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+/* ---- interrupt wake-ups ------------------------------------------------- */
+
+#define WAITERS 8
+
+static co_notify notes[WAITERS];
+static atomic_ulong handled;       /* gives made by the handler */
+static atomic_int giving = 1;      /* 0: the handler only interrupts */
+static unsigned long taken[WAITERS];
+
+struct taker {
+	co_frame co;
+	int i;
+	co_notify_wait w;
+};
+
+static int taker_fn(co_frame *f)
+{
+	struct taker *t = (struct taker *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_notify_take(&t->w, &notes[t->i]));
+		assert_int_equal(co_result(f), 0);
+		taken[t->i]++;
+	}
+	CO_END(f);
+}
+
+/* Keep the loop busy (its queue always moving, no sleep) for most of the
+ * interrupts: those land inside queue operations. The rest land while the
+ * loop sleeps or is about to. */
+struct busy {
+	co_frame co;
+	unsigned long half;
+};
+
+static int busy_fn(co_frame *f)
+{
+	struct busy *b = (struct busy *)f;
+	CO_BEGIN(f);
+	while (atomic_load(&handled) < b->half)
+		CO_YIELD(f);
+	CO_END(f);
+}
+
+static void irq_handler(int sig)
+{
+	(void)sig;
+	if (atomic_load(&giving)) {
+		unsigned long k = atomic_load(&handled);
+		co_notify_give(&notes[k % WAITERS]);
+		atomic_store(&handled, k + 1);
+	}
+}
+
+struct sender {
+	pthread_t target;
+	unsigned long n;
+	atomic_int done;
+};
+
+static void *sender_fn(void *arg)
+{
+	struct sender *s = arg;
+
+	/* one signal at a time: each lands where main happens to be (standard
+	 * signals do not queue, so the next waits for the handler) */
+	for (unsigned long k = 0; k < s->n; k++) {
+		unsigned long before = atomic_load(&handled);
+		pthread_kill(s->target, SIGUSR1);
+		while (atomic_load(&handled) == before)
+			sched_yield();
+	}
+	atomic_store(&giving, 0);
+	atomic_store(&s->done, 1);
+	/* hang guard only: keep interrupting a main loop that would otherwise
+	 * sleep for ever if a wake-up were lost (it then fails on the counts) */
+	for (int k = 0; k < 20000 && atomic_load(&s->done) == 1; k++) {
+		pthread_kill(s->target, SIGUSR1);
+		usleep(100);
+	}
+	return NULL;
+}
+
+struct idle_probe {
+	co_loop *loop;
+	unsigned long sleeps;
+	unsigned long late; /* found something ready under the mask: a race */
+};
+
+static void sleep_for_irq(void *arg)
+{
+	struct idle_probe *p = arg;
+	sigset_t m;
+
+	/* interrupts are masked since co_loop_idle looked: nothing can have
+	 * become ready in between */
+	if (p->loop->ready || co__loop_has_pending(p->loop))
+		p->late++;
+	p->sleeps++;
+	pthread_sigmask(SIG_SETMASK, NULL, &m);
+	sigdelset(&m, SIGUSR1);
+	sigsuspend(&m); /* unmask and wait, in one step; masked again after */
+}
+
+static unsigned long taken_total(void)
+{
+	unsigned long sum = 0;
+	for (int i = 0; i < WAITERS; i++)
+		sum += taken[i];
+	return sum;
+}
+
+/* Every give an interrupt makes is taken exactly once: none lost to a race
+ * with the loop's queue or with the idle check, none twice, the queue
+ * never corrupted, while the loop steps and sleeps. */
+static void test_interrupt_wakes_never_lost(void **state)
+{
+	struct taker t[WAITERS];
+	struct busy busy[3];
+	struct sender s = { .target = pthread_self(), .n = SANITIZED ? 20000 : 300000 };
+	struct sigaction sa = { .sa_handler = irq_handler };
+	co_loop loop;
+	pthread_t th;
+	struct idle_probe idle = { .loop = &loop };
+	unsigned long steps = 0;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	sigaddset(&irq_set, SIGUSR1);
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&handled, 0);
+	atomic_store(&giving, 1);
+	co_loop_init(&loop);
+	for (int i = 0; i < WAITERS; i++) {
+		co_notify_init(&notes[i], UINT_MAX);
+		taken[i] = 0;
+		t[i].i = i;
+		co_init(&t[i].co, taker_fn);
+		assert_int_equal(co_loop_spawn(&loop, &t[i].co), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		busy[i].half = s.n - s.n / 8;
+		co_init(&busy[i].co, busy_fn);
+		assert_int_equal(co_loop_spawn(&loop, &busy[i].co), 0);
+	}
+	assert_int_equal(pthread_create(&th, NULL, sender_fn, &s), 0);
+	while (!(atomic_load(&s.done) && taken_total() == atomic_load(&handled))) {
+		co_loop_step(&loop);
+		co_loop_idle(&loop, sleep_for_irq, &idle);
+		steps++;
+		if (atomic_load(&s.done) && loop.ready == 0 && !co__loop_has_pending(&loop) &&
+		    taken_total() != atomic_load(&handled)) {
+			/* nothing left to run: the counts are final */
+			break;
+		}
+	}
+	atomic_store(&s.done, 2);
+	pthread_join(th, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	assert_int_equal(atomic_load(&handled), s.n);
+	assert_int_equal(taken_total(), s.n);
+	for (int i = 0; i < WAITERS; i++) {
+		assert_int_equal(taken[i], s.n / WAITERS + (i < (int)(s.n % WAITERS)));
+		assert_int_equal(notes[i].count, 0);
+		assert_true(co_waiting(&t[i].co));
+	}
+	assert_int_equal(loop.live, WAITERS); /* the busy ones ended */
+	/* the queue is whole: empty, and its count says so */
+	assert_int_equal(loop.ready, 0);
+	assert_null(loop.head);
+	assert_null(loop.tail);
+	assert_null(loop.pending);
+	assert_int_equal(idle.late, 0); /* never slept with a wake-up in */
+	print_message("%lu interrupt gives, %lu steps, %lu sleeps\n", s.n, steps, idle.sleeps);
+}
+
+/* ---- the idle sleep ------------------------------------------------------ */
+
+struct yielder {
+	co_frame co;
+	int n;
+};
+
+static int yielder_fn(co_frame *f)
+{
+	struct yielder *y = (struct yielder *)f;
+	CO_BEGIN(f);
+	while (y->n-- > 0)
+		CO_YIELD(f);
+	CO_END(f);
+}
+
+static void count_sleep(void *arg)
+{
+	++*(int *)arg;
+}
+
+static co_tick fake_now;
+static co_tick fake_clock(void)
+{
+	return fake_now;
+}
+
+/* ---- tick timers ------------------------------------------------------- */
+
+struct sleeper {
+	co_frame co;
+	co_loop *l;
+	co_tick ticks;
+	co_tick woke;
+	int res;
+	co_timer t;
+};
+
+static int sleeper_fn(co_frame *f)
+{
+	struct sleeper *s = (struct sleeper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep_ticks(&s->t, s->l, s->ticks));
+	s->res = co_result(f);
+	s->woke = fake_now;
+	CO_END(f);
+}
+
+/* Sleeps across the wrap of a `bits`-bit clock: each wakes on the first
+ * step at or after its deadline, never before, in deadline order. */
+static void sleeps_across_the_wrap(unsigned bits)
+{
+	const co_tick mask = bits == 32 ? 0xffffffffu : (1u << bits) - 1;
+	const co_tick lens[] = { 0, 1, 5, 16, 16, 40, 100, 3 };
+	enum { N = sizeof lens / sizeof lens[0] };
+	struct sleeper s[N];
+	co_loop loop;
+	co_tick start = mask - 20, dl;
+
+	fake_now = start;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, bits), 0);
+	for (int i = 0; i < N; i++) {
+		s[i] = (struct sleeper){ .l = &loop, .ticks = lens[i], .res = 99 };
+		co_init(&s[i].co, sleeper_fn);
+		assert_int_equal(co_loop_spawn(&loop, &s[i].co), 0);
+	}
+	co_loop_step(&loop); /* all sleep but the 0-tick one */
+	assert_true(co_done(&s[0].co));
+	assert_true(co_loop_next_deadline(&loop, &dl));
+	assert_int_equal(dl, (start + 1) & mask);
+	for (co_tick k = 1; k <= 120; k++) {
+		fake_now = (start + k) & mask;
+		co_loop_step(&loop);
+		for (int i = 1; i < N; i++) {
+			/* done exactly from its deadline on */
+			assert_int_equal(co_done(&s[i].co), k >= lens[i]);
+			if (co_done(&s[i].co)) {
+				assert_int_equal(s[i].res, 0);
+				assert_int_equal(s[i].woke, (start + lens[i]) & mask);
+			}
+		}
+	}
+	assert_int_equal(loop.live, 0);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+}
+
+static void test_timers_across_16_bit_wrap(void **state)
+{
+	(void)state;
+	sleeps_across_the_wrap(16);
+}
+
+static void test_timers_across_32_bit_wrap(void **state)
+{
+	(void)state;
+	sleeps_across_the_wrap(32);
+	sleeps_across_the_wrap(8);
+}
+
+/* co_loop_idle sleeps only when nothing is ready, woken or due. */
+static void test_idle_sleeps_only_when_nothing_is_ready(void **state)
+{
+	co_loop loop;
+	struct sleeper sl = { .ticks = 5, .res = 99 };
+	struct yielder y = { .n = 2 };
+	struct taker t = { .i = 0 };
+	int slept = 0;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 1); /* empty */
+	co_init(&y.co, yielder_fn);
+	assert_int_equal(co_loop_spawn(&loop, &y.co), 0);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 0); /* spawned */
+	co_loop_step(&loop);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 0); /* it yielded */
+	co_loop_run(&loop);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 1);
+
+	/* a frame woken (as from an interrupt) but not yet stepped is ready */
+	co_notify_init(&notes[0], 1);
+	taken[0] = 0;
+	co_init(&t.co, taker_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_waiting(&t.co));
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 1);
+	co_notify_give(&notes[0]);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 0);
+	co_loop_step(&loop);
+	assert_int_equal(taken[0], 1);
+
+	/* a timer not yet due lets it sleep; one that is due is ready */
+	fake_now = 0;
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	sl.l = &loop;
+	co_init(&sl.co, sleeper_fn);
+	assert_int_equal(co_loop_spawn(&loop, &sl.co), 0);
+	co_loop_step(&loop);
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 1);
+	fake_now = 5;
+	assert_int_equal(co_loop_idle(&loop, count_sleep, &slept), 0);
+	co_loop_step(&loop);
+	assert_true(co_done(&sl.co));
+	assert_int_equal(slept, 4);
+}
+
+/* ---- co_loop_timeout, cancellation, errors -------------------------------- */
+
+struct limited {
+	co_frame co;
+	co_loop *l;
+	co_notify *n;
+	co_tick ticks;
+	int res;
+	co_timer t;
+	co_notify_wait w;
+};
+
+static int limited_fn(co_frame *f)
+{
+	struct limited *s = (struct limited *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_loop_timeout(&s->t, s->l, co_notify_take(&s->w, s->n), s->ticks));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_timeout_and_cancel(void **state)
+{
+	co_loop loop;
+	co_notify n;
+	struct limited a = { .ticks = 10, .res = 99 }, b = { .ticks = 10, .res = 99 };
+	struct sleeper s = { .ticks = 50, .res = 99 };
+	co_tick dl;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	fake_now = 1000;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	co_notify_init(&n, 1);
+
+	/* the limit runs out: -ETIME, the take is off the notify */
+	a.l = &loop;
+	a.n = &n;
+	co_init(&a.co, limited_fn);
+	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_loop_next_deadline(&loop, &dl));
+	assert_int_equal(dl, 1010);
+	fake_now = 1009;
+	co_loop_step(&loop);
+	assert_false(co_done(&a.co));
+	fake_now = 1010;
+	co_loop_step(&loop);
+	co_loop_step(&loop);
+	assert_true(co_done(&a.co));
+	assert_int_equal(a.res, -ETIME);
+	assert_null(n.waiter);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+
+	/* the give comes first: 0, and the timer is disarmed */
+	b.l = &loop;
+	b.n = &n;
+	co_init(&b.co, limited_fn);
+	assert_int_equal(co_loop_spawn(&loop, &b.co), 0);
+	co_loop_step(&loop);
+	assert_int_equal(co_notify_give(&n), 1);
+	co_loop_step(&loop);
+	assert_true(co_done(&b.co));
+	assert_int_equal(b.res, 0);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+
+	/* co_cancel ends a sleep with -ECANCELED and disarms it */
+	s.l = &loop;
+	co_init(&s.co, sleeper_fn);
+	assert_int_equal(co_loop_spawn(&loop, &s.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_loop_next_deadline(&loop, NULL));
+	assert_int_equal(co_cancel(&s.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_done(&s.co));
+	assert_int_equal(s.res, -ECANCELED);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+
+	/* co_cancel of a limited take: -ECANCELED, not -ETIME */
+	a.res = 99;
+	co_init(&a.co, limited_fn);
+	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
+	co_loop_step(&loop);
+	assert_int_equal(co_cancel(&a.co), 0);
+	co_loop_step(&loop);
+	assert_int_equal(a.res, -ECANCELED);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+	assert_int_equal(loop.live, 0);
+}
+
+static int no_cancel_suspend(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 0;
+}
+
+static void test_timer_errors(void **state)
+{
+	static const co_awaiter_ops no_cancel = { NULL, no_cancel_suspend, NULL, NULL, 0 };
+	co_awaiter plain = { &no_cancel };
+	co_loop loop, bare;
+	co_timer t;
+	co_notify n;
+	co_notify_wait w;
+	(void)state;
+
+	co_loop_init(&loop);
+	co_loop_init(&bare);
+	co_notify_init(&n, 1);
+	assert_int_equal(co_loop_set_clock(NULL, fake_clock, 32), -EINVAL);
+	assert_int_equal(co_loop_set_clock(&loop, NULL, 32), -EINVAL);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 0), -EINVAL);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 33), -EINVAL);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 16), 0);
+	/* at most half the clock's range */
+	assert_non_null(co_sleep_ticks(&t, &loop, 32767));
+	assert_null(co_sleep_ticks(&t, &loop, 32768));
+	assert_null(co_sleep_ticks(&t, &bare, 1)); /* no clock */
+	assert_null(co_sleep_ticks(NULL, &loop, 1));
+	assert_null(co_sleep_ticks(&t, NULL, 1));
+	assert_null(co_loop_timeout(&t, &loop, &plain, 5)); /* no cancel op */
+	assert_null(co_loop_timeout(&t, &loop, NULL, 5));
+	assert_null(co_loop_timeout(&t, &loop, co_notify_take(&w, &n), 32768));
+	assert_null(co_notify_take(NULL, &n));
+	assert_null(co_notify_take(&w, NULL));
+	assert_int_equal(co_loop_next_deadline(NULL, NULL), 0);
+}
+
+/* ---- co_notify ----------------------------------------------------------- */
+
+static void test_notify_counts_and_one_waiter(void **state)
+{
+	co_loop loop;
+	co_notify ev, sem;
+	struct limited a = { .ticks = 100, .res = 99 }, b = { .ticks = 100, .res = 99 };
+	(void)state;
+
+	sigemptyset(&irq_set);
+	fake_now = 0;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+
+	/* max 1: an event; a second give while set is dropped */
+	co_notify_init(&ev, 1);
+	assert_int_equal(co_notify_give(&ev), 1);
+	assert_int_equal(co_notify_give(&ev), 0);
+	/* max 3: a counting semaphore */
+	co_notify_init(&sem, 3);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(co_notify_give(&sem), 1);
+	assert_int_equal(co_notify_give(&sem), 0);
+	assert_int_equal(sem.count, 3);
+
+	/* a count is taken without suspending */
+	a.l = &loop;
+	a.n = &ev;
+	co_init(&a.co, limited_fn);
+	assert_int_equal(co_resume(&a.co), CO_DONE);
+	assert_int_equal(a.res, 0);
+	assert_int_equal(ev.count, 0);
+
+	/* a second waiter on one notify: -EBUSY, the first still waits */
+	a.res = 99;
+	co_init(&a.co, limited_fn);
+	b.l = &loop;
+	b.n = &ev;
+	co_init(&b.co, limited_fn);
+	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
+	assert_int_equal(co_loop_spawn(&loop, &b.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_done(&b.co));
+	assert_int_equal(b.res, -EBUSY);
+	assert_true(co_waiting(&a.co));
+	assert_int_equal(co_notify_give(&ev), 1);
+	co_loop_run(&loop);
+	assert_int_equal(a.res, 0);
+	assert_int_equal(loop.live, 0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_interrupt_wakes_never_lost),
+		cmocka_unit_test(test_idle_sleeps_only_when_nothing_is_ready),
+		cmocka_unit_test(test_timers_across_16_bit_wrap),
+		cmocka_unit_test(test_timers_across_32_bit_wrap),
+		cmocka_unit_test(test_timeout_and_cancel),
+		cmocka_unit_test(test_timer_errors),
+		cmocka_unit_test(test_notify_counts_and_one_waiter),
+	};
+
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
