@@ -1,16 +1,29 @@
 #!/bin/sh
-# Freestanding checks of co.h: freestanding.sh native|cortex-m4 SRCDIR
-#   native     x86-64 (or the host): -std=c99 -ffreestanding -nostdlib for both
-#              label backends at -O0 and -O2; the objects must need no symbol;
-#              on x86-64 Linux the demo links without libc and must exit 0.
-#   cortex-m4  arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb: the demo and the
-#              firmware example (docs/examples/frame_parser.c) must compile and
-#              need no symbol. Exit 77 (skip) when the cross compiler is absent.
+# Freestanding checks of co.h and loop.h: freestanding.sh MODE SRCDIR
+#   native     the host compiler ($CC): -std=c99 -ffreestanding -nostdlib
+#              -Wpedantic for both label backends at -O0 and -O2; the objects
+#              must need no symbol; on x86-64 Linux the demo links without
+#              libc and must exit 0. The same source as C++11 (-Wpedantic).
+#   cortex-m   arm-none-eabi-gcc for Cortex-M0+ (no compare-and-swap) and
+#              Cortex-M4: the demo and the firmware example
+#              (docs/examples/frame_parser.c) compile with -Wpedantic and
+#              need no symbol.
+#   newlib     the usual firmware link, hosted newlib-nano (--specs=nano.specs,
+#              no -ffreestanding), with and without NDEBUG: no stdio, abort or
+#              heap symbol may be linked in (CO_TRAP must not pull them).
+#   qemu       the demo built for Cortex-M4 Thumb runs under qemu-arm (user
+#              mode, with interrupt masking stubbed: an A-profile CPU runs
+#              it) and must exit 0.
+#   clang      clang cross builds for thumbv6m (Cortex-M0+), thumbv7em
+#              (Cortex-M4) and rv32imac: -Wpedantic -Werror, no symbol.
+# Exit 77 (skip) when the tools of a mode are absent.
 set -u
 mode=$1 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+warn="-Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough"
+demo="$src/test/freestanding/all_macros.c"
 
 check_no_symbols() { # NM OBJECT
 	undef=$("$1" -u "$2")
@@ -21,21 +34,26 @@ check_no_symbols() { # NM OBJECT
 	fi
 }
 
+need() { # TOOL...
+	for t in "$@"; do
+		command -v "$t" >/dev/null 2>&1 || { echo "skip: no $t"; exit 77; }
+	done
+}
+
 case $mode in
 native)
 	CC=${CC:-cc}
 	for backend in 0 1; do
 		for opt in -O0 -O2; do
 			o=$tmp/all_$backend$opt.o
-			$CC -std=c99 -ffreestanding -nostdlib -Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough \
-				$opt -DCO_USE_COMPUTED_GOTO=$backend -I"$src/include" \
-				-c "$src/test/freestanding/all_macros.c" -o "$o" || { echo "FAIL: compile"; exit 1; }
+			$CC -std=c99 -ffreestanding -nostdlib $warn $opt -DCO_USE_COMPUTED_GOTO=$backend \
+				-I"$src/include" -c "$demo" -o "$o" || { echo "FAIL: compile"; exit 1; }
 			check_no_symbols nm "$o"
 		done
 		if [ "$(uname -m)" = x86_64 ]; then
 			$CC -std=c99 -ffreestanding -nostdlib -static -O2 -DCO_USE_COMPUTED_GOTO=$backend \
 				-DCO_FREESTANDING_START -I"$src/include" -Wl,-e,co_start \
-				"$src/test/freestanding/all_macros.c" -o "$tmp/demo" || { echo "FAIL: link"; exit 1; }
+				"$demo" -o "$tmp/demo" || { echo "FAIL: link"; exit 1; }
 			if "$tmp/demo"; then
 				echo "ok: libc-free program ran (backend $backend)"
 			else
@@ -43,21 +61,81 @@ native)
 			fi
 		fi
 	done
+	if command -v c++ >/dev/null 2>&1; then
+		c++ -std=c++11 -x c++ $warn -I"$src/include" -c "$demo" -o "$tmp/all_cxx.o" ||
+			{ echo "FAIL: C++11 compile"; fail=1; }
+		[ $fail = 0 ] && echo "ok: compiles as C++11 with -Wpedantic"
+	fi
 	;;
-cortex-m4)
-	command -v arm-none-eabi-gcc >/dev/null 2>&1 || { echo "skip: no arm-none-eabi-gcc"; exit 77; }
-	for backend in 0 1; do
-		for f in test/freestanding/all_macros.c docs/examples/frame_parser.c; do
-			o=$tmp/$(basename "$f" .c)_$backend.o
-			arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -ffreestanding -nostdlib -std=c99 -Os \
-				-Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough -DCO_USE_COMPUTED_GOTO=$backend \
-				-I"$src/include" -I"$src/docs/examples" -c "$src/$f" -o "$o" || { echo "FAIL: compile $f"; exit 1; }
-			check_no_symbols arm-none-eabi-nm "$o"
+cortex-m)
+	need arm-none-eabi-gcc arm-none-eabi-nm
+	for cpu in cortex-m0plus cortex-m4; do
+		for backend in 0 1; do
+			for f in test/freestanding/all_macros.c docs/examples/frame_parser.c; do
+				o=$tmp/$(basename "$f" .c)_${cpu}_$backend.o
+				arm-none-eabi-gcc -mcpu=$cpu -mthumb -ffreestanding -nostdlib -std=c99 -Os \
+					$warn -DCO_USE_COMPUTED_GOTO=$backend -I"$src/include" \
+					-I"$src/docs/examples" -c "$src/$f" -o "$o" ||
+					{ echo "FAIL: compile $f for $cpu"; exit 1; }
+				check_no_symbols arm-none-eabi-nm "$o"
+			done
 		done
 	done
-	arm-none-eabi-size "$tmp"/frame_parser_0.o
+	arm-none-eabi-size "$tmp"/frame_parser_cortex-m4_1.o
+	;;
+newlib)
+	need arm-none-eabi-gcc arm-none-eabi-nm
+	echo 'int main(void) { return co_freestanding_demo(); }' > "$tmp/main.c"
+	for nd in "" -DNDEBUG; do
+		for backend in 0 1; do
+			elf=$tmp/demo$nd$backend.elf
+			if ! arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -Os -std=c99 $warn $nd \
+				-DCO_USE_COMPUTED_GOTO=$backend --specs=nano.specs --specs=nosys.specs \
+				-I"$src/include" -include "$demo" "$tmp/main.c" -o "$elf" >"$tmp/log" 2>&1 &&
+				! grep -v 'is not implemented and will always fail' "$tmp/log" | grep -q .; then
+				echo "FAIL: newlib-nano link ($nd backend $backend):"; cat "$tmp/log"; exit 1
+			fi
+			bad=$(arm-none-eabi-nm "$elf" | grep -E ' (_?v?f?printf|_vfprintf_r|_malloc_r|malloc|_sbrk|abort|fputs|fwrite)$')
+			if [ -n "$bad" ]; then
+				echo "FAIL: the link pulls in ($nd backend $backend):"; echo "$bad"; fail=1
+			else
+				echo "ok: no stdio, abort or heap symbol ($nd backend $backend):" \
+					"$(arm-none-eabi-size "$elf" | awk 'NR == 2 { print $1 " B text" }')"
+			fi
+		done
+	done
+	;;
+qemu)
+	need arm-none-eabi-gcc qemu-arm
+	for backend in 0 1; do
+		arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -std=c99 -ffreestanding -nostdlib \
+			-nostartfiles -Os $warn -DCO_USE_COMPUTED_GOTO=$backend -DCO_FREESTANDING_START \
+			'-DCO_IRQ_STATE=int' '-DCO_IRQ_SAVE(s)=((void)((s) = 0))' \
+			'-DCO_IRQ_RESTORE(s)=((void)(s))' -I"$src/include" "$demo" -o "$tmp/demo.elf" ||
+			{ echo "FAIL: compile"; exit 1; }
+		if qemu-arm "$tmp/demo.elf"; then
+			echo "ok: the Thumb demo ran under qemu-arm (backend $backend)"
+		else
+			echo "FAIL: the Thumb demo exited $? (backend $backend)"; fail=1
+		fi
+	done
+	;;
+clang)
+	need clang llvm-nm
+	for t in "--target=thumbv6m-none-eabi -mcpu=cortex-m0plus" \
+		"--target=thumbv7em-none-eabi -mcpu=cortex-m4" \
+		"--target=riscv32-unknown-elf -march=rv32imac"; do
+		for backend in 0 1; do
+			o=$tmp/clang.o
+			# shellcheck disable=SC2086
+			clang $t -std=c99 -ffreestanding -nostdlib -Os $warn -DCO_USE_COMPUTED_GOTO=$backend \
+				-I"$src/include" -c "$demo" -o "$o" || { echo "FAIL: clang $t"; exit 1; }
+			echo "clang $t, backend $backend:"
+			check_no_symbols llvm-nm "$o"
+		done
+	done
 	;;
 *)
-	echo "usage: $0 native|cortex-m4 SRCDIR"; exit 2 ;;
+	echo "usage: $0 native|cortex-m|newlib|qemu|clang SRCDIR"; exit 2 ;;
 esac
 exit $fail
