@@ -7,13 +7,15 @@
     ROUNDS=N SECONDS_PER_ROUND=S    override the round count and length
     SOAK_SECONDS=S                  soak length (FULL=1; default 180)
     BENCH_SECTIONS=echo,curve,...   run only these sections (any of: echo,
-                                    curve, http, fileio, callgrind, other, soak)
+                                    curve, http, fileio, callgrind, other, firmware,
+                                    soak)
 
 Prints the tables and writes, under BUILD_DIR/bench-results/ (inside the
 git-ignored build directory, never in the source tree):
     latest.csv     echo, connection-curve and HTTP rows (named columns)
     fileio.csv     file reads: coring against fio
     callgrind.csv  user-space instructions per request
+    firmware.csv   co.h on Cortex-M4: frame bytes, code bytes, instructions per resume
     latest.txt     everything printed
     latest.png     the chart (gnuplot)
     soak.csv       FULL=1: the soak's RSS and descriptor samples
@@ -44,6 +46,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 import callgrind  # noqa: E402
+import firmware  # noqa: E402
 from benchlib import BenchError, median, spread_pct  # noqa: E402
 
 MODES = {
@@ -61,7 +64,7 @@ MODES = {
                  cg_requests=40000, file_mib=2048, file_secs=5, depths=[1, 32, 128],
                  switch_iters=20000000, switch_rounds=11, mem_count=1000000, xs_frames=4000000),
 }
-SECTIONS = ["echo", "curve", "http", "fileio", "callgrind", "other", "soak"]
+SECTIONS = ["echo", "curve", "http", "fileio", "callgrind", "other", "firmware", "soak"]
 NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round noisy
 RETRIES = 2             # repeats of a noisy round
 
@@ -117,6 +120,7 @@ class Run:
         self.rows = []          # latest.csv
         self.file_rows = []     # fileio.csv
         self.cg_rows = []       # callgrind.csv
+        self.fw_rows = []       # firmware.csv
         self.servers = []       # started, for the cleanup
         self.hz = os.sysconf("SC_CLK_TCK")
 
@@ -546,6 +550,17 @@ class Run:
         self.say(callgrind.table(self.cg_rows))
         self.say()
 
+    # ---- firmware ------------------------------------------------------------------------------
+    def firmware(self):
+        self.say("== co.h on Cortex-M4 (bench/firmware.py)")
+        gone = firmware.missing()
+        if gone:
+            self.say(f"bench: {', '.join(gone)} not found: firmware skipped (tools/deps.sh bench)")
+            return
+        self.fw_rows = firmware.measure(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        self.say(firmware.table(self.fw_rows))
+        self.say()
+
     # ---- the other benchmarks --------------------------------------------------------------
     def tool(self, argv, filt=None):
         p = subprocess.run(argv, capture_output=True, text=True)
@@ -680,7 +695,8 @@ class Run:
     def write(self):
         for name, cols, rows in (("latest.csv", RESULT_COLUMNS, self.rows),
                                  ("fileio.csv", FILEIO_COLUMNS, self.file_rows),
-                                 ("callgrind.csv", callgrind.COLUMNS, self.cg_rows)):
+                                 ("callgrind.csv", callgrind.COLUMNS, self.cg_rows),
+                                 ("firmware.csv", firmware.COLUMNS, self.fw_rows)):
             if rows:
                 with open(os.path.join(self.out_dir, name), "w", newline="") as f:
                     w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")

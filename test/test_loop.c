@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 /* Interrupts are SIGUSR1; masking them is blocking it. */
@@ -547,6 +549,33 @@ static void test_notify_counts_and_one_waiter(void **state)
 	assert_int_equal(loop.live, 0);
 }
 
+/* co_loop_idle with a NULL loop or sleep traps in debug builds (the build
+ * of this test has CO_DEBUG: no NDEBUG). */
+static void test_idle_null_traps(void **state)
+{
+	int st;
+	pid_t pid;
+	co_loop loop;
+	(void)state;
+
+	co_loop_init(&loop);
+	for (int which = 0; which < 2; which++) {
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			int fd = open("/dev/null", O_WRONLY);
+			dup2(fd, 2);
+			if (which == 0)
+				co_loop_idle(NULL, count_sleep, NULL);
+			else
+				co_loop_idle(&loop, NULL, NULL);
+			_exit(0);
+		}
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +586,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timeout_and_cancel),
 		cmocka_unit_test(test_timer_errors),
 		cmocka_unit_test(test_notify_counts_and_one_waiter),
+		cmocka_unit_test(test_idle_null_traps),
 	};
 
 	if (argc > 1)
