@@ -576,6 +576,96 @@ static void test_one_await_for_children(void **state)
 }
 #endif
 
+/* ---- the tiny profile: co_tiny, 4 bytes, the same macros ------------------- */
+
+struct tgen {
+	co_tiny pt;
+	int i, value;
+};
+
+static int tgen_fn(struct tgen *g)
+{
+	co_tiny *f = &g->pt;
+	CO_BEGIN(f);
+	for (g->i = 0; g->i < 3; g->i++)
+		CO_YIELD_VALUE(f, g->value, g->i * 7);
+	CO_RETURN(f, -EPIPE);
+	CO_END(f);
+}
+
+/* a child the Protothreads way: the parent polls the child's body */
+struct tparent {
+	co_tiny pt;
+	struct tgen kid;
+	volatile int *flag;
+	int sum, mode, out, polls;
+};
+
+static int tparent_fn(struct tparent *p)
+{
+	co_tiny *f = &p->pt;
+	CO_BEGIN(f);
+	co_tiny_init(&p->kid.pt);
+	CO_AWAIT_UNTIL(f, (p->sum += p->kid.value, tgen_fn(&p->kid) == CO_DONE));
+	p->polls++;
+	CO_AWAIT_UNTIL(f, *p->flag);
+	switch (p->mode) { /* a suspension point inside a switch */
+	case 1:
+		p->out = 10;
+		CO_YIELD(f);
+		p->out++;
+		break;
+	default:
+		p->out = 20;
+		break;
+	}
+	CO_END(f);
+}
+
+static void test_tiny_profile(void **state)
+{
+	struct tgen g;
+	struct tparent p = { .mode = 1 };
+	volatile int flag = 0;
+	int n = 0;
+	(void)state;
+
+	assert_int_equal(sizeof(co_tiny), 4);
+	co_tiny_init(&g.pt);
+	while (tgen_fn(&g) == CO_YIELDED)
+		assert_int_equal(g.value, 7 * n++);
+	assert_int_equal(n, 3);
+	assert_true(co_tiny_done(&g.pt));
+	assert_int_equal(g.pt.status, -EPIPE);
+#if !CO_DEBUG
+	assert_int_equal(tgen_fn(&g), CO_DONE); /* after the end: at once */
+	assert_int_equal(g.i, 3);
+#endif
+
+	p.flag = &flag;
+	co_tiny_init(&p.pt);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(tparent_fn(&p), CO_YIELDED); /* the child yields */
+	assert_int_equal(tparent_fn(&p), CO_YIELDED);   /* it ended; poll the flag */
+	assert_int_equal(p.polls, 1);
+	assert_true(co_tiny_done(&p.kid.pt));
+	assert_int_equal(p.sum, 0 + 0 + 7 + 14);
+	assert_int_equal(tparent_fn(&p), CO_YIELDED);
+	flag = 1;
+#if CO_USE_COMPUTED_GOTO
+	assert_int_equal(tparent_fn(&p), CO_YIELDED); /* inside the switch */
+	assert_int_equal(p.out, 10);
+	assert_int_equal(tparent_fn(&p), CO_DONE);
+	assert_int_equal(p.out, 11);
+#else
+	p.mode = 2; /* the switch backend: no suspension inside the switch */
+	assert_int_equal(tparent_fn(&p), CO_DONE);
+	assert_int_equal(p.out, 20);
+#endif
+	assert_true(co_tiny_done(&p.pt));
+	assert_int_equal(p.pt.status, 0);
+}
+
 /* ---- 1,000,000 nested awaits: a trampoline, not recursion ---------------- */
 
 #define DEPTH 1000000
@@ -994,6 +1084,30 @@ static void misuse_reenter_signal(void)
 	misuse_reenter(1);
 }
 
+static struct tgen tiny_probe;
+
+static void misuse_tiny_after_end(void)
+{
+	co_tiny_init(&tiny_probe.pt);
+	while (tgen_fn(&tiny_probe) != CO_DONE)
+		;
+	tgen_fn(&tiny_probe);
+}
+
+static int tiny_reenter_fn(co_tiny *f)
+{
+	CO_BEGIN(f);
+	tiny_reenter_fn(f);
+	CO_END(f);
+}
+
+static void misuse_tiny_reenter(void)
+{
+	static co_tiny t;
+	co_tiny_init(&t);
+	tiny_reenter_fn(&t);
+}
+
 static void misuse_init_null(void)
 {
 	co_init(NULL, counter_fn);
@@ -1083,6 +1197,8 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
 	assert_true(traps_with(misuse_reenter_self, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_reenter_signal, "co_resume: frame is running"));
+	assert_true(traps_with(misuse_tiny_after_end, "co_tiny: resumed after its end"));
+	assert_true(traps_with(misuse_tiny_reenter, "or while it runs"));
 #else
 	/* release builds: the detectable misuse is a harmless no-op */
 	assert_true(harmless(misuse_resume_finished));
@@ -1162,6 +1278,7 @@ int main(void)
 		cmocka_unit_test(test_child_already_done),
 		cmocka_unit_test(test_child_waits_on_awaiter),
 		cmocka_unit_test(test_one_await_for_children),
+		cmocka_unit_test(test_tiny_profile),
 		cmocka_unit_test(test_deep_await_chain),
 		cmocka_unit_test(test_loop_round_robin),
 		cmocka_unit_test(test_loop_spawn_errors),

@@ -3,8 +3,9 @@
  * What the firmware benchmark programs share (bench/firmware.py builds
  * them for Cortex-M4 Thumb, -Os -DNDEBUG, and runs them under qemu-arm):
  * FW_BODY marks a coroutine body, kept a function of its own so that its
- * size can be read off the symbol table; fw_frame_size is sizeof(co_frame)
- * as a symbol size; the program resumes its coroutine N times (-DN=...)
+ * size can be read off the symbol table; fw_frame_size is the size of the
+ * frame (FW_FRAME: co_frame, or co_tiny for the tiny profile) as a symbol
+ * size; the program resumes its coroutine N times (-DN=...)
  * and exits through the Linux system call, so qemu-arm's user mode runs it
  * and counts its instructions.
  */
@@ -15,7 +16,10 @@
 
 #define FW_BODY __attribute__((noinline, used)) int
 
-char fw_frame_size[sizeof(co_frame)];
+#ifndef FW_FRAME
+#define FW_FRAME co_frame
+#endif
+char fw_frame_size[sizeof(FW_FRAME)];
 
 int fw_run(long n);
 

@@ -333,6 +333,59 @@ struct co_runner {
 	int (*cancel)(co_runner *r, co_frame *root);
 };
 
+/*
+ * co_tiny: the frame of the tiny profile, 4 bytes. A coroutine that only
+ * yields, polls (CO_AWAIT_UNTIL), sleeps by polling a tick and returns can
+ * use it instead of a co_frame, with the same macros:
+ *
+ *     struct blink { co_tiny pt; unsigned until; };
+ *
+ *     static int blink(struct blink *b)
+ *     {
+ *         co_tiny *f = &b->pt;
+ *         CO_BEGIN(f);
+ *         for (;;) {
+ *             b->until = ticks + 500;
+ *             CO_AWAIT_UNTIL(f, (int)(ticks - b->until) >= 0);
+ *             led_toggle();
+ *         }
+ *         CO_END(f);
+ *     }
+ *
+ *     co_tiny_init(&b.pt);
+ *     for (;;) blink(&b);          // the body is called directly
+ *
+ * The body returns CO_YIELDED, or CO_DONE once it has finished (calling it
+ * again then returns CO_DONE at once; a debug build traps). It cannot
+ * await an awaiter or a child, has no runner, no cancellation and no
+ * result: CO_AWAIT on a co_tiny does not compile. Debug builds trap on a
+ * re-entry, as for frames.
+ */
+typedef struct co_tiny {
+	uint16_t label;           /* private: resume point, 0 = not started */
+	unsigned char state;      /* private: CO__TINY_* bits */
+	signed char status;       /* public, read-only: the CO_RETURN status */
+} co_tiny;
+
+enum {
+	CO__TINY_DONE = 1u << 0,
+	CO__TINY_RUNNING = 1u << 1,   /* debug builds */
+};
+
+static inline void co_tiny_init(co_tiny *t)
+{
+	CO__CHECK(t != NULL, "co_tiny_init: NULL frame");
+	t->label = 0;
+	t->state = 0;
+	t->status = 0;
+}
+
+/* True once the tiny coroutine has finished. */
+static inline int co_tiny_done(const co_tiny *t)
+{
+	return (t->state & CO__TINY_DONE) != 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Frame functions                                                          */
 /* ------------------------------------------------------------------------ */
@@ -767,8 +820,50 @@ extern "C" {
  * outside a body is a compile error that states the rule. */
 #define CO__IN_BODY co__use_CO_macros_only_between_CO_BEGIN_and_CO_END
 #define CO__MARK(f) \
-	((void)CO__IN_BODY, CO__CHECK((co_frame *)(f) == CO__IN_BODY, \
+	((void)CO__IN_BODY, CO__CHECK((const void *)(f) == CO__IN_BODY, \
 				      "CO_ macro given another frame than CO_BEGIN"))
+
+/* The macros serve co_frame and co_tiny alike: CO__TINY(f) is a constant
+ * (sizes differ), so each body keeps only its own kind's code. */
+#define CO__TINY(f) (sizeof(*(f)) == sizeof(co_tiny))
+
+/* A frame must be one of the two (C11: anything else does not compile). */
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define CO__FRAME_KIND(f) ((void)sizeof(_Generic((f), co_frame *: 1, co_tiny *: 1)))
+#else
+#define CO__FRAME_KIND(f) ((void)0)
+#endif
+
+/* Awaits need a co_frame: on a co_tiny they do not compile. */
+#if defined(__cplusplus)
+#define CO__NOT_TINY(f) ((void)sizeof(char[1 - 2 * CO__TINY(f)]))
+#else
+#define CO__NOT_TINY(f)                                                    \
+	((void)sizeof(struct {                                             \
+		char CO_AWAIT_needs_a_co_frame_not_a_co_tiny[1 - 2 * CO__TINY(f)]; \
+	}))
+#endif
+
+/* Entering a body: debug builds trap on a finished co_tiny and on a
+ * re-entry, and mark the tiny frame running; leaving, the mark goes.
+ * Finishing, a co_tiny's label moves to CO_END's own resume point, which
+ * returns CO_DONE, so a finished one called again costs no test on entry.
+ * No code at all for a co_frame (co_resume does all this). */
+#if CO_DEBUG
+#define CO__TINY_ENTER(f)                                                  \
+	if (CO__TINY(f)) {                                                 \
+		CO__CHECK(!((f)->state & (CO__TINY_DONE | CO__TINY_RUNNING)), \
+			  "co_tiny: resumed after its end, or while it runs"); \
+		(f)->state |= CO__TINY_RUNNING;                            \
+	}
+#define CO__LEAVE(f)                                                       \
+	(CO__TINY(f) ? (void)((f)->state &= (unsigned char)~CO__TINY_RUNNING) : (void)0)
+#else
+#define CO__TINY_ENTER(f)
+#define CO__LEAVE(f) ((void)0)
+#endif
+#define CO__FINISH(f)                                                      \
+	(CO__TINY(f) ? (void)((f)->label = CO__END_LABEL, (f)->state = CO__TINY_DONE) : (void)0)
 
 #if CO_USE_COMPUTED_GOTO
 
@@ -789,11 +884,19 @@ extern "C" {
 #endif
 #define CO__LABEL_ADDR(l) ((uintptr_t)(__extension__ && l))
 
+/* A co_frame keeps a label's address; a co_tiny its 16-bit distance from
+ * co__begin (a body is far smaller than 32 KiB). */
+#define CO__DEST(f)                                                        \
+	(CO__TINY(f) ? (void *)((char *)(__extension__ &&co__begin) + (int16_t)(f)->label) \
+		     : (void *)(uintptr_t)(f)->label)
+
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
-		co_frame *const CO__IN_BODY = (f);                         \
-		if (CO__IN_BODY->label) {                                  \
-			CO__GOTO((void *)CO__IN_BODY->label)               \
+		const void *const CO__IN_BODY = (f);                       \
+		CO__FRAME_KIND(f);                                         \
+		CO__TINY_ENTER(f)                                          \
+		if ((f)->label) {                                          \
+			CO__GOTO(CO__DEST(f))                              \
 		}                                                          \
 		/* an address-taken label, so that a body without any   \
 		 * suspension point still compiles (clang) */            \
@@ -802,8 +905,17 @@ extern "C" {
 		{
 
 /* Store the resume point; a second point on one line is a duplicate label. */
-#define CO__SET(f) ((f)->label = CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)))
+#define CO__SET(f)                                                         \
+	((f)->label = CO__TINY(f) ? (uint16_t)(int16_t)(CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)) - \
+						      CO__LABEL_ADDR(co__begin)) \
+				  : CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)))
 #define CO__HERE CO__CAT(co__L, __LINE__) :
+/* a co_tiny's resume point once finished (see CO__FINISH) */
+#define CO__END_LABEL                                                      \
+	(uint16_t)(int16_t)(CO__LABEL_ADDR(co__end) - CO__LABEL_ADDR(co__begin))
+#define CO__END_HERE                                                       \
+	co__end:                                                           \
+	;
 
 #else /* switch backend */
 
@@ -812,18 +924,31 @@ extern "C" {
  * outer switch misses its case and the default traps loudly. */
 #define CO__LINE_LABEL ((uintptr_t)0x5C000000u + (uintptr_t)__LINE__)
 
+/* A co_tiny keeps the low 16 bits (the line); the switch puts the offset
+ * back (line numbers stay below 65536). */
+#define CO__LABEL_OF(f)                                                    \
+	(CO__TINY(f) ? ((f)->label ? (uintptr_t)0x5C000000u | (f)->label : 0) : (uintptr_t)(f)->label)
+
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
-		co_frame *const CO__IN_BODY = (f);                         \
-		switch (CO__IN_BODY->label) {                              \
+		const void *const CO__IN_BODY = (f);                       \
+		CO__FRAME_KIND(f);                                         \
+		CO__TINY_ENTER(f)                                          \
+		switch (CO__LABEL_OF(f)) {                                 \
 		default:                                                   \
+			if (CO__TINY(f) && ((f)->state & CO__TINY_DONE))   \
+				return CO__RET_DONE;                       \
 			CO_TRAP("resume point not found: a suspension point inside a " \
 				"switch statement (use CO_USE_COMPUTED_GOTO) or a corrupt frame"); \
 			return CO__RET_DONE;                               \
 		case 0:
 
-#define CO__SET(f) ((f)->label = CO__LINE_LABEL)
+#define CO__SET(f) ((f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
 #define CO__HERE case CO__LINE_LABEL:
+/* A finished co_tiny's label matches no case: the default returns CO_DONE
+ * (no case of its own, which would cost frames a larger jump table). */
+#define CO__END_LABEL ((uint16_t)0xFFFFu)
+#define CO__END_HERE
 
 #endif
 
@@ -838,7 +963,11 @@ extern "C" {
  */
 #define CO_END(f)                                                          \
 	(void)CO__IN_BODY;                                                 \
-	CO__CHECK((co_frame *)(f) == CO__IN_BODY, "CO_END given another frame than CO_BEGIN"); \
+	CO__CHECK((const void *)(f) == CO__IN_BODY, "CO_END given another frame than CO_BEGIN"); \
+	goto co__finish; /* where a co_tiny's CO_RETURN comes too */      \
+	co__finish:                                                        \
+	CO__FINISH(f);                                                     \
+	CO__END_HERE                                                       \
 	}                                                                  \
 	return CO__RET_DONE;                                               \
 	}
@@ -854,6 +983,7 @@ extern "C" {
 	do {                                                               \
 		CO__MARK(f);                                               \
 		CO__SET(f);                                                \
+		CO__LEAVE(f);                                              \
 		return CO__RET_YIELD;                                      \
 		CO__HERE;                                                  \
 	} while (0)
@@ -886,6 +1016,8 @@ extern "C" {
 	do {                                                               \
 		CO__MARK(f);                                               \
 		(f)->status = (st);                                    \
+		if (CO__TINY(f))                                           \
+			goto co__finish; /* in CO_END */                   \
 		return CO__RET_DONE;                                       \
 	} while (0)
 
@@ -921,6 +1053,7 @@ extern "C" {
 #define CO_AWAIT(f, x)                                                     \
 	do {                                                               \
 		CO__MARK(f);                                               \
+		CO__NOT_TINY(f);                                           \
 		CO__SET(f);                                                \
 		{                                                          \
 			int co__ret = CO__AWAIT_BEGIN((f), (x));           \
@@ -944,8 +1077,10 @@ extern "C" {
 		CO__SET(f);                                                \
 		CO__FALLTHROUGH;                                           \
 		CO__HERE;                                                  \
-		if (!(cond))                                               \
+		if (!(cond)) {                                             \
+			CO__LEAVE(f);                                      \
 			return CO__RET_YIELD;                              \
+		}                                                          \
 	} while (0)
 
 /*
@@ -955,6 +1090,7 @@ extern "C" {
 #define CO_AWAIT_TASK(f, kid)                                              \
 	do {                                                               \
 		CO__MARK(f);                                               \
+		CO__NOT_TINY(f);                                           \
 		CO__SET(f);                                                \
 		if (co__call_begin((f), (kid)))                            \
 			return CO__RET_CALL;                               \

@@ -114,6 +114,30 @@ static int loop_demo(void)
 	return bad;
 }
 
+/* The tiny profile: a 4-byte co_tiny, the body called directly. */
+struct tiny_gen { co_tiny pt; int i, value; };
+static int tiny_gen_fn(struct tiny_gen *g)
+{
+	co_tiny *f = &g->pt;
+	CO_BEGIN(f);
+	for (g->i = 1; g->i <= 4; g->i++)
+		CO_YIELD_VALUE(f, g->value, g->i);
+	CO_AWAIT_UNTIL(f, g->i > 4);
+	CO_RETURN(f, 3);
+	CO_END(f);
+}
+
+static int tiny_demo(void)
+{
+	struct tiny_gen g;
+	int sum = 0;
+
+	co_tiny_init(&g.pt);
+	while (tiny_gen_fn(&g) == CO_YIELDED)
+		sum += g.value;
+	return sum != 10 || !co_tiny_done(&g.pt) || g.pt.status != 3 || sizeof(co_tiny) != 4;
+}
+
 int co_freestanding_demo(void);
 int co_freestanding_demo(void)
 {
@@ -142,7 +166,7 @@ int co_freestanding_demo(void)
 	bad |= co_loop_spawn(&loop, &p.co) != 0;
 	bad |= co_loop_run(&loop) != 0;
 	bad |= t.sum != 42;
-	return bad | (loop_demo() << 1);
+	return bad | (loop_demo() << 1) | (tiny_demo() << 2);
 }
 
 #if defined(CO_FREESTANDING_START) && defined(__x86_64__) && defined(__linux__)
