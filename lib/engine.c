@@ -617,6 +617,27 @@ static int engine_ring_init(co_engine *e, const co_engine_opts *o)
 	return ret;
 }
 
+/* Which operations the kernel has: one probe when the engine is set up
+ * (no probe, a kernel before 5.6: every operation counts as there). */
+static void engine_probe(co_engine *e)
+{
+	struct io_uring_probe *p = io_uring_get_probe_ring(&e->ring);
+
+	memset(e->ops, 0, sizeof e->ops);
+	for (unsigned op = 0; op < 64 * 4; op++)
+		if (p == NULL || (op <= p->last_op && io_uring_opcode_supported(p, (int)op)))
+			e->ops[op / 64] |= 1ull << (op % 64);
+	if (p)
+		io_uring_free_probe(p);
+}
+
+int co_engine_supports(const co_engine *e, unsigned opcode)
+{
+	if (e == NULL || opcode >= 64 * 4)
+		return 0;
+	return (e->ops[opcode / 64] >> (opcode % 64)) & 1;
+}
+
 static void engine_free(co_engine *e)
 {
 	if (e->wake_fd >= 0)
@@ -680,6 +701,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		ret = -ENOMEM;
 		goto fail;
 	}
+	engine_probe(e);
 	atomic_store_explicit(&e->state, CO_ENGINE_READY, memory_order_release);
 	return 0;
 fail:

@@ -14,6 +14,9 @@ enum {
 	K_NOLIMIT = 1u << 2,  /* co_deadline could not link its timeout: the
 	                         op is cancelled at once, the await ends with
 	                         -EINVAL (never a wait without its limit) */
+	K_UNSUP = 1u << 3,    /* co_sqe: the kernel lacks the operation; a nop
+	                         went in its place, the await ends with
+	                         -EOPNOTSUPP */
 };
 
 enum { TAG_OP = 0, TAG_DEADLINE = 1 };
@@ -53,8 +56,8 @@ static int io_resume(co_awaiter *a, co_frame *f)
 
 	(void)f;
 	io->frame = NULL;
-	if (co__unlikely(io->kind & K_NOLIMIT))
-		return -EINVAL;
+	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP)))
+		return io->kind & K_NOLIMIT ? -EINVAL : -EOPNOTSUPP;
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
 	if ((io->kind & K_DEADLINE) && io->tres == -ETIME &&
@@ -88,9 +91,13 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 
 	if (tag == TAG_DEADLINE) {
 		io->tres = res;
+	} else if (cqe_flags & IORING_CQE_F_NOTIF) {
+		/* a zero-copy send's second CQE: its buffer is free again */
 	} else {
 		io->res = res;
 		io->cqe_flags = cqe_flags;
+		if (cqe_flags & IORING_CQE_F_MORE)
+			io->pending++; /* another CQE follows (a zero-copy send's) */
 	}
 	if (--io->pending == 0 && io->frame)
 		co_wake(io->frame);
@@ -132,6 +139,27 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 	io->kind = (unsigned char)kind;
 	return co_engine_sqe(e, &io->info, TAG_OP);
 }
+
+/* io_begin for an operation the kernel may lack (the engine's probe):
+ * without it, the await ends with -EOPNOTSUPP and nothing is queued. */
+static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcode)
+{
+	co_engine *e = co__tls_engine;
+
+	if (io != NULL && e != NULL && !co_engine_supports(e, opcode)) {
+		io_fail(io, -EOPNOTSUPP);
+		return NULL;
+	}
+	return io_begin(io, kind);
+}
+
+#define IO_PREP_OP(io, kind, opcode, prep_call)                  \
+	do {                                                     \
+		struct io_uring_sqe *sqe = io_begin_op((io), (kind), (opcode)); \
+		if (sqe)                                         \
+			prep_call;                               \
+		return (io) ? &(io)->aw : NULL;                  \
+	} while (0)
 
 #define IO_PREP(io, kind, prep_call)                             \
 	do {                                                     \
@@ -234,6 +262,150 @@ co_awaiter *co_poll(co_io *io, int fd, unsigned events)
 	IO_PREP(io, 0, io_uring_prep_poll_add(sqe, fd, events));
 }
 
+/* ---- sockets, pipes, files, paths ----------------------------------------- */
+
+co_awaiter *co_socket(co_io *io, int domain, int type, int protocol)
+{
+	IO_PREP_OP(io, 0, IORING_OP_SOCKET, io_uring_prep_socket(sqe, domain, type, protocol, 0));
+}
+
+co_awaiter *co_shutdown(co_io *io, int fd, int how)
+{
+	IO_PREP_OP(io, 0, IORING_OP_SHUTDOWN, io_uring_prep_shutdown(sqe, fd, how));
+}
+
+co_awaiter *co_send_zc(co_io *io, int fd, const void *buf, size_t len, int flags)
+{
+	IO_PREP_OP(io, 0, IORING_OP_SEND_ZC,
+		   io_uring_prep_send_zc(sqe, fd, buf, io_len(len), flags, 0));
+}
+
+/* The one-buffer message of co_sendto / co_recvfrom. */
+static void msg_set(co_msg *m, const void *buf, size_t len, const struct sockaddr *addr,
+		    socklen_t addrlen)
+{
+	memset(&m->msg, 0, sizeof m->msg);
+	m->iov.iov_base = (void *)buf;
+	m->iov.iov_len = io_len(len);
+	m->msg.msg_name = (void *)addr;
+	m->msg.msg_namelen = addr ? addrlen : 0;
+	m->msg.msg_iov = &m->iov;
+	m->msg.msg_iovlen = 1;
+}
+
+co_awaiter *co_sendto(co_msg *m, int fd, const void *buf, size_t len, int flags,
+		      const struct sockaddr *to, socklen_t tolen)
+{
+	if (m == NULL)
+		return NULL;
+	msg_set(m, buf, len, to, tolen);
+	IO_PREP(&m->io, 0, io_uring_prep_sendmsg(sqe, fd, &m->msg, (unsigned)flags));
+}
+
+co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int flags,
+			struct sockaddr *from, socklen_t fromlen)
+{
+	if (m == NULL)
+		return NULL;
+	msg_set(m, buf, len, from, fromlen);
+	IO_PREP(&m->io, 0, io_uring_prep_recvmsg(sqe, fd, &m->msg, (unsigned)flags));
+}
+
+co_awaiter *co_splice(co_io *io, int fd_in, int64_t off_in, int fd_out, int64_t off_out,
+		      unsigned len, unsigned flags)
+{
+	IO_PREP_OP(io, 0, IORING_OP_SPLICE,
+		   io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, len, flags));
+}
+
+co_awaiter *co_tee(co_io *io, int fd_in, int fd_out, unsigned len, unsigned flags)
+{
+	IO_PREP_OP(io, 0, IORING_OP_TEE, io_uring_prep_tee(sqe, fd_in, fd_out, len, flags));
+}
+
+co_awaiter *co_fallocate(co_io *io, int fd, int mode, uint64_t off, uint64_t len)
+{
+	if (off > INT64_MAX || len > INT64_MAX)
+		return io_fail(io, -EINVAL);
+	IO_PREP_OP(io, 0, IORING_OP_FALLOCATE,
+		   io_uring_prep_fallocate(sqe, fd, mode, (off_t)off, (off_t)len));
+}
+
+co_awaiter *co_fadvise(co_io *io, int fd, uint64_t off, uint32_t len, int advice)
+{
+	IO_PREP_OP(io, 0, IORING_OP_FADVISE, io_uring_prep_fadvise(sqe, fd, off, len, advice));
+}
+
+co_awaiter *co_madvise(co_io *io, void *addr, uint32_t len, int advice)
+{
+	IO_PREP_OP(io, 0, IORING_OP_MADVISE, io_uring_prep_madvise(sqe, addr, len, advice));
+}
+
+co_awaiter *co_unlinkat(co_io *io, int dfd, const char *path, int flags)
+{
+	if (path == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, IORING_OP_UNLINKAT, io_uring_prep_unlinkat(sqe, dfd, path, flags));
+}
+
+co_awaiter *co_renameat(co_io *io, int olddfd, const char *oldpath, int newdfd,
+			const char *newpath, unsigned flags)
+{
+	if (oldpath == NULL || newpath == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, IORING_OP_RENAMEAT,
+		   io_uring_prep_renameat(sqe, olddfd, oldpath, newdfd, newpath, flags));
+}
+
+co_awaiter *co_mkdirat(co_io *io, int dfd, const char *path, mode_t mode)
+{
+	if (path == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, IORING_OP_MKDIRAT, io_uring_prep_mkdirat(sqe, dfd, path, mode));
+}
+
+co_awaiter *co_linkat(co_io *io, int olddfd, const char *oldpath, int newdfd,
+		      const char *newpath, int flags)
+{
+	if (oldpath == NULL || newpath == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, IORING_OP_LINKAT,
+		   io_uring_prep_linkat(sqe, olddfd, oldpath, newdfd, newpath, flags));
+}
+
+co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *linkpath)
+{
+	if (target == NULL || linkpath == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, IORING_OP_SYMLINKAT,
+		   io_uring_prep_symlinkat(sqe, target, newdfd, linkpath));
+}
+
+/* ---- any SQE ---------------------------------------------------------------- */
+
+co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg), void *arg)
+{
+	struct io_uring_sqe *sqe;
+	uint64_t data;
+
+	if (prep == NULL)
+		return io_fail(io, -EINVAL);
+	sqe = io_begin(io, 0);
+	if (sqe == NULL)
+		return io ? &io->aw : NULL;
+	data = sqe->user_data;
+	prep(sqe, arg);
+	/* the completion is ours, and so is the link chain a deadline adds */
+	sqe->user_data = data;
+	sqe->flags &= (uint8_t) ~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
+	if (!co_engine_supports(co__tls_engine, sqe->opcode)) {
+		io_uring_prep_nop(sqe); /* the SQE is taken: a nop completes it */
+		sqe->user_data = data;
+		io->kind |= K_UNSUP;
+	}
+	return &io->aw;
+}
+
 static void ns_to_ts(struct __kernel_timespec *ts, uint64_t ns)
 {
 	ts->tv_sec = (long long)(ns / CO_S);
@@ -257,6 +429,48 @@ co_awaiter *co_sleep(co_io *io, uint64_t ns)
 co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns)
 {
 	IO_PREP(io, K_SLEEP, prep_timeout(sqe, monotonic_ns, IORING_TIMEOUT_ABS));
+}
+
+co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns)
+{
+	unsigned flags = IORING_TIMEOUT_ABS;
+
+	if (clock == CLOCK_REALTIME)
+		flags |= IORING_TIMEOUT_REALTIME;
+	else if (clock == CLOCK_BOOTTIME)
+		flags |= IORING_TIMEOUT_BOOTTIME;
+	else if (clock != CLOCK_MONOTONIC)
+		return io_fail(io, -EINVAL);
+	IO_PREP(io, K_SLEEP, prep_timeout(sqe, ns, flags));
+}
+
+void co_period_init(co_period *p, uint64_t period_ns)
+{
+	if (p == NULL)
+		return;
+	p->period = period_ns;
+	p->next = co_now_ns() + period_ns;
+	p->missed = 0;
+}
+
+co_awaiter *co_period_wait(co_period *p)
+{
+	uint64_t now;
+
+	if (p == NULL)
+		return NULL;
+	if (p->period == 0)
+		return io_fail(&p->io, -EINVAL);
+	/* ticks already gone by are skipped, and counted */
+	now = co_now_ns();
+	if (now >= p->next + p->period) {
+		uint64_t late = (now - p->next) / p->period;
+		p->missed += late;
+		p->next += late * p->period;
+	}
+	co_sleep_until(&p->io, p->next);
+	p->next += p->period;
+	return &p->io.aw;
 }
 
 co_awaiter *co_cancel_io(co_io *io, co_io *target)

@@ -177,6 +177,7 @@ struct co_engine {
 	unsigned batch;                 /* read-only */
 	unsigned inflight;              /* read-only: SQEs whose CQE is due */
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
+	uint64_t ops[4];                /* private: the opcodes the kernel has (probe) */
 	unsigned stuck;                 /* read-only: frames the last run found
 	                                   waiting on nothing that can wake them
 	                                   (it returned -EDEADLK) */
@@ -350,6 +351,13 @@ CO_API int co_engine_post(co_engine *e, co_post *p);
  * nothing. A frame with a cancel request does not move to another engine
  * (co_transfer_to ends with -ECANCELED; stealing leaves it where it is).
  */
+
+/* 1 if the running kernel has io_uring operation `opcode` (an
+ * IORING_OP_* value), from a probe made once when the engine was set up;
+ * 0 if not (a kernel too old for the probe counts as having every
+ * operation the library knows). The preps of io.h check it: a missing
+ * operation ends the await with -EOPNOTSUPP, before anything is queued. */
+CO_API int co_engine_supports(const co_engine *e, unsigned opcode);
 
 /*
  * An SQE on e's ring, tagged with info (user_data = info | tag, tag <=

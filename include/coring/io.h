@@ -78,10 +78,81 @@ CO_API co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, uns
 		     struct statx *out);
 /* Readiness: the value is the ready events (POLLIN ...). */
 CO_API co_awaiter *co_poll(co_io *io, int fd, unsigned events);
+
+/* Sockets, pipes, files and paths. Each needs a kernel with the operation
+ * (the engine's probe; see co_engine_supports): without it the await ends
+ * with -EOPNOTSUPP. co_socket returns the new descriptor (close-on-exec
+ * when type has SOCK_CLOEXEC). co_send_zc sends without copying: the
+ * await ends once the kernel no longer needs buf (its second CQE), so buf
+ * may be reused after it. */
+CO_API co_awaiter *co_socket(co_io *io, int domain, int type, int protocol);
+CO_API co_awaiter *co_shutdown(co_io *io, int fd, int how);
+CO_API co_awaiter *co_send_zc(co_io *io, int fd, const void *buf, size_t len, int flags);
+CO_API co_awaiter *co_splice(co_io *io, int fd_in, int64_t off_in, int fd_out, int64_t off_out,
+			     unsigned len, unsigned flags);
+CO_API co_awaiter *co_tee(co_io *io, int fd_in, int fd_out, unsigned len, unsigned flags);
+CO_API co_awaiter *co_fallocate(co_io *io, int fd, int mode, uint64_t off, uint64_t len);
+CO_API co_awaiter *co_fadvise(co_io *io, int fd, uint64_t off, uint32_t len, int advice);
+CO_API co_awaiter *co_madvise(co_io *io, void *addr, uint32_t len, int advice);
+CO_API co_awaiter *co_unlinkat(co_io *io, int dfd, const char *path, int flags);
+CO_API co_awaiter *co_renameat(co_io *io, int olddfd, const char *oldpath, int newdfd,
+			       const char *newpath, unsigned flags);
+CO_API co_awaiter *co_mkdirat(co_io *io, int dfd, const char *path, mode_t mode);
+CO_API co_awaiter *co_linkat(co_io *io, int olddfd, const char *oldpath, int newdfd,
+			     const char *newpath, int flags);
+CO_API co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *linkpath);
+
+/* UDP: sendto / recvfrom over a message the co_msg keeps for the await.
+ * After co_recvfrom, m->msg.msg_namelen is the sender's address length. */
+typedef struct co_msg {
+	co_io io;                     /* private */
+	struct msghdr msg;            /* read-only after the await */
+	struct iovec iov;             /* private */
+} co_msg;
+
+CO_API co_awaiter *co_sendto(co_msg *m, int fd, const void *buf, size_t len, int flags,
+			     const struct sockaddr *to, socklen_t tolen);
+CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int flags,
+			       struct sockaddr *from, socklen_t fromlen);
+
+/* Any operation the library has no helper for: prep fills the SQE (any
+ * io_uring_prep_* call, or fields by hand) and must leave user_data alone;
+ * link flags are cleared (co_deadline links its own timeout). Deadlines,
+ * co_timeout and cancellation apply as to any I/O. The await's value is
+ * the CQE's res, or -EOPNOTSUPP when the kernel lacks the opcode (a nop
+ * takes its place). For single-shot operations: one whose CQEs carry
+ * IORING_CQE_F_MORE ends at its last CQE.
+ *
+ *     static void prep_nop(struct io_uring_sqe *sqe, void *arg) { io_uring_prep_nop(sqe); }
+ *     CO_AWAIT(f, co_sqe(&s->io, prep_nop, NULL));
+ */
+CO_API co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg), void *arg);
 /* Sleep ns (relative), or until ns on CLOCK_MONOTONIC (absolute): 0 when
  * the time came, -ECANCELED when cancelled. */
 CO_API co_awaiter *co_sleep(co_io *io, uint64_t ns);
 CO_API co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
+/* Sleep until ns on CLOCK_MONOTONIC, CLOCK_REALTIME (follows changes of
+ * the wall clock) or CLOCK_BOOTTIME (counts suspend); another clock:
+ * -EINVAL. */
+CO_API co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns);
+
+/* A periodic timer without drift: each co_period_wait sleeps until the
+ * next multiple of the period after co_period_init. A wait that starts
+ * after one or more ticks have gone by skips them and adds them to
+ * missed. Value 0, or -ECANCELED / -ETIME as for any sleep.
+ *
+ *     co_period_init(&s->tick, 10 * CO_MS);
+ *     for (;;) { CO_AWAIT(f, co_period_wait(&s->tick)); sample(); }
+ */
+typedef struct co_period {
+	co_io io;                     /* private */
+	uint64_t next;                /* private: CLOCK_MONOTONIC ns */
+	uint64_t period;              /* private */
+	uint64_t missed;              /* read-only: ticks skipped */
+} co_period;
+
+CO_API void co_period_init(co_period *p, uint64_t period_ns);
+CO_API co_awaiter *co_period_wait(co_period *p);
 /* Ask the kernel to cancel target's pending operation: 0 if it was
  * cancelled, -ENOENT if none was found, -EALREADY if it already runs. */
 CO_API co_awaiter *co_cancel_io(co_io *io, co_io *target);

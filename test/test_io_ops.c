@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The operations beyond read/write/send/recv: paths, file space, pipes
+ * (splice, tee), sockets (socket, shutdown, zero-copy send), UDP
+ * (sendto/recvfrom), any SQE (co_sqe), clocks and the periodic timer, and
+ * what an operation the kernel lacks answers (-EOPNOTSUPP).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+
+#include <coring/io.h>
+#include <coring/timeout.h>
+#include "helpers.h"
+
+struct ops {
+	co_frame co;
+	co_io io;
+	co_msg msg;
+	co_period tick, zero;
+	co_limit lim;
+	char dir[64], a[96], b[96], c[96];
+	char buf[256];
+	int fd, p[2], q[2], s[2];
+	int r[16];
+	uint64_t t[8];
+	struct sockaddr_in from;
+	void *map;
+};
+
+static uint64_t clock_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- paths -------------------------------------------------------------- */
+
+static int paths_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mkdirat(&o->io, AT_FDCWD, o->dir, 0700));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_mkdirat(&o->io, AT_FDCWD, o->dir, 0700)); /* again */
+	o->r[1] = co_result(f);
+	o->fd = open(o->a, O_CREAT | O_WRONLY, 0600);
+	close(o->fd);
+	CO_AWAIT(f, co_linkat(&o->io, AT_FDCWD, o->a, AT_FDCWD, o->b, 0));
+	o->r[2] = co_result(f);
+	CO_AWAIT(f, co_symlinkat(&o->io, o->a, AT_FDCWD, o->c));
+	o->r[3] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&o->io, AT_FDCWD, o->b, 0));
+	o->r[4] = co_result(f);
+	CO_AWAIT(f, co_renameat(&o->io, AT_FDCWD, o->a, AT_FDCWD, o->b, 0));
+	o->r[5] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&o->io, AT_FDCWD, o->a, 0)); /* renamed away */
+	o->r[6] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&o->io, AT_FDCWD, o->b, 0));
+	o->r[7] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&o->io, AT_FDCWD, o->c, 0));
+	o->r[8] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&o->io, AT_FDCWD, o->dir, AT_REMOVEDIR));
+	o->r[9] = co_result(f);
+	CO_AWAIT(f, co_mkdirat(&o->io, AT_FDCWD, NULL, 0700));
+	o->r[10] = co_result(f);
+	CO_AWAIT(f, co_renameat(&o->io, AT_FDCWD, o->a, AT_FDCWD, NULL, 0));
+	o->r[11] = co_result(f);
+	CO_END(f);
+}
+
+static void test_path_ops(void **state)
+{
+	struct ops o;
+	struct stat st;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	snprintf(o.dir, sizeof o.dir, "/tmp/coring-ops-%d", (int)getpid());
+	snprintf(o.a, sizeof o.a, "%s/a", o.dir);
+	snprintf(o.b, sizeof o.b, "%s/b", o.dir);
+	snprintf(o.c, sizeof o.c, "%s/c", o.dir);
+	co_init(&o.co, paths_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 0);
+	assert_int_equal(o.r[1], -EEXIST);
+	assert_int_equal(o.r[2], 0);
+	assert_int_equal(o.r[3], 0);
+	assert_int_equal(o.r[4], 0);
+	assert_int_equal(o.r[5], 0);
+	assert_int_equal(o.r[6], -ENOENT);
+	assert_int_equal(o.r[7], 0);
+	assert_int_equal(o.r[8], 0);
+	assert_int_equal(o.r[9], 0);
+	assert_int_equal(o.r[10], -EFAULT);
+	assert_int_equal(o.r[11], -EFAULT);
+	assert_int_equal(stat(o.dir, &st), -1); /* all gone again */
+}
+
+/* ---- file space, pipes -------------------------------------------------- */
+
+static int space_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_fallocate(&o->io, o->fd, 0, 0, 8192));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_fadvise(&o->io, o->fd, 0, 8192, POSIX_FADV_SEQUENTIAL));
+	o->r[1] = co_result(f);
+	CO_AWAIT(f, co_madvise(&o->io, o->map, 4096, MADV_WILLNEED));
+	o->r[2] = co_result(f);
+	CO_AWAIT(f, co_fallocate(&o->io, o->fd, 0, (uint64_t)1 << 63, 1));
+	o->r[3] = co_result(f);
+	/* file -> pipe -> (tee: a copy into a second pipe) -> file */
+	CO_AWAIT(f, co_write(&o->io, o->fd, "spliced!", 8, 0));
+	o->r[4] = co_result(f);
+	CO_AWAIT(f, co_splice(&o->io, o->fd, 0, o->p[1], -1, 8, 0));
+	o->r[5] = co_result(f);
+	CO_AWAIT(f, co_tee(&o->io, o->p[0], o->q[1], 8, 0));
+	o->r[6] = co_result(f);
+	CO_AWAIT(f, co_splice(&o->io, o->p[0], -1, o->fd, 100, 8, 0));
+	o->r[7] = co_result(f);
+	CO_AWAIT(f, co_read(&o->io, o->q[0], o->buf, sizeof o->buf, (uint64_t)-1));
+	o->r[8] = co_result(f);
+	CO_END(f);
+}
+
+static void test_file_space_and_pipe_ops(void **state)
+{
+	struct ops o;
+	struct stat st;
+	char back[8];
+	(void)state;
+	memset(&o, 0, sizeof o);
+	snprintf(o.a, sizeof o.a, "/tmp/coring-space-%d", (int)getpid());
+	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_true(o.fd >= 0);
+	assert_int_equal(pipe(o.p), 0);
+	assert_int_equal(pipe(o.q), 0);
+	o.map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(o.map != MAP_FAILED);
+	co_init(&o.co, space_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 0);
+	assert_int_equal(fstat(o.fd, &st), 0);
+	assert_true(st.st_size >= 8192);
+	assert_int_equal(o.r[1], 0);
+	assert_int_equal(o.r[2], 0);
+	assert_int_equal(o.r[3], -EINVAL); /* beyond off_t: refused before the kernel */
+	assert_int_equal(o.r[4], 8);
+	assert_int_equal(o.r[5], 8);
+	assert_int_equal(o.r[6], 8);
+	assert_int_equal(o.r[7], 8);
+	assert_int_equal(o.r[8], 8);
+	assert_memory_equal(o.buf, "spliced!", 8);
+	assert_int_equal(pread(o.fd, back, 8, 100), 8);
+	assert_memory_equal(back, "spliced!", 8);
+	munmap(o.map, 4096);
+	close(o.p[0]);
+	close(o.p[1]);
+	close(o.q[0]);
+	close(o.q[1]);
+	close(o.fd);
+	unlink(o.a);
+}
+
+/* ---- sockets ------------------------------------------------------------- */
+
+static int sock_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_socket(&o->io, AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	o->fd = co_result(f);
+	CO_AWAIT(f, co_socket(&o->io, 12345, SOCK_STREAM, 0)); /* no such family */
+	o->r[0] = co_result(f);
+	/* zero-copy: the await ends once buf is free again */
+	memset(o->buf, 'z', sizeof o->buf);
+	CO_AWAIT(f, co_send_zc(&o->io, o->s[0], o->buf, sizeof o->buf, MSG_NOSIGNAL));
+	o->r[1] = co_result(f);
+	memset(o->buf, 0, sizeof o->buf);
+	CO_AWAIT(f, co_recv(&o->io, o->s[1], o->buf, sizeof o->buf, MSG_WAITALL));
+	o->r[2] = co_result(f);
+	CO_AWAIT(f, co_shutdown(&o->io, o->s[0], SHUT_WR));
+	o->r[3] = co_result(f);
+	CO_AWAIT(f, co_recv(&o->io, o->s[1], o->buf, sizeof o->buf, 0)); /* EOF */
+	o->r[4] = co_result(f);
+	CO_AWAIT(f, co_shutdown(&o->io, o->p[0], SHUT_RDWR)); /* not a socket */
+	o->r[5] = co_result(f);
+	CO_END(f);
+}
+
+static void test_socket_ops(void **state)
+{
+	struct ops o;
+	uint16_t port;
+	int lfd;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	(void)state;
+	memset(&o, 0, sizeof o);
+	lfd = co_test_listen(&port);
+	assert_true(lfd >= 0);
+	sa.sin_port = htons(port);
+	o.s[0] = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(o.s[0], (struct sockaddr *)&sa, sizeof sa), 0);
+	o.s[1] = accept(lfd, NULL, NULL);
+	assert_true(o.s[1] >= 0);
+	assert_int_equal(pipe(o.p), 0);
+	co_init(&o.co, sock_fn);
+	co_test_run1(&o.co);
+	assert_true(o.fd >= 0);
+	assert_true(fcntl(o.fd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(o.r[0], -EAFNOSUPPORT);
+	assert_int_equal(o.r[1], (int)sizeof o.buf);
+	assert_int_equal(o.r[2], (int)sizeof o.buf);
+	for (size_t i = 0; i < sizeof o.buf; i++)
+		assert_int_equal(o.buf[i], 'z');
+	assert_int_equal(o.r[3], 0);
+	assert_int_equal(o.r[4], 0);
+	assert_int_equal(o.r[5], -ENOTSOCK);
+	close(o.fd);
+	close(o.s[0]);
+	close(o.s[1]);
+	close(o.p[0]);
+	close(o.p[1]);
+	close(lfd);
+}
+
+static int udp_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sendto(&o->msg, o->s[0], "datagram", 8, 0, (struct sockaddr *)&o->from,
+			      sizeof o->from));
+	o->r[0] = co_result(f);
+	memset(&o->from, 0, sizeof o->from);
+	CO_AWAIT(f, co_recvfrom(&o->msg, o->s[1], o->buf, sizeof o->buf, 0,
+				(struct sockaddr *)&o->from, sizeof o->from));
+	o->r[1] = co_result(f);
+	o->r[2] = (int)o->msg.msg.msg_namelen;
+	CO_END(f);
+}
+
+static void test_udp_sendto_recvfrom(void **state)
+{
+	struct ops o;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in b = a;
+	socklen_t len = sizeof a;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	o.s[0] = socket(AF_INET, SOCK_DGRAM, 0);
+	o.s[1] = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_int_equal(bind(o.s[0], (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(bind(o.s[1], (struct sockaddr *)&b, sizeof b), 0);
+	assert_int_equal(getsockname(o.s[0], (struct sockaddr *)&a, &len), 0);
+	assert_int_equal(getsockname(o.s[1], (struct sockaddr *)&b, &len), 0);
+	o.from = b; /* where to send */
+	co_init(&o.co, udp_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 8);
+	assert_int_equal(o.r[1], 8);
+	assert_memory_equal(o.buf, "datagram", 8);
+	assert_int_equal(o.r[2], (int)sizeof(struct sockaddr_in));
+	assert_int_equal(o.from.sin_port, a.sin_port); /* the sender's address */
+	assert_null(co_sendto(NULL, 0, "x", 1, 0, NULL, 0));
+	assert_null(co_recvfrom(NULL, 0, o.buf, 1, 0, NULL, 0));
+	close(o.s[0]);
+	close(o.s[1]);
+}
+
+/* ---- any SQE ------------------------------------------------------------- */
+
+static void prep_nop(struct io_uring_sqe *sqe, void *arg)
+{
+	(void)arg;
+	io_uring_prep_nop(sqe);
+	sqe->user_data = 0xdead; /* a careless prep: the library restores its own */
+	sqe->flags |= IOSQE_IO_LINK;
+}
+
+static void prep_read(struct io_uring_sqe *sqe, void *arg)
+{
+	struct ops *o = arg;
+	io_uring_prep_read(sqe, o->p[0], o->buf, sizeof o->buf, (uint64_t)-1);
+}
+
+static void prep_poll_in(struct io_uring_sqe *sqe, void *arg)
+{
+	struct ops *o = arg;
+	io_uring_prep_poll_add(sqe, o->q[0], POLLIN);
+}
+
+static int sqe_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sqe(&o->io, prep_nop, NULL));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_sqe(&o->io, prep_read, o));
+	o->r[1] = co_result(f);
+	/* deadlines and time limits apply: a poll that never fires */
+	CO_AWAIT(f, co_deadline(co_sqe(&o->io, prep_poll_in, o), 2 * CO_MS));
+	o->r[2] = co_result(f);
+	CO_AWAIT(f, co_timeout(&o->lim, co_sqe(&o->io, prep_poll_in, o), 2 * CO_MS));
+	o->r[3] = co_result(f);
+	CO_AWAIT(f, co_sqe(&o->io, NULL, NULL));
+	o->r[4] = co_result(f);
+	CO_END(f);
+}
+
+static void test_any_sqe(void **state)
+{
+	struct ops o;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	assert_int_equal(pipe(o.p), 0);
+	assert_int_equal(pipe(o.q), 0);
+	assert_int_equal(write(o.p[1], "raw", 3), 3);
+	co_init(&o.co, sqe_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 0);
+	assert_int_equal(o.r[1], 3);
+	assert_memory_equal(o.buf, "raw", 3);
+	assert_int_equal(o.r[2], -ETIME);
+	assert_int_equal(o.r[3], -ETIME);
+	assert_int_equal(o.r[4], -EINVAL);
+	assert_null(co_sqe(NULL, prep_nop, NULL));
+	close(o.p[0]);
+	close(o.p[1]);
+	close(o.q[0]);
+	close(o.q[1]);
+}
+
+/* An operation the kernel lacks: the engine's probe says so, and both a
+ * helper and co_sqe end with -EOPNOTSUPP, queueing nothing. Simulated by
+ * clearing the opcodes in the probe's result. */
+static int unsupported_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_socket(&o->io, AF_INET, SOCK_STREAM, 0));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_sqe(&o->io, prep_nop, NULL));
+	o->r[1] = co_result(f);
+	CO_AWAIT(f, co_deadline(co_mkdirat(&o->io, AT_FDCWD, "/tmp/never", 0700), CO_MS));
+	o->r[2] = co_result(f);
+	CO_END(f);
+}
+
+static void test_operation_the_kernel_lacks(void **state)
+{
+	co_engine e;
+	struct ops o;
+	struct stat st;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_true(co_engine_supports(&e, IORING_OP_NOP));
+	assert_true(co_engine_supports(&e, IORING_OP_SOCKET)); /* kernel >= 5.19 */
+	assert_false(co_engine_supports(&e, 255));
+	assert_false(co_engine_supports(NULL, IORING_OP_NOP));
+	e.ops[IORING_OP_SOCKET / 64] &= ~(1ull << (IORING_OP_SOCKET % 64));
+	e.ops[IORING_OP_NOP / 64] &= ~(1ull << (IORING_OP_NOP % 64));
+	e.ops[IORING_OP_MKDIRAT / 64] &= ~(1ull << (IORING_OP_MKDIRAT % 64));
+	co_init(&o.co, unsupported_fn);
+	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(o.r[0], -EOPNOTSUPP);
+	assert_int_equal(o.r[1], -EOPNOTSUPP);
+	assert_int_equal(o.r[2], -EOPNOTSUPP);
+	assert_int_equal(stat("/tmp/never", &st), -1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- clocks and the periodic timer ----------------------------------------- */
+
+static int clocks_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	o->t[0] = clock_ns(CLOCK_REALTIME) + 3 * CO_MS;
+	CO_AWAIT(f, co_sleep_until_clock(&o->io, CLOCK_REALTIME, o->t[0]));
+	o->r[0] = co_result(f);
+	o->t[1] = clock_ns(CLOCK_REALTIME);
+	o->t[2] = clock_ns(CLOCK_BOOTTIME) + 3 * CO_MS;
+	CO_AWAIT(f, co_sleep_until_clock(&o->io, CLOCK_BOOTTIME, o->t[2]));
+	o->r[1] = co_result(f);
+	o->t[3] = clock_ns(CLOCK_BOOTTIME);
+	CO_AWAIT(f, co_sleep_until_clock(&o->io, CLOCK_PROCESS_CPUTIME_ID, 0));
+	o->r[2] = co_result(f);
+	/* four ticks of 2 ms, each no earlier than its multiple of the period */
+	co_period_init(&o->tick, 2 * CO_MS);
+	o->t[4] = o->tick.next - 2 * CO_MS; /* the start */
+	for (o->r[3] = 0; o->r[3] < 4; o->r[3]++) {
+		CO_AWAIT(f, co_period_wait(&o->tick));
+		o->r[4] |= co_result(f);
+		if (co_now_ns() < o->t[4] + (uint64_t)(o->r[3] + 1) * 2 * CO_MS)
+			o->r[5]++; /* early: must never happen */
+	}
+	/* hold the engine for three periods: the next wait skips them */
+	o->t[5] = co_now_ns();
+	while (co_now_ns() < o->t[5] + 7 * CO_MS)
+		;
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[6] = co_result(f);
+	co_period_init(&o->zero, 0);
+	CO_AWAIT(f, co_period_wait(&o->zero));
+	o->r[7] = co_result(f);
+	CO_END(f);
+}
+
+static void test_clocks_and_period(void **state)
+{
+	struct ops o;
+	co_period bad;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, clocks_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 0);
+	assert_true(o.t[1] >= o.t[0]);
+	assert_int_equal(o.r[1], 0);
+	assert_true(o.t[3] >= o.t[2]);
+	assert_int_equal(o.r[2], -EINVAL);
+	assert_int_equal(o.r[4], 0);
+	assert_int_equal(o.r[5], 0);
+	assert_int_equal(o.r[6], 0);
+	assert_true(o.tick.missed >= 2);
+	assert_int_equal(o.r[7], -EINVAL); /* a zero period */
+	assert_null(co_period_wait(NULL));
+	co_period_init(NULL, 1); /* ignored */
+	co_period_init(&bad, 0);
+	assert_int_equal(bad.period, 0);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_path_ops),
+	cmocka_unit_test(test_file_space_and_pipe_ops),
+	cmocka_unit_test(test_socket_ops),
+	cmocka_unit_test(test_udp_sendto_recvfrom),
+	cmocka_unit_test(test_any_sqe),
+	cmocka_unit_test(test_operation_the_kernel_lacks),
+	cmocka_unit_test(test_clocks_and_period),
+};
+
+CO_TEST_MAIN(tests, 1)
