@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/signalfd.h>
 
 #include <coring/io.h>
 #include "internal.h"
@@ -17,6 +19,7 @@ enum {
 	K_UNSUP = 1u << 3,    /* co_sqe: the kernel lacks the operation; a nop
 	                         went in its place, the await ends with
 	                         -EOPNOTSUPP */
+	K_SIGNAL = 1u << 4,   /* co_signals_wait: the value is the signal */
 };
 
 enum { TAG_OP = 0, TAG_DEADLINE = 1 };
@@ -60,6 +63,10 @@ static int io_resume(co_awaiter *a, co_frame *f)
 		return io->kind & K_NOLIMIT ? -EINVAL : -EOPNOTSUPP;
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
+	if ((io->kind & K_SIGNAL) && io->res >= 0) {
+		co_signals *s = co__container_of(io, co_signals, io);
+		return io->res == (int)sizeof s->info ? (int)s->info.ssi_signo : -EIO;
+	}
 	if ((io->kind & K_DEADLINE) && io->tres == -ETIME &&
 	    (io->res == -ECANCELED || io->res == -EINTR))
 		return -ETIME;
@@ -379,6 +386,43 @@ co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *
 		return io_fail(io, -EFAULT);
 	IO_PREP_OP(io, 0, IORING_OP_SYMLINKAT,
 		   io_uring_prep_symlinkat(sqe, target, newdfd, linkpath));
+}
+
+/* ---- signals ---------------------------------------------------------------- */
+
+int co_signals_open(co_signals *s, const sigset_t *set)
+{
+	int err;
+
+	if (s == NULL || set == NULL)
+		return -EINVAL;
+	s->fd = -1;
+	err = pthread_sigmask(SIG_BLOCK, set, NULL);
+	if (err)
+		return -err;
+	s->fd = signalfd(-1, set, SFD_CLOEXEC);
+	return s->fd < 0 ? -errno : 0;
+}
+
+co_awaiter *co_signals_wait(co_signals *s)
+{
+	if (s == NULL)
+		return NULL;
+	if (s->fd < 0)
+		return io_fail(&s->io, -EBADF);
+	IO_PREP(&s->io, K_SIGNAL,
+		io_uring_prep_read(sqe, s->fd, &s->info, sizeof s->info, (uint64_t)-1));
+}
+
+int co_signals_close(co_signals *s)
+{
+	int fd;
+
+	if (s == NULL || s->fd < 0)
+		return -EINVAL;
+	fd = s->fd;
+	s->fd = -1;
+	return close(fd) ? -errno : 0;
 }
 
 /* ---- any SQE ---------------------------------------------------------------- */

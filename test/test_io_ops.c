@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -449,6 +451,57 @@ static void test_clocks_and_period(void **state)
 	assert_int_equal(bad.period, 0);
 }
 
+/* ---- signals ------------------------------------------------------------ */
+
+struct sigs {
+	co_frame co;
+	co_signals s;
+	int r[4];
+	int value;
+};
+
+static int sigs_fn(co_frame *f)
+{
+	struct sigs *g = (struct sigs *)f;
+	CO_BEGIN(f);
+	/* nothing pending: a deadline ends the wait */
+	CO_AWAIT(f, co_deadline(co_signals_wait(&g->s), 2 * CO_MS));
+	g->r[0] = co_result(f);
+	sigqueue(getpid(), SIGUSR2, (union sigval){ .sival_int = 42 });
+	CO_AWAIT(f, co_signals_wait(&g->s));
+	g->r[1] = co_result(f);
+	g->value = g->s.info.ssi_int;
+	kill(getpid(), SIGURG);
+	CO_AWAIT(f, co_signals_wait(&g->s));
+	g->r[2] = co_result(f);
+	CO_END(f);
+}
+
+static void test_signals(void **state)
+{
+	struct sigs g;
+	sigset_t set, old;
+	(void)state;
+	memset(&g, 0, sizeof g);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGURG);
+	pthread_sigmask(SIG_SETMASK, NULL, &old);
+	assert_int_equal(co_signals_open(&g.s, &set), 0);
+	co_init(&g.co, sigs_fn);
+	co_test_run1(&g.co);
+	assert_int_equal(g.r[0], -ETIME);
+	assert_int_equal(g.r[1], SIGUSR2);
+	assert_int_equal(g.value, 42);
+	assert_int_equal(g.r[2], SIGURG);
+	assert_int_equal(co_signals_close(&g.s), 0);
+	assert_int_equal(co_signals_close(&g.s), -EINVAL); /* twice */
+	assert_int_equal(co_signals_open(NULL, &set), -EINVAL);
+	assert_int_equal(co_signals_open(&g.s, NULL), -EINVAL);
+	assert_null(co_signals_wait(NULL));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_path_ops),
 	cmocka_unit_test(test_file_space_and_pipe_ops),
@@ -457,6 +510,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
+	cmocka_unit_test(test_signals),
 };
 
 CO_TEST_MAIN(tests, 1)

@@ -18,6 +18,7 @@
  *   when.h       when_all / when_any over child coroutines
  *   graph.h      a task graph run on a scheduler
  *   timeout.h    one time limit for any await: co_timeout
+ *   pool.h       blocking work on worker threads; co_getaddrinfo
  * Firmware code includes co.h and loop.h alone.
  */
 #ifndef CORING_CORING_H
@@ -36,5 +37,6 @@
 #include <coring/when.h>
 #include <coring/graph.h>
 #include <coring/timeout.h>
+#include <coring/pool.h>
 
 #endif /* CORING_CORING_H */

@@ -27,6 +27,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -114,6 +116,29 @@ CO_API co_awaiter *co_sendto(co_msg *m, int fd, const void *buf, size_t len, int
 			     const struct sockaddr *to, socklen_t tolen);
 CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int flags,
 			       struct sockaddr *from, socklen_t fromlen);
+
+/*
+ * Signals as an await: co_signals_open blocks the signals of set in the
+ * calling thread (block them before starting other threads, which inherit
+ * the mask, or in each) and opens a signalfd for them; each
+ * co_signals_wait ends with the number of the next one that arrives (its
+ * details in s->info), or a negative errno. Deadlines, co_timeout and
+ * cancellation apply. co_signals_close closes the descriptor; the signals
+ * stay blocked.
+ *
+ *     sigemptyset(&set); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
+ *     co_signals_open(&sigs, &set);                    // before the threads
+ *     CO_AWAIT(f, co_signals_wait(&sigs));             // SIGTERM or SIGINT
+ */
+typedef struct co_signals {
+	co_io io;                       /* private */
+	int fd;                         /* read-only: the signalfd, -1 if closed */
+	struct signalfd_siginfo info;   /* read-only: the last signal's details */
+} co_signals;
+
+CO_API int co_signals_open(co_signals *s, const sigset_t *set);
+CO_API co_awaiter *co_signals_wait(co_signals *s);
+CO_API int co_signals_close(co_signals *s);
 
 /* Any operation the library has no helper for: prep fills the SQE (any
  * io_uring_prep_* call, or fields by hand) and must leave user_data alone;
