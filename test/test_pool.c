@@ -96,63 +96,54 @@ static int must_not_run(void *arg)
 }
 
 
-/* b is queued behind a (which blocks its only worker), then cancelled */
-struct queued {
-	co_frame co;
-	co_pool_job job;
-	co_pool *pool;
-	int res;
-};
-
-static int queued_fn(co_frame *f)
-{
-	struct queued *q = (struct queued *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_pool_run(&q->job, q->pool, must_not_run, NULL));
-	q->res = co_result(f);
-	CO_END(f);
-}
-
-struct blocker {
-	co_frame co;
-	co_pool_job job;
-	co_pool *pool;
-	int res;
-};
-
-static int blocker_fn(co_frame *f)
-{
-	struct blocker *b = (struct blocker *)f;
-	CO_BEGIN(f);
-	/* cancelled while its job runs: the job runs on, and the await ends
-	 * when it does, with its result (it won the race) */
-	CO_AWAIT(f, co_pool_run(&b->job, b->pool, wait_for_gate, NULL));
-	b->res = co_result(f);
-	CO_END(f);
-}
-
-struct limited {
+/* One coroutine that runs fn on the pool, under a limit if limit_ns. */
+struct runner {
 	co_frame co;
 	co_pool_job job;
 	co_pool *pool;
 	co_limit lim;
+	int (*fn)(void *arg);
+	uint64_t limit_ns;
 	int res;
 };
 
-static int limited_fn(co_frame *f)
+static int runner_fn(co_frame *f)
 {
-	struct limited *l = (struct limited *)f;
+	struct runner *r = (struct runner *)f;
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_timeout(&l->lim, co_pool_run(&l->job, l->pool, must_not_run, NULL), CO_MS));
-	l->res = co_result(f);
+	if (r->limit_ns)
+		CO_AWAIT(f, co_timeout(&r->lim, co_pool_run(&r->job, r->pool, r->fn, NULL), r->limit_ns));
+	else
+		CO_AWAIT(f, co_pool_run(&r->job, r->pool, r->fn, NULL));
+	r->res = co_result(f);
 	CO_END(f);
+}
+
+static void runner_init(struct runner *r, co_pool *p, int (*fn)(void *), uint64_t limit_ns)
+{
+	memset(r, 0, sizeof *r);
+	r->pool = p;
+	r->fn = fn;
+	r->limit_ns = limit_ns;
+	r->res = 99;
+	co_init(&r->co, runner_fn);
+}
+
+/* One worker, b's job blocking it on the gate, q's queued behind. */
+static void gate_setup(co_pool *pool, struct runner *b, struct runner *q)
+{
+	assert_int_equal(pipe(gate), 0);
+	atomic_store(&blocked_ran, 0);
+	atomic_store(&never_ran, 0);
+	assert_int_equal(co_pool_init(pool, 1), 0);
+	runner_init(b, pool, wait_for_gate, 0);
+	runner_init(q, pool, must_not_run, 0);
 }
 
 struct driver {
 	co_frame co;
 	co_pool *pool;
-	struct queued *q;
-	struct blocker *b;
+	struct runner *q, *b; /* b blocks the only worker, q queues behind it */
 	co_io io;
 	int destroy_busy, cancel, cancel_running;
 };
@@ -167,7 +158,8 @@ static int driver_fn(co_frame *f)
 	d->destroy_busy = co_pool_destroy(d->pool);
 	d->cancel = co_cancel(&d->q->co);
 	d->cancel_running = co_cancel(&d->b->co);
-	/* wait past the blocker's limit, then open the gate */
+	/* wait past the queued limit's, then open the gate: b, cancelled
+	 * while its job runs, has its job's result */
 	CO_AWAIT(f, co_sleep(&d->io, 5 * CO_MS));
 	if (write(gate[1], "g", 1) != 1)
 		CO_RETURN(f, -EIO);
@@ -177,21 +169,14 @@ static int driver_fn(co_frame *f)
 static void test_cancel_and_limit(void **state)
 {
 	co_pool pool;
-	struct blocker b = { .res = 99 };
-	struct queued q = { .res = 99 };
-	struct limited l = { .res = 99 };
+	struct runner b, q, l;
 	struct driver d = { .q = &q, .b = &b };
 	co_frame *frames[4] = { &b.co, &q.co, &l.co, &d.co };
 	(void)state;
 
-	assert_int_equal(pipe(gate), 0);
-	atomic_store(&blocked_ran, 0);
-	atomic_store(&never_ran, 0);
-	assert_int_equal(co_pool_init(&pool, 1), 0);
-	b.pool = q.pool = l.pool = d.pool = &pool;
-	co_init(&b.co, blocker_fn);
-	co_init(&q.co, queued_fn);
-	co_init(&l.co, limited_fn);
+	gate_setup(&pool, &b, &q);
+	runner_init(&l, &pool, must_not_run, CO_MS);
+	d.pool = &pool;
 	co_init(&d.co, driver_fn);
 	co_test_run_frames(frames, 4);
 	assert_int_equal(d.destroy_busy, -EBUSY); /* work was in */
@@ -214,7 +199,7 @@ struct stopper {
 	co_frame co;
 	co_io io;
 	co_engine *e;
-	struct queued *q;
+	struct runner *q;
 	int stop;
 };
 
@@ -237,18 +222,11 @@ static void test_cancel_stop_ends_queued_jobs(void **state)
 {
 	co_engine e;
 	co_pool pool;
-	struct blocker b = { .res = 99 };
-	struct queued q = { .res = 99 };
+	struct runner b, q;
 	struct stopper st = { .e = &e, .q = &q, .stop = 99 };
 	(void)state;
 
-	assert_int_equal(pipe(gate), 0);
-	atomic_store(&blocked_ran, 0);
-	atomic_store(&never_ran, 0);
-	assert_int_equal(co_pool_init(&pool, 1), 0);
-	b.pool = q.pool = &pool;
-	co_init(&b.co, blocker_fn);
-	co_init(&q.co, queued_fn);
+	gate_setup(&pool, &b, &q);
 	co_init(&st.co, stopper_fn);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
@@ -263,22 +241,6 @@ static void test_cancel_stop_ends_queued_jobs(void **state)
 	assert_int_equal(co_pool_destroy(&pool), 0);
 	close(gate[0]);
 	close(gate[1]);
-}
-
-struct after {
-	co_frame co;
-	co_pool_job job;
-	co_pool *pool;
-	int res;
-};
-
-static int after_fn(co_frame *f)
-{
-	struct after *a = (struct after *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_pool_run(&a->job, a->pool, must_not_run, NULL));
-	a->res = co_result(f);
-	CO_END(f);
 }
 
 static int count_threads(void)
@@ -298,7 +260,7 @@ static void test_errors(void **state)
 {
 	co_pool pool;
 	co_pool_job j;
-	struct after a = { .res = 99 };
+	struct runner a;
 	int threads = count_threads();
 	(void)state;
 
@@ -321,8 +283,7 @@ static void test_errors(void **state)
 	assert_null(co_pool_run(&j, &pool, NULL, NULL));
 	assert_int_equal(co_pool_destroy(&pool), 0);
 	assert_int_equal(count_threads(), threads);
-	a.pool = &pool;
-	co_init(&a.co, after_fn);
+	runner_init(&a, &pool, must_not_run, 0);
 	co_test_run1(&a.co);
 	assert_int_equal(a.res, -ESHUTDOWN);
 }
