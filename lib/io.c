@@ -388,6 +388,33 @@ co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *
 		   io_uring_prep_symlinkat(sqe, target, newdfd, linkpath));
 }
 
+/* Operations newer than the liburing the library builds with (2.3): their
+ * opcodes, and the SQE fields they read, as the kernel defines them. */
+enum { OP_WAITID = 50, OP_FTRUNCATE = 55 };
+
+static void prep_waitid(struct io_uring_sqe *sqe, idtype_t idtype, id_t id, siginfo_t *info,
+			int options)
+{
+	io_uring_prep_rw(OP_WAITID, sqe, (int)id, NULL, (unsigned)idtype, 0);
+	sqe->rw_flags = 0;                  /* waitid's own flags: none yet */
+	sqe->file_index = (unsigned)options;
+	sqe->addr2 = (uint64_t)(uintptr_t)info;
+}
+
+co_awaiter *co_waitid(co_io *io, idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	if (info == NULL)
+		return io_fail(io, -EFAULT);
+	IO_PREP_OP(io, 0, OP_WAITID, prep_waitid(sqe, idtype, id, info, options));
+}
+
+co_awaiter *co_ftruncate(co_io *io, int fd, uint64_t len)
+{
+	if (len > INT64_MAX)
+		return io_fail(io, -EINVAL);
+	IO_PREP_OP(io, 0, OP_FTRUNCATE, io_uring_prep_rw(OP_FTRUNCATE, sqe, fd, NULL, 0, len));
+}
+
 /* ---- signals ---------------------------------------------------------------- */
 
 int co_signals_open(co_signals *s, const sigset_t *set)

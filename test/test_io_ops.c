@@ -42,6 +42,7 @@ struct ops {
 	int r[16];
 	uint64_t t[8];
 	struct sockaddr_in from;
+	siginfo_t info, child;
 	void *map;
 };
 
@@ -451,6 +452,57 @@ static void test_clocks_and_period(void **state)
 	assert_int_equal(bad.period, 0);
 }
 
+/* ---- ftruncate, waitid (operations newer than liburing 2.3) ------------------ */
+
+static int proc_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_ftruncate(&o->io, o->fd, 10));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_ftruncate(&o->io, o->fd, (uint64_t)1 << 63));
+	o->r[1] = co_result(f);
+	CO_AWAIT(f, co_waitid(&o->io, P_PID, (id_t)o->p[0], &o->info, WEXITED));
+	o->r[2] = co_result(f);
+	o->child = o->info; /* the next call rewrites info, as waitid(2) does */
+	CO_AWAIT(f, co_waitid(&o->io, P_PID, (id_t)o->p[0], &o->info, WEXITED)); /* reaped */
+	o->r[3] = co_result(f);
+	CO_AWAIT(f, co_waitid(&o->io, P_ALL, 0, NULL, WEXITED));
+	o->r[4] = co_result(f);
+	CO_END(f);
+}
+
+static void test_ftruncate_and_waitid(void **state)
+{
+	struct ops o;
+	struct stat st;
+	char data[100];
+	(void)state;
+	memset(&o, 0, sizeof o);
+	memset(data, 'd', sizeof data);
+	snprintf(o.a, sizeof o.a, "/tmp/coring-trunc-%d", (int)getpid());
+	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_int_equal(write(o.fd, data, sizeof data), (int)sizeof data);
+	o.p[0] = fork();
+	assert_true(o.p[0] >= 0);
+	if (o.p[0] == 0)
+		_exit(7);
+	co_init(&o.co, proc_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], 0);
+	assert_int_equal(fstat(o.fd, &st), 0);
+	assert_int_equal(st.st_size, 10);
+	assert_int_equal(o.r[1], -EINVAL);
+	assert_int_equal(o.r[2], 0);
+	assert_int_equal(o.child.si_pid, o.p[0]);
+	assert_int_equal(o.child.si_code, CLD_EXITED);
+	assert_int_equal(o.child.si_status, 7);
+	assert_int_equal(o.r[3], -ECHILD);
+	assert_int_equal(o.r[4], -EFAULT);
+	close(o.fd);
+	unlink(o.a);
+}
+
 /* ---- signals ------------------------------------------------------------ */
 
 struct sigs {
@@ -510,6 +562,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
+	cmocka_unit_test(test_ftruncate_and_waitid),
 	cmocka_unit_test(test_signals),
 };
 

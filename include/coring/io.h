@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include <coring/engine.h>
 
@@ -103,6 +104,12 @@ CO_API co_awaiter *co_mkdirat(co_io *io, int dfd, const char *path, mode_t mode)
 CO_API co_awaiter *co_linkat(co_io *io, int olddfd, const char *oldpath, int newdfd,
 			     const char *newpath, int flags);
 CO_API co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *linkpath);
+/* Linux 6.9: truncate an open file to len bytes. */
+CO_API co_awaiter *co_ftruncate(co_io *io, int fd, uint64_t len);
+/* Linux 6.7: wait for a child as waitid(2) does (P_PID, P_PGID, P_ALL;
+ * WEXITED, WNOHANG ...); its state in *info, which must stay valid during
+ * the await. Value 0 or a negative errno (-ECHILD). */
+CO_API co_awaiter *co_waitid(co_io *io, idtype_t idtype, id_t id, siginfo_t *info, int options);
 
 /* UDP: sendto / recvfrom over a message the co_msg keeps for the await.
  * After co_recvfrom, m->msg.msg_namelen is the sender's address length. */
