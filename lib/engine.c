@@ -638,6 +638,58 @@ int co_engine_supports(const co_engine *e, unsigned opcode)
 	return (e->ops[opcode / 64] >> (opcode % 64)) & 1;
 }
 
+/* Registering with the kernel is for the ring's own thread: from a frame of
+ * the engine, or while it does not run, by the thread that ran it (any
+ * thread before its first run). */
+static int register_check(co_engine *e)
+{
+	if (e == NULL || !engine_alive(e))
+		return -EINVAL;
+	if (co__tls_engine == e)
+		return 0;
+	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_RUNNING)
+		return -EBUSY;
+	if (e->has_owner && !pthread_equal(e->owner, pthread_self()))
+		return -EPERM;
+	return 0;
+}
+
+int co_engine_register_files(co_engine *e, const int *fds, unsigned n)
+{
+	int err = register_check(e);
+
+	if (err)
+		return err;
+	if (fds == NULL || n == 0)
+		return -EINVAL;
+	return io_uring_register_files(&e->ring, fds, n);
+}
+
+int co_engine_unregister_files(co_engine *e)
+{
+	int err = register_check(e);
+
+	return err ? err : io_uring_unregister_files(&e->ring);
+}
+
+int co_engine_register_buffers(co_engine *e, const struct iovec *iov, unsigned n)
+{
+	int err = register_check(e);
+
+	if (err)
+		return err;
+	if (iov == NULL || n == 0)
+		return -EINVAL;
+	return io_uring_register_buffers(&e->ring, iov, n);
+}
+
+int co_engine_unregister_buffers(co_engine *e)
+{
+	int err = register_check(e);
+
+	return err ? err : io_uring_unregister_buffers(&e->ring);
+}
+
 static void engine_free(co_engine *e)
 {
 	if (e->wake_fd >= 0)

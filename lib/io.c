@@ -452,6 +452,39 @@ int co_signals_close(co_signals *s)
 	return close(fd) ? -errno : 0;
 }
 
+/* ---- registered files and buffers -------------------------------------- */
+
+co_awaiter *co_read_fixed(co_io *io, int fd, void *buf, unsigned len, uint64_t off,
+			  unsigned buf_index)
+{
+	IO_PREP(io, 0, io_uring_prep_read_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
+}
+
+co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned len, uint64_t off,
+			   unsigned buf_index)
+{
+	IO_PREP(io, 0, io_uring_prep_write_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
+}
+
+co_awaiter *co_fixed_file(co_awaiter *aw)
+{
+	co_io *io = (co_io *)aw;
+	struct io_uring_sqe *op;
+
+	if (aw == NULL || aw->ops->kind != CO__AW_IO)
+		return NULL; /* not I/O: -EINVAL */
+	if (io->pending == 0)
+		return aw; /* the prep failed: the await ends at once anyway */
+	/* right after the prep only (before co_deadline): its SQE is queued */
+	op = io->kind & K_DEADLINE ? NULL : co_engine_last_sqe(co__tls_engine, &io->info);
+	if (op == NULL) {
+		io->kind |= K_NOLIMIT; /* cancelled at once: -EINVAL */
+		return aw;
+	}
+	op->flags |= IOSQE_FIXED_FILE;
+	return aw;
+}
+
 /* ---- any SQE ---------------------------------------------------------------- */
 
 co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg), void *arg)

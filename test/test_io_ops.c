@@ -43,6 +43,7 @@ struct ops {
 	uint64_t t[8];
 	struct sockaddr_in from;
 	siginfo_t info, child;
+	co_engine *e;
 	void *map;
 };
 
@@ -503,6 +504,104 @@ static void test_ftruncate_and_waitid(void **state)
 	unlink(o.a);
 }
 
+/* ---- registered files and buffers ---------------------------------------- */
+
+static char fixed_buf[4096];
+
+static void *register_elsewhere(void *arg)
+{
+	struct ops *o = arg;
+	o->r[10] = co_engine_register_files(o->e, o->p, 2);
+	return NULL;
+}
+
+
+static int fixed_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	/* files 0 and 1 are the pipe's read and write ends */
+	CO_AWAIT(f, co_fixed_file(co_write(&o->io, 1, "fixed", 5, (uint64_t)-1)));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_fixed_file(co_read(&o->io, 0, o->buf, sizeof o->buf, (uint64_t)-1)));
+	o->r[1] = co_result(f);
+	/* a registered buffer, to a file and back */
+	memcpy(fixed_buf, "registered", 10);
+	CO_AWAIT(f, co_write_fixed(&o->io, o->fd, fixed_buf, 10, 0, 0));
+	o->r[2] = co_result(f);
+	memset(fixed_buf, 0, 10);
+	CO_AWAIT(f, co_read_fixed(&o->io, o->fd, fixed_buf, 10, 0, 0));
+	o->r[3] = co_result(f);
+	CO_AWAIT(f, co_read_fixed(&o->io, o->fd, o->buf, 10, 0, 0)); /* not in buffer 0 */
+	o->r[4] = co_result(f);
+	/* late: after a deadline was linked */
+	CO_AWAIT(f, co_fixed_file(co_deadline(co_nop(&o->io), CO_S)));
+	o->r[5] = co_result(f);
+	o->r[7] = co_engine_register_files(o->e, o->p, 2); /* twice */
+	o->r[8] = co_engine_unregister_files(o->e);
+	{
+		pthread_t t; /* while the engine runs: another thread is refused */
+		pthread_create(&t, NULL, register_elsewhere, o);
+		pthread_join(t, NULL);
+		o->r[11] = o->r[10];
+	}
+	CO_AWAIT(f, co_fixed_file(co_read(&o->io, 0, o->buf, 1, (uint64_t)-1)));
+	o->r[9] = co_result(f); /* no table any more */
+	CO_END(f);
+}
+
+static void test_registered_files_and_buffers(void **state)
+{
+	co_engine e;
+	struct ops o;
+	pthread_t t;
+	struct iovec iov = { fixed_buf, sizeof fixed_buf };
+	(void)state;
+	memset(&o, 0, sizeof o);
+	o.e = &e;
+	assert_int_equal(pipe(o.p), 0);
+	snprintf(o.a, sizeof o.a, "/tmp/coring-fixed-%d", (int)getpid());
+	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_register_files(&e, NULL, 2), -EINVAL);
+	assert_int_equal(co_engine_register_files(&e, o.p, 0), -EINVAL);
+	assert_int_equal(co_engine_register_files(NULL, o.p, 2), -EINVAL);
+	assert_int_equal(co_engine_register_files(&e, o.p, 2), 0);   /* before the first run */
+	assert_int_equal(co_engine_register_buffers(&e, &iov, 1), 0);
+	co_init(&o.co, fixed_fn);
+	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(o.r[0], 5);
+	assert_int_equal(o.r[1], 5);
+	assert_memory_equal(o.buf, "fixed", 5);
+	assert_int_equal(o.r[2], 10);
+	assert_int_equal(o.r[3], 10);
+	assert_memory_equal(fixed_buf, "registered", 10);
+	assert_int_equal(o.r[4], -EFAULT);
+	assert_int_equal(o.r[5], -EINVAL);
+	assert_int_equal(o.r[7], -EBUSY);
+	assert_int_equal(o.r[8], 0);
+	assert_int_equal(o.r[9], -EBADF);
+	assert_int_equal(o.r[11], -EBUSY);
+	/* the ring belongs to this thread now */
+	assert_int_equal(pthread_create(&t, NULL, register_elsewhere, &o), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(o.r[10], -EPERM);
+	assert_int_equal(co_engine_unregister_buffers(&e), 0);
+	assert_int_equal(co_engine_unregister_buffers(&e), -ENXIO);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_null(co_fixed_file(NULL));
+	{
+		static const co_awaiter_ops user_ops = { NULL, NULL, NULL, NULL, 0 };
+		co_awaiter user = { &user_ops };
+		assert_null(co_fixed_file(&user)); /* not I/O */
+	}
+	close(o.p[0]);
+	close(o.p[1]);
+	close(o.fd);
+	unlink(o.a);
+}
+
 /* ---- signals ------------------------------------------------------------ */
 
 struct sigs {
@@ -563,6 +662,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
 	cmocka_unit_test(test_ftruncate_and_waitid),
+	cmocka_unit_test(test_registered_files_and_buffers),
 	cmocka_unit_test(test_signals),
 };
 

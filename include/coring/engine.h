@@ -360,6 +360,23 @@ CO_API int co_engine_post(co_engine *e, co_post *p);
 CO_API int co_engine_supports(const co_engine *e, unsigned opcode);
 
 /*
+ * Registered (fixed) files and buffers: the kernel takes a reference once,
+ * not per operation. Files: index i of fds is then usable by any I/O of
+ * io.h through co_fixed_file(aw), with i in place of the descriptor.
+ * Buffers: co_read_fixed / co_write_fixed move data within registered
+ * buffer buf_index. Call these from a frame of the engine, or while it
+ * does not run from the thread that runs it (any thread before its first
+ * run). Returns 0, -EINVAL (NULL, n 0, a dead engine), -EBUSY (the engine
+ * runs on another thread, or a table is registered already), -EPERM
+ * (another thread owns the ring), -ENXIO (unregister with nothing
+ * registered), or the kernel's error (-ENOMEM over RLIMIT_MEMLOCK ...).
+ */
+CO_API int co_engine_register_files(co_engine *e, const int *fds, unsigned n);
+CO_API int co_engine_unregister_files(co_engine *e);
+CO_API int co_engine_register_buffers(co_engine *e, const struct iovec *iov, unsigned n);
+CO_API int co_engine_unregister_buffers(co_engine *e);
+
+/*
  * An SQE on e's ring, tagged with info (user_data = info | tag, tag <=
  * CO_IO_TAG_MASK): the building block of every awaiter. Submits early
  * when the SQ is full (never fails for that). NULL unless e runs on the

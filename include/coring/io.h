@@ -147,6 +147,25 @@ CO_API int co_signals_open(co_signals *s, const sigset_t *set);
 CO_API co_awaiter *co_signals_wait(co_signals *s);
 CO_API int co_signals_close(co_signals *s);
 
+/*
+ * Registered files and buffers (co_engine_register_files / _buffers).
+ * co_fixed_file(aw), applied right after an I/O prep (and before
+ * co_deadline), makes its fd an index into the registered files:
+ *
+ *     CO_AWAIT(f, co_fixed_file(co_recv(&s->io, 0, buf, n, 0)));   // file 0
+ *
+ * Given anything but an I/O awaiter it returns NULL (-EINVAL); applied
+ * late (after co_deadline, or after another prep), the operation is
+ * cancelled at once and the await ends with -EINVAL (it may have run on
+ * descriptor number fd by then: apply it right after the prep). co_read_fixed / co_write_fixed transfer within registered
+ * buffer buf_index ([buf, buf + len) must lie inside it, else -EFAULT).
+ */
+CO_API co_awaiter *co_fixed_file(co_awaiter *aw);
+CO_API co_awaiter *co_read_fixed(co_io *io, int fd, void *buf, unsigned len, uint64_t off,
+				 unsigned buf_index);
+CO_API co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned len, uint64_t off,
+				  unsigned buf_index);
+
 /* Any operation the library has no helper for: prep fills the SQE (any
  * io_uring_prep_* call, or fields by hand) and must leave user_data alone;
  * link flags are cleared (co_deadline links its own timeout). Deadlines,
