@@ -590,6 +590,7 @@ static void test_registered_files_and_buffers(void **state)
 	assert_int_equal(co_engine_unregister_buffers(&e), 0);
 	assert_int_equal(co_engine_unregister_buffers(&e), -ENXIO);
 	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_register_files(&e, o.p, 2), -EINVAL); /* destroyed */
 	assert_null(co_fixed_file(NULL));
 	{
 		static const co_awaiter_ops user_ops = { NULL, NULL, NULL, NULL, 0 };
