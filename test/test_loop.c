@@ -554,6 +554,160 @@ static void test_notify_counts_and_one_waiter(void **state)
 	assert_int_equal(loop.live, 0);
 }
 
+/* ---- co_isr_queue --------------------------------------------------------- */
+
+struct qtaker {
+	co_frame co;
+	co_isr_queue *q;
+	co_loop *l;
+	co_isr_queue_wait w;
+	co_timer t;
+	uintptr_t got[8];
+	int n, res;
+};
+
+static int qtaker_fn(co_frame *f)
+{
+	struct qtaker *k = (struct qtaker *)f;
+	CO_BEGIN(f);
+	for (k->n = 0; k->n < 4; k->n++) {
+		CO_AWAIT(f, co_isr_queue_take(&k->w, k->q));
+		k->got[k->n] = (uintptr_t)k->w.item;
+	}
+	CO_AWAIT(f, co_loop_timeout(&k->t, k->l, co_isr_queue_take(&k->w, k->q), 5));
+	k->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_isr_queue(void **state)
+{
+	void *slots[3];
+	co_isr_queue q;
+	co_loop loop;
+	struct qtaker k = { .q = &q, .l = &loop };
+	(void)state;
+
+	sigemptyset(&irq_set);
+	assert_int_equal(co_isr_queue_init(&q, NULL, 3), -EINVAL);
+	assert_int_equal(co_isr_queue_init(&q, slots, 0), -EINVAL);
+	assert_int_equal(co_isr_queue_init(NULL, slots, 3), -EINVAL);
+	assert_int_equal(co_isr_queue_init(&q, slots, 3), 0);
+	assert_null(co_isr_queue_take(NULL, &q));
+	fake_now = 0;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	/* three fit, the fourth does not and changes nothing */
+	assert_int_equal(co_isr_queue_put(&q, (void *)1), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)2), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)3), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)4), 0);
+	co_init(&k.co, qtaker_fn);
+	assert_int_equal(co_loop_spawn(&loop, &k.co), 0);
+	co_loop_run(&loop);
+	assert_true(co_waiting(&k.co)); /* took three, waits for the fourth */
+	assert_int_equal(co_isr_queue_put(&q, (void *)5), 1);
+	co_loop_run(&loop);
+	assert_int_equal(k.got[0], 1); /* first in, first out */
+	assert_int_equal(k.got[1], 2);
+	assert_int_equal(k.got[2], 3);
+	assert_int_equal(k.got[3], 5);
+	fake_now = 5; /* the limited take finds nothing */
+	co_loop_run(&loop);
+	assert_int_equal(k.res, -ETIME);
+	assert_int_equal(loop.live, 0);
+	assert_int_equal(q.count, 0);
+}
+
+/* Items put by a signal handler (the interrupt) arrive in order, none
+ * lost: every put the handler made that was accepted is taken, once. */
+static co_isr_queue irq_q;
+static atomic_ulong puts_ok, puts_full;
+
+static void irq_put_handler(int sig)
+{
+	unsigned long k = atomic_load(&handled);
+	(void)sig;
+	if (atomic_load(&giving)) {
+		if (co_isr_queue_put(&irq_q, (void *)(uintptr_t)(k + 1)))
+			atomic_fetch_add(&puts_ok, 1);
+		else
+			atomic_fetch_add(&puts_full, 1);
+		atomic_store(&handled, k + 1);
+		sem_post(&acked);
+	}
+}
+
+struct consumer {
+	co_frame co;
+	co_isr_queue_wait w;
+	uintptr_t last;
+	unsigned long taken, disorder;
+};
+
+static int consumer_fn(co_frame *f)
+{
+	struct consumer *c = (struct consumer *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_isr_queue_take(&c->w, &irq_q));
+		if ((uintptr_t)c->w.item <= c->last)
+			c->disorder++;
+		c->last = (uintptr_t)c->w.item;
+		c->taken++;
+	}
+	CO_END(f);
+}
+
+static void test_isr_queue_from_interrupts(void **state)
+{
+	static void *slots[64];
+	struct consumer c = { .last = 0 };
+	struct busy busy[2];
+	struct sender s = { .target = pthread_self(), .n = SANITIZED ? 20000 : 200000 };
+	struct sigaction sa = { .sa_handler = irq_put_handler };
+	co_loop loop;
+	struct idle_probe idle = { .loop = &loop };
+	pthread_t th;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	sigaddset(&irq_set, SIGUSR1);
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&handled, 0);
+	atomic_store(&puts_ok, 0);
+	atomic_store(&puts_full, 0);
+	atomic_store(&giving, 1);
+	sem_init(&acked, 0, 0);
+	assert_int_equal(co_isr_queue_init(&irq_q, slots, 64), 0);
+	co_loop_init(&loop);
+	co_init(&c.co, consumer_fn);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), 0);
+	for (int i = 0; i < 2; i++) {
+		busy[i].half = s.n - s.n / 8;
+		co_init(&busy[i].co, busy_fn);
+		assert_int_equal(co_loop_spawn(&loop, &busy[i].co), 0);
+	}
+	assert_int_equal(pthread_create(&th, NULL, sender_fn, &s), 0);
+	while (!(atomic_load(&s.done) && c.taken == atomic_load(&puts_ok))) {
+		co_loop_step(&loop);
+		co_loop_idle(&loop, sleep_for_irq, &idle);
+		if (atomic_load(&s.done) && loop.ready == 0 && !co__loop_has_pending(&loop))
+			break; /* nothing left to run: the counts are final */
+	}
+	atomic_store(&s.done, 2);
+	pthread_join(th, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	sem_destroy(&acked);
+	assert_int_equal(atomic_load(&handled), s.n);
+	assert_int_equal(atomic_load(&puts_ok) + atomic_load(&puts_full), s.n);
+	assert_int_equal(c.taken, atomic_load(&puts_ok));
+	assert_int_equal(c.disorder, 0);
+	assert_int_equal(irq_q.count, 0);
+	assert_int_equal(idle.late, 0);
+	print_message("%lu puts from interrupts, %lu taken, %lu refused (full)\n", s.n, c.taken,
+		      atomic_load(&puts_full));
+}
+
 /* co_loop_idle with a NULL loop or sleep traps in debug builds (the build
  * of this test has CO_DEBUG: no NDEBUG). */
 static void test_idle_null_traps(void **state)
@@ -592,6 +746,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timer_errors),
 		cmocka_unit_test(test_notify_counts_and_one_waiter),
 		cmocka_unit_test(test_idle_null_traps),
+		cmocka_unit_test(test_isr_queue),
+		cmocka_unit_test(test_isr_queue_from_interrupts),
 	};
 
 	if (argc > 1)

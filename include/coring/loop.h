@@ -669,6 +669,105 @@ static inline co_awaiter *co_notify_take(co_notify_wait *w, co_notify *n)
 	return &w->aw;
 }
 
+/* ------------------------------------------------------------------------ */
+/* co_isr_queue: items put by interrupt handlers, taken by a coroutine      */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A ring of cap pointers in memory the user provides (no heap), filled
+ * from anywhere (interrupt handlers included, as co_notify_give) and
+ * emptied by one coroutine at a time:
+ *
+ *     static void *rx_slots[16];
+ *     static co_isr_queue rx;                  // co_isr_queue_init(&rx, rx_slots, 16)
+ *     void dma_isr(void) { co_isr_queue_put(&rx, frame_done()); }
+ *
+ *     CO_AWAIT(f, co_isr_queue_take(&s->w, &rx));   // 0, or -ECANCELED / -ETIME
+ *     handle(s->w.item);
+ *
+ * All fields are private.
+ */
+typedef struct co_isr_queue {
+	void **slots;
+	unsigned cap;
+	unsigned head;       /* next to take */
+	unsigned count;
+	co_notify items;     /* counts the items (max cap) */
+} co_isr_queue;
+
+typedef struct co_isr_queue_wait {
+	co_notify_wait w;    /* private */
+	co_isr_queue *q;     /* private */
+	void *item;          /* read-only: the item taken, after the await */
+} co_isr_queue_wait;
+
+/* Returns 0, or -EINVAL for a NULL queue or slots, or cap 0. */
+static inline int co_isr_queue_init(co_isr_queue *q, void **slots, unsigned cap)
+{
+	if (q == NULL || slots == NULL || cap == 0)
+		return -EINVAL;
+	q->slots = slots;
+	q->cap = cap;
+	q->head = 0;
+	q->count = 0;
+	co_notify_init(&q->items, cap);
+	return 0;
+}
+
+/* Put an item (from anywhere): 1, or 0 when the queue is full (the item
+ * is not queued; nothing is overwritten). */
+static inline int co_isr_queue_put(co_isr_queue *q, void *item)
+{
+	CO_IRQ_STATE st;
+	int ok = 0;
+
+	CO_IRQ_SAVE(st);
+	if (q->count < q->cap) {
+		q->slots[(q->head + q->count) % q->cap] = item;
+		q->count++;
+		ok = 1;
+	}
+	CO_IRQ_RESTORE(st);
+	if (ok)
+		co_notify_give(&q->items);
+	return ok;
+}
+
+static inline int co__isr_queue_resume(co_awaiter *a, co_frame *f)
+{
+	co_isr_queue_wait *w = (co_isr_queue_wait *)a;
+	co_isr_queue *q = w->q;
+	int r = co__notify_resume(a, f);
+	CO_IRQ_STATE st;
+
+	if (r < 0)
+		return r;
+	/* the give counted an item that is in the ring: take the oldest */
+	CO_IRQ_SAVE(st);
+	w->item = q->slots[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+	CO_IRQ_RESTORE(st);
+	return 0;
+}
+
+/* Take the oldest item, waiting for one if the queue is empty; it is in
+ * w->item after the await. Cancellable, and limited with co_loop_timeout;
+ * one coroutine waits at a time (a second: -EBUSY). NULL argument: NULL. */
+static inline co_awaiter *co_isr_queue_take(co_isr_queue_wait *w, co_isr_queue *q)
+{
+	static const co_awaiter_ops ops = { co__notify_ready, co__notify_suspend,
+					    co__isr_queue_resume, co__notify_cancel, 0 };
+
+	if (w == NULL || q == NULL)
+		return NULL;
+	co_notify_take(&w->w, &q->items);
+	w->w.aw.ops = &ops;
+	w->q = q;
+	w->item = NULL;
+	return &w->w.aw;
+}
+
 #ifdef __cplusplus
 }
 #endif
