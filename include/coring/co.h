@@ -520,7 +520,7 @@ static inline int co_resume(co_frame *f)
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and a root that is its own leaf calls its body without
-	 * a dependent load of top (measured: 1.75 -> 1.5 ns a round trip). */
+	 * a dependent load of top (the cheaper round trip; docs/benchmarks.md). */
 	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
