@@ -13,7 +13,8 @@
 #              heap symbol may be linked in (CO_TRAP must not pull them).
 #   qemu       the demo built for Cortex-M4 Thumb runs under qemu-arm (user
 #              mode, with interrupt masking stubbed: an A-profile CPU runs
-#              it) and must exit 0.
+#              it) and must exit 0; a misuse traps by instruction, or into
+#              a user's CO_TRAP with its message (test/freestanding/trap.c).
 #   clang      clang cross builds for thumbv6m (Cortex-M0+), thumbv7em
 #              (Cortex-M4) and rv32imac: -Wpedantic -Werror, no symbol.
 # Exit 77 (skip) when the tools of a mode are absent.
@@ -117,6 +118,22 @@ qemu)
 			echo "ok: the Thumb demo ran under qemu-arm (backend $backend)"
 		else
 			echo "FAIL: the Thumb demo exited $? (backend $backend)"; fail=1
+		fi
+	done
+	# a misuse caught on bare metal: the default trap is a trap instruction
+	# (SIGILL under qemu: 132), a user's CO_TRAP gets the message (42),
+	# and a release build does nothing (0)
+	for v in default:132: custom:42:-DCUSTOM_TRAP release:0:-DNDEBUG; do
+		name=${v%%:*} rest=${v#*:} want=${rest%%:*} def=${rest#*:}
+		arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -std=c99 -ffreestanding -nostdlib \
+			-nostartfiles -Os $warn $def -I"$src/include" "$src/test/freestanding/trap.c" \
+			-o "$tmp/trap.elf" || { echo "FAIL: compile trap.c ($name)"; exit 1; }
+		qemu-arm "$tmp/trap.elf" 2>/dev/null
+		got=$?
+		if [ "$got" = "$want" ]; then
+			echo "ok: trap, $name: exit $got"
+		else
+			echo "FAIL: trap, $name: exit $got, want $want"; fail=1
 		fi
 	done
 	;;
