@@ -138,6 +138,23 @@ enum {
 void co__engine_park_link(co_engine *e, co_parking *p);
 int co__engine_park_unlink(co_engine *e, co_parking *p);
 
+/* A parking not on any list yet, whose cancel stop call is cancel. */
+static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p))
+{
+	p->next = p->prev = NULL;
+	p->linked = 0;
+	p->cancel = cancel;
+	atomic_store_explicit(&p->visit, 0, memory_order_relaxed);
+}
+
+/* A wait begins on e's thread: counted as parked (e is not idle while it
+ * lasts) and listed for a cancel stop. */
+static inline void co__engine_park_wait(co_engine *e, co_parking *p)
+{
+	co_engine_park(e);
+	co__engine_park_link(e, p);
+}
+
 /* ---- a spinlock for short critical sections ---- */
 
 static inline void co__cpu_relax(void)

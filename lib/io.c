@@ -98,13 +98,15 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 
 	if (tag == TAG_DEADLINE) {
 		io->tres = res;
-	} else if (cqe_flags & IORING_CQE_F_NOTIF) {
-		/* a zero-copy send's second CQE: its buffer is free again */
-	} else {
+	} else if (co__likely(!(cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE)))) {
 		io->res = res;
 		io->cqe_flags = cqe_flags;
-		if (cqe_flags & IORING_CQE_F_MORE)
-			io->pending++; /* another CQE follows (a zero-copy send's) */
+	} else if (!(cqe_flags & IORING_CQE_F_NOTIF)) {
+		/* a zero-copy send's first CQE: its notification follows, the
+		 * await ends with that (the buffer is free again) */
+		io->res = res;
+		io->cqe_flags = cqe_flags;
+		io->pending++;
 	}
 	if (--io->pending == 0 && io->frame)
 		co_wake(io->frame);
@@ -166,6 +168,14 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 		if (sqe)                                         \
 			prep_call;                               \
 		return (io) ? &(io)->aw : NULL;                  \
+	} while (0)
+
+/* An operation on paths: a NULL path is -EFAULT, before the kernel. */
+#define IO_PREP_PATHS(io, paths_ok, opcode, prep_call)           \
+	do {                                                     \
+		if (!(paths_ok))                                 \
+			return io_fail((io), -EFAULT);           \
+		IO_PREP_OP(io, 0, opcode, prep_call);            \
 	} while (0)
 
 #define IO_PREP(io, kind, prep_call)                             \
@@ -350,42 +360,32 @@ co_awaiter *co_madvise(co_io *io, void *addr, uint32_t len, int advice)
 
 co_awaiter *co_unlinkat(co_io *io, int dfd, const char *path, int flags)
 {
-	if (path == NULL)
-		return io_fail(io, -EFAULT);
-	IO_PREP_OP(io, 0, IORING_OP_UNLINKAT, io_uring_prep_unlinkat(sqe, dfd, path, flags));
+	IO_PREP_PATHS(io, path, IORING_OP_UNLINKAT, io_uring_prep_unlinkat(sqe, dfd, path, flags));
 }
 
 co_awaiter *co_renameat(co_io *io, int olddfd, const char *oldpath, int newdfd,
 			const char *newpath, unsigned flags)
 {
-	if (oldpath == NULL || newpath == NULL)
-		return io_fail(io, -EFAULT);
-	IO_PREP_OP(io, 0, IORING_OP_RENAMEAT,
-		   io_uring_prep_renameat(sqe, olddfd, oldpath, newdfd, newpath, flags));
+	IO_PREP_PATHS(io, oldpath && newpath, IORING_OP_RENAMEAT,
+		      io_uring_prep_renameat(sqe, olddfd, oldpath, newdfd, newpath, flags));
 }
 
 co_awaiter *co_mkdirat(co_io *io, int dfd, const char *path, mode_t mode)
 {
-	if (path == NULL)
-		return io_fail(io, -EFAULT);
-	IO_PREP_OP(io, 0, IORING_OP_MKDIRAT, io_uring_prep_mkdirat(sqe, dfd, path, mode));
+	IO_PREP_PATHS(io, path, IORING_OP_MKDIRAT, io_uring_prep_mkdirat(sqe, dfd, path, mode));
 }
 
 co_awaiter *co_linkat(co_io *io, int olddfd, const char *oldpath, int newdfd,
 		      const char *newpath, int flags)
 {
-	if (oldpath == NULL || newpath == NULL)
-		return io_fail(io, -EFAULT);
-	IO_PREP_OP(io, 0, IORING_OP_LINKAT,
-		   io_uring_prep_linkat(sqe, olddfd, oldpath, newdfd, newpath, flags));
+	IO_PREP_PATHS(io, oldpath && newpath, IORING_OP_LINKAT,
+		      io_uring_prep_linkat(sqe, olddfd, oldpath, newdfd, newpath, flags));
 }
 
 co_awaiter *co_symlinkat(co_io *io, const char *target, int newdfd, const char *linkpath)
 {
-	if (target == NULL || linkpath == NULL)
-		return io_fail(io, -EFAULT);
-	IO_PREP_OP(io, 0, IORING_OP_SYMLINKAT,
-		   io_uring_prep_symlinkat(sqe, target, newdfd, linkpath));
+	IO_PREP_PATHS(io, target && linkpath, IORING_OP_SYMLINKAT,
+		      io_uring_prep_symlinkat(sqe, target, newdfd, linkpath));
 }
 
 /* Operations newer than the liburing the library builds with (2.3): their

@@ -139,10 +139,9 @@ static int job_suspend(co_awaiter *a, co_frame *f)
 	/* on an engine: parked (it is not idle while the job is out) and
 	 * listed (a cancel stop ends a queued job) */
 	j->engine = NULL;
-	if (co__tls_engine && co_root(f)->runner == &co__tls_engine->runner &&
-	    co_engine_park(co__tls_engine) == 0) {
+	if (co__tls_engine && co_root(f)->runner == &co__tls_engine->runner) {
 		j->engine = co__tls_engine;
-		co__engine_park_link(j->engine, &j->park);
+		co__engine_park_wait(j->engine, &j->park);
 	}
 	if (p->tail)
 		p->tail->next = j;
@@ -215,10 +214,7 @@ co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg), void *
 	j->res = 0;
 	j->state = JOB_DONE;
 	j->engine = NULL;
-	j->park.next = j->park.prev = NULL;
-	j->park.linked = 0;
-	j->park.cancel = job_park_cancel;
-	atomic_store_explicit(&j->park.visit, 0, memory_order_relaxed);
+	co__parking_init(&j->park, job_park_cancel);
 	return &j->aw;
 }
 

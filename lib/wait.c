@@ -274,10 +274,7 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 	w->frame = NULL;
 	w->engine = NULL;
 	w->res = 0;
-	w->park.next = w->park.prev = NULL;
-	w->park.linked = 0;
-	w->park.cancel = park_cancel;
-	atomic_store_explicit(&w->park.visit, 0, memory_order_relaxed);
+	co__parking_init(&w->park, park_cancel);
 	atomic_store_explicit(&w->state, CO__W_IDLE, memory_order_relaxed);
 	if (obj == NULL) {
 		w->aw.ops = &fail_ops;
@@ -351,10 +348,8 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
 	/* Counted before anyone can see the waiter, so the matching unpark
 	 * never comes first; listed for a cancel stop. */
-	if (e) {
-		co_engine_park(e);
-		co__engine_park_link(e, &w->park);
-	}
+	if (e)
+		co__engine_park_wait(e, &w->park);
 	co__spin_unlock(w->lk);
 	/* From here a releaser may claim w. An untimed waiter may then run on
 	 * another thread: touch nothing. A timed one only runs after its

@@ -11,9 +11,11 @@
 #   newlib     the usual firmware link, hosted newlib-nano (--specs=nano.specs,
 #              no -ffreestanding), with and without NDEBUG: no stdio, abort or
 #              heap symbol may be linked in (CO_TRAP must not pull them).
-#   qemu       the demo built for Cortex-M4 Thumb runs under qemu-arm (user
-#              mode, with interrupt masking stubbed: an A-profile CPU runs
-#              it) and must exit 0; a misuse traps by instruction, or into
+#   qemu       the demo built for Cortex-M4 Thumb runs under qemu-arm and
+#              must exit 0. qemu-arm's user mode emulates an A-profile CPU,
+#              which has no PRIMASK, so this build defines CO_IRQ_SAVE /
+#              RESTORE as no-ops (the demo takes no interrupt); the PRIMASK
+#              default itself is compiled by the cortex-m mode; a misuse traps by instruction, or into
 #              a user's CO_TRAP with its message (test/freestanding/trap.c).
 #   clang      clang cross builds for thumbv6m (Cortex-M0+), thumbv7em
 #              (Cortex-M4) and rv32imac: -Wpedantic -Werror, no symbol.
@@ -90,10 +92,12 @@ newlib)
 	for nd in "" -DNDEBUG; do
 		for backend in 0 1; do
 			elf=$tmp/demo$nd$backend.elf
+			# any diagnostic fails, linker warnings included (a nosys
+			# "not implemented" warning means a syscall stub was pulled in)
 			if ! arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -Os -std=c99 $warn $nd \
 				-DCO_USE_COMPUTED_GOTO=$backend --specs=nano.specs --specs=nosys.specs \
-				-I"$src/include" -include "$demo" "$tmp/main.c" -o "$elf" >"$tmp/log" 2>&1 &&
-				! grep -v 'is not implemented and will always fail' "$tmp/log" | grep -q .; then
+				-I"$src/include" -include "$demo" "$tmp/main.c" -o "$elf" >"$tmp/log" 2>&1 ||
+				[ -s "$tmp/log" ]; then
 				echo "FAIL: newlib-nano link ($nd backend $backend):"; cat "$tmp/log"; exit 1
 			fi
 			bad=$(arm-none-eabi-nm "$elf" | grep -E ' (_?v?f?printf|_vfprintf_r|_malloc_r|malloc|_sbrk|abort|fputs|fwrite)$')

@@ -220,6 +220,31 @@ static void test_await_suspends_then_wakes(void **state)
 	assert_int_equal(co_result(&w.co), 7);
 }
 
+static void count_done(co_frame *f);
+
+/* Rule 8 of docs/core.md: co_init sets every field, on_done and user too,
+ * so a setter must come after it (the documented wrong order loses it). */
+static void test_init_resets_every_field(void **state)
+{
+	struct counter c;
+	(void)state;
+	memset(&c, 0xa5, sizeof c);
+	c.co.on_done = count_done; /* the wrong order: set first */
+	c.co.user = &c;
+	co_init(&c.co, counter_fn);
+	assert_null(c.co.on_done);
+	assert_null(c.co.user);
+	assert_int_equal(c.co.label, 0);
+	assert_int_equal(c.co.state, 0);
+	assert_int_equal(c.co.cancel, 0);
+	assert_int_equal(c.co.status, 0);
+	assert_int_equal(c.co.result, 0);
+	assert_ptr_equal(c.co.top, &c.co);
+	assert_null(c.co.parent);
+	c.co.on_done = count_done; /* the right order: set after */
+	assert_ptr_equal(c.co.on_done, count_done);
+}
+
 /* co_waiting: true exactly while the chain waits on an awaiter. */
 static void test_waiting_query(void **state)
 {
@@ -1266,6 +1291,7 @@ int main(void)
 		cmocka_unit_test(test_return_status),
 		cmocka_unit_test(test_generator),
 		cmocka_unit_test(test_await_suspends_then_wakes),
+		cmocka_unit_test(test_init_resets_every_field),
 		cmocka_unit_test(test_waiting_query),
 		cmocka_unit_test(test_await_ready_skips_suspend),
 		cmocka_unit_test(test_await_suspend_declines),

@@ -432,7 +432,6 @@ static int clocks_fn(co_frame *f)
 static void test_clocks_and_period(void **state)
 {
 	struct ops o;
-	co_period bad;
 	(void)state;
 	memset(&o, 0, sizeof o);
 	co_init(&o.co, clocks_fn);
@@ -448,9 +447,7 @@ static void test_clocks_and_period(void **state)
 	assert_true(o.tick.missed >= 2);
 	assert_int_equal(o.r[7], -EINVAL); /* a zero period */
 	assert_null(co_period_wait(NULL));
-	co_period_init(NULL, 1); /* ignored */
-	co_period_init(&bad, 0);
-	assert_int_equal(bad.period, 0);
+	co_period_init(NULL, 1); /* ignored, no crash */
 }
 
 /* ---- ftruncate, waitid (operations newer than liburing 2.3) ------------------ */
