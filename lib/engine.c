@@ -216,20 +216,23 @@ static co_frame *local_pop(co_engine *e)
 
 static int stealable(co_engine *e)
 {
-	return e->hooks && e->hooks->steal;
+	return e->stealing;
 }
 
-/* A frame made ready on the owner thread. */
-static void owner_push(co_engine *e, co_frame *f)
+/* A frame made ready on the owner thread while thieves may look: into the
+ * ring, or behind the overflow. (Without stealing, co__engine_push_owner
+ * in internal.h queues it locally and never comes here.) */
+void co__engine_push_ring(co_engine *e, co_frame *f)
 {
-	if (!stealable(e)) {
-		local_push(e, f);
-		return;
-	}
 	if (co__likely(e->local_n == 0) && co__likely(ring_push(e, f)))
 		return;
 	local_push(e, f); /* the ring is full, or overflow is ahead of us */
 	e->stats.spilled++;
+}
+
+static void owner_push(co_engine *e, co_frame *f)
+{
+	co__engine_push_owner(e, f);
 }
 
 /* Move overflow into the ring as it has room, oldest first (the ring's
@@ -747,6 +750,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	ret = engine_ring_init(e, &o);
 	if (ret < 0)
 		goto fail;
+	e->sqe_shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
 	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
 	if (e->ts == NULL) {
 		io_uring_queue_exit(&e->ring);
@@ -961,46 +965,20 @@ static void run_posts(co_engine *e)
 /* SQEs                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static struct io_uring_sqe *sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
-				     unsigned tag)
+/* co__engine_sqe (internal.h) found the SQ too full to keep room for a
+ * linked timeout: submit what is queued, then take a slot. */
+struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 {
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)info | (tag & CO_IO_TAG_MASK));
-	if (info) {
-		e->inflight++;
-		e->stats.ops++;
-	}
-	return sqe;
-}
-
-static unsigned sqe_shift(co_engine *e)
-{
-	return (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
+	e->stats.sq_full++;
+	io_uring_submit(&e->ring);
+	return sqe_get(e);
 }
 
 struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 {
-	struct io_uring_sq *sq;
-	unsigned tail;
-
 	if (e == NULL || e != co__tls_engine)
 		return NULL;
-	/* Keep room for a linked timeout after this SQE, so a deadline never
-	 * finds its chain cut by an early submit. The common case takes the
-	 * slot in place (liburing's get_sqe with that room test folded in).
-	 * The acquire load of the head pairs with the kernel's release store
-	 * after it consumed SQEs. */
-	sq = &e->ring.sq;
-	tail = sq->sqe_tail;
-	if (co__likely(tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries)) {
-		e->last_sqe = &sq->sqes[(tail & sq->ring_mask) << sqe_shift(e)];
-		sq->sqe_tail = tail + 1;
-	} else {
-		e->stats.sq_full++;
-		io_uring_submit(&e->ring);
-		e->last_sqe = sqe_get(e);
-	}
-	e->last_info = info;
-	return sqe_tag(e, e->last_sqe, info, tag);
+	return co__engine_sqe(e, info, tag);
 }
 
 struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
@@ -1011,14 +989,20 @@ struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned
 		return NULL;
 	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
 	e->last_info = NULL;
-	return sqe ? sqe_tag(e, sqe, info, tag) : NULL;
+	if (sqe == NULL)
+		return NULL;
+	co__sqe_tag(e, sqe, info, tag);
+	return sqe;
 }
 
 struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
 {
+	struct io_uring_sq *sq;
+
 	if (e == NULL || e != co__tls_engine || info == NULL || e->last_info != info)
 		return NULL;
-	return e->last_sqe;
+	sq = &e->ring.sq; /* last_info's SQE is the one before the tail */
+	return &sq->sqes[((sq->sqe_tail - 1) & sq->ring_mask) << e->sqe_shift];
 }
 
 struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
@@ -1027,7 +1011,7 @@ struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sq
 
 	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes)
 		return NULL;
-	i = (size_t)(sqe - e->ring.sq.sqes) >> sqe_shift(e); /* SQE128: two per slot */
+	i = (size_t)(sqe - e->ring.sq.sqes) >> e->sqe_shift; /* SQE128: two per slot */
 	if (i >= e->ring.sq.ring_entries)
 		return NULL;
 	return &e->ts[i];
@@ -1481,6 +1465,7 @@ void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *
 {
 	e->hooks = h;
 	e->hook_arg = arg;
+	e->stealing = h && h->steal;
 }
 
 int co__engine_visit_begin(co_engine *e)

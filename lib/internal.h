@@ -79,6 +79,85 @@ struct co__engine_hooks {
 extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+/*
+ * The owner thread's fast paths, inlined into the layers that take SQEs
+ * and wake frames for every operation (lib/io.c). e is the engine running
+ * on the calling thread (co__tls_engine), never NULL here.
+ */
+
+/* Tag sqe with info | tag; an SQE with info counts as in flight until
+ * its (last) CQE. */
+static inline void co__sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
+			       unsigned tag)
+{
+	sqe->user_data = (uint64_t)(uintptr_t)info | (tag & CO_IO_TAG_MASK);
+	if (info) {
+		e->inflight++;
+		e->stats.ops++;
+	}
+}
+
+struct io_uring_sqe *co__engine_sqe_slow(co_engine *e);
+
+/* co_engine_sqe without the thread check. It keeps room for a linked
+ * timeout after this SQE, so that a deadline never finds its chain cut by
+ * an early submit; the common case takes the slot in place (liburing's
+ * get_sqe with that room test folded in). The acquire load of the head
+ * pairs with the kernel's release store after it consumed SQEs. */
+static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
+{
+	struct io_uring_sq *sq = &e->ring.sq;
+	unsigned tail = sq->sqe_tail;
+	struct io_uring_sqe *sqe;
+
+	if (co__likely(tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries)) {
+		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
+		sq->sqe_tail = tail + 1;
+	} else {
+		sqe = co__engine_sqe_slow(e);
+	}
+	e->last_info = info;
+	co__sqe_tag(e, sqe, info, tag);
+	return sqe;
+}
+
+/* Queue root f, made ready on e's own thread. Without stealing the queue
+ * is the owner's plain FIFO; with it, the ring thieves can see. */
+void co__engine_push_ring(co_engine *e, co_frame *f);
+
+static inline void co__engine_push_owner(co_engine *e, co_frame *f)
+{
+	if (co__likely(!e->stealing)) {
+		f->next = NULL;
+		if (e->local_tail)
+			e->local_tail->next = f;
+		else
+			e->local_head = f;
+		e->local_tail = f;
+		e->local_n++;
+		return;
+	}
+	co__engine_push_ring(e, f);
+}
+
+/* co_wake for a frame woken on e's own thread (a completion being
+ * dispatched): a root that e runs goes straight to its queue, without the
+ * runner's indirect call and its thread check; any other (a frame driven
+ * by hand) takes co_wake's path. */
+static inline void co__engine_wake_here(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	co_runner *run;
+
+	if (r == NULL)
+		return;
+	run = CO__LOAD_RELAXED(&r->runner);
+	if (co__likely(run == &e->runner))
+		co__engine_push_owner(e, r);
+	else if (run)
+		run->wake(run, r);
+}
+
 /* Install hooks (before the engine first runs). */
 void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
 /* Bracket a change made to e from any thread (see remote_begin in

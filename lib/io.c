@@ -26,17 +26,11 @@ enum { TAG_OP = 0, TAG_DEADLINE = 1 };
 
 /* ---- the awaiter ---------------------------------------------------------- */
 
-static int io_ready(co_awaiter *a, co_frame *f)
-{
-	(void)f;
-	return ((co_io *)a)->pending == 0; /* a prep that failed has its result */
-}
-
 /* Ask the kernel to cancel io's operation (fire and forget): its own CQE
  * ends the await, with -ECANCELED or the result that won the race. */
 static void io_cancel_op(co_engine *e, co_io *io)
 {
-	io_uring_prep_cancel(co_engine_sqe(e, NULL, 0), &io->info, 0);
+	io_uring_prep_cancel(co__engine_sqe(e, NULL, 0), &io->info, 0);
 }
 
 /* A frame that was asked to cancel still submits the operation, followed
@@ -47,6 +41,8 @@ static int io_suspend(co_awaiter *a, co_frame *f)
 {
 	co_io *io = (co_io *)a;
 
+	if (co__unlikely(io->pending == 0))
+		return 0; /* a prep that failed, or a CQE in already: no wait */
 	io->frame = f;
 	if (co__unlikely(co_await_cancelled(f) || (io->kind & K_NOLIMIT)))
 		io_cancel_op(co__tls_engine, io);
@@ -58,7 +54,8 @@ static int io_resume(co_awaiter *a, co_frame *f)
 	co_io *io = (co_io *)a;
 
 	(void)f;
-	io->frame = NULL;
+	if (co__likely(io->kind == 0))
+		return io->res;
 	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP)))
 		return io->kind & K_NOLIMIT ? -EINVAL : -EOPNOTSUPP;
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
@@ -89,8 +86,8 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static const co_awaiter_ops io_ops = { io_ready, io_suspend, io_resume, io_cancel,
-						CO__AW_IO };
+/* No ready op: the suspend op tells, which saves a call per await. */
+static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO };
 
 static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
@@ -109,7 +106,7 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 		io->pending++;
 	}
 	if (--io->pending == 0 && io->frame)
-		co_wake(io->frame);
+		co__engine_wake_here(co__tls_engine, io->frame);
 }
 
 /* An await that completes at once with err (bad arguments, no engine):
@@ -138,15 +135,14 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 		io_fail(io, -ENXIO);
 		return NULL;
 	}
+	/* res and cqe_flags are the CQE's, tres the linked timeout's (set
+	 * when one is linked): nothing reads them before */
 	io->aw.ops = &io_ops;
 	io->info.cb = io_done;
 	io->frame = NULL;
-	io->res = 0;
-	io->tres = 0;
-	io->cqe_flags = 0;
 	io->pending = 1;
 	io->kind = (unsigned char)kind;
-	return co_engine_sqe(e, &io->info, TAG_OP);
+	return co__engine_sqe(e, &io->info, TAG_OP);
 }
 
 /* io_begin for an operation the kernel may lack (the engine's probe):
@@ -604,6 +600,7 @@ int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 	ns_to_ts(ts, ns);
 	op->flags |= IOSQE_IO_LINK;
 	io_uring_prep_link_timeout(sqe, ts, 0);
+	io->tres = 0;
 	io->pending = 2;
 	io->kind |= K_DEADLINE;
 	return 0;

@@ -473,10 +473,11 @@ static void test_null_arguments(void **state)
 	assert_null(co_send_all(NULL, 0, NULL, 0, 0));
 	assert_int_equal(co_acceptor_start(NULL, 3, 0, NULL, NULL), -EINVAL);
 	assert_int_equal(co_acceptor_stop(NULL), -EINVAL);
-	/* failed preps complete at once with their error, no engine needed */
-	assert_true(co_openat(&io, AT_FDCWD, NULL, 0, 0)->ops->ready(&io.aw, NULL));
+	/* failed preps complete at once with their error, no engine needed:
+	 * the suspend op declines to wait */
+	assert_int_equal(co_openat(&io, AT_FDCWD, NULL, 0, 0)->ops->suspend(&io.aw, NULL), 0);
 	assert_int_equal(io.res, -EFAULT);
-	assert_true(co_cancel_io(&io, NULL)->ops->ready(&io.aw, NULL));
+	assert_int_equal(co_cancel_io(&io, NULL)->ops->suspend(&io.aw, NULL), 0);
 	assert_int_equal(io.res, -EINVAL);
 	/* a too-long or NULL buffer: the helper's status is -EINVAL */
 	co_frame *c = co_send_all(&x, 0, NULL, 5, 0);

@@ -585,21 +585,32 @@ static inline int co_next(co_frame *f)
  * Awaiters call this exactly once per suspension; waking a frame that is
  * not waiting traps in debug builds.
  */
-static inline void co_wake(co_frame *f)
+/* co_wake's first half, for runners with a faster second half of their
+ * own: f's root no longer waits; returns it, or NULL if it was not
+ * waiting (a trap in debug builds). */
+static inline co_frame *co__wake_root(co_frame *f)
 {
 	co_frame *r;
-	co_runner *run;
 
 	CO__CHECK(f != NULL, "co_wake: NULL frame");
 	r = co_root(f);
-
 	CO__CHECK(r->state & CO__ST_WAITING,
 		  "co_wake: frame is not waiting (woken twice, or never suspended)");
 	if (CO__UNLIKELY(!(r->state & CO__ST_WAITING)))
-		return; /* release builds: never queue a frame twice */
+		return NULL; /* release builds: never queue a frame twice */
 	/* a store, not |= / &=: only co_wake writes the word while the frame
 	 * waits (co_cancel writes r->cancel) */
 	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
+	return r;
+}
+
+static inline void co_wake(co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	co_runner *run;
+
+	if (r == NULL)
+		return;
 	run = CO__LOAD_RELAXED(&r->runner); /* another thread may read it */
 	if (run)
 		run->wake(run, r);

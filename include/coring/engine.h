@@ -190,8 +190,11 @@ struct co_engine {
 	uint64_t cancel_grace;          /* private */
 	struct __kernel_timespec *ts;   /* private: a timespec per SQ slot, read by
 	                                   the kernel when the SQE is submitted */
-	co_io_info *last_info;          /* private: the last SQE handed out ... */
-	struct io_uring_sqe *last_sqe;  /* private: ... before the next submit */
+	co_io_info *last_info;          /* private: whose the last SQE handed out
+	                                   (the SQ tail's) is, until the next submit */
+	unsigned sqe_shift;             /* private: 1 with IORING_SETUP_SQE128 */
+	int stealing;                   /* private: a scheduler may steal frames
+	                                   (the ready ring is used) */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
 	co_frame *local_tail;           /* private: without stealing, the ring's */
 	unsigned local_n;               /* private: overflow with it */
