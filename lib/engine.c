@@ -555,6 +555,7 @@ static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned ta
 	(void)cqe_flags;
 	(void)tag;
 	e->wake_armed = 0;
+	e->inflight++; /* reap counted this CQE out; the wake read is not I/O */
 	/* Clear before re-arming: a waker that sees 0 writes again, and the
 	 * new read will see that write. */
 	atomic_store_explicit(&e->wake_pending, 0, memory_order_release);
@@ -751,6 +752,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	if (ret < 0)
 		goto fail;
 	e->sqe_shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
+	e->cqe_shift = (e->ring.flags & IORING_SETUP_CQE32) ? 1 : 0;
 	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
 	if (e->ts == NULL) {
 		io_uring_queue_exit(&e->ring);
@@ -1085,25 +1087,37 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 	}
 }
 
-/* Dispatch every CQE in the ring, in one batch. */
+/*
+ * Dispatch every CQE in the ring, in one batch. The tail is read once per
+ * batch (callbacks may add CQEs: an early submit completes inline; the
+ * next pass takes them). A CQE without IORING_CQE_F_MORE is an operation's
+ * last: it leaves the in-flight count (the wake read, which never entered
+ * it, puts it back in wake_done).
+ * user_data 0-3 is a fire-and-forget SQE (no info, a tag at most) and
+ * LIBURING_UDATA_TIMEOUT (all ones) liburing's own timeout on kernels
+ * without EXT_ARG: ud + 1 <= CO_IO_TAG_MASK + 1 tells both in one test.
+ */
 static unsigned reap(co_engine *e)
 {
-	struct io_uring_cqe *cqe;
-	unsigned head, n = 0;
+	struct io_uring_cq *cq = &e->ring.cq;
+	unsigned head = *cq->khead, tail, n = 0, mask = cq->ring_mask, shift = e->cqe_shift;
 
-	io_uring_for_each_cqe(&e->ring, head, cqe) {
-		uintptr_t ud = (uintptr_t)cqe->user_data;
-		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
+	while ((tail = io_uring_smp_load_acquire(cq->ktail)) != head) {
+		n += tail - head;
+		do {
+			struct io_uring_cqe *cqe = &cq->cqes[(head & mask) << shift];
+			uintptr_t ud = (uintptr_t)cqe->user_data;
+			co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
 
-		n++;
-		if (info == NULL || ud == (uintptr_t)LIBURING_UDATA_TIMEOUT)
-			continue; /* fire-and-forget (a cancel request), or liburing's
-				     own timeout on kernels without EXT_ARG */
-		if (info != &e->wake_info && !(cqe->flags & IORING_CQE_F_MORE))
-			e->inflight--;
-		info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+			if (co__unlikely(ud + 1 <= CO_IO_TAG_MASK + 1))
+				continue;
+			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
+				e->inflight--;
+			info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+		} while (++head != tail);
+		/* release: the kernel may reuse the slots once it sees the head */
+		io_uring_smp_store_release(cq->khead, head);
 	}
-	io_uring_cq_advance(&e->ring, n);
 	e->stats.cqes += n;
 	return n;
 }
@@ -1331,17 +1345,25 @@ static int loop(co_engine *e, int mode)
 
 		turn_run(e, &wait_ns);
 
-		if (ready_nonempty(e)) {
+		if (e->local_n != 0 || (stealable(e) && ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is
 			 * something to submit or completions to run. */
 			if (e->hooks && e->hooks->backlog && ring_size(e) > 1)
 				e->hooks->backlog(e, e->hook_arg);
 			ret = io_uring_submit(&e->ring);
+		} else if (!stealable(e) && (e->inflight != 0 ||
+					     atomic_load_explicit(&e->parked, memory_order_acquire) != 0)) {
+			/* The common wait, one syscall: submit + wait. What other
+			 * threads sent meanwhile (inbox, posts, cancels) is seen
+			 * by engine_wait, which then does not sleep. */
+			ret = engine_wait(e, snap, wait_ns, 0);
+		} else if (ready_nonempty(e)) {
+			ret = io_uring_submit(&e->ring); /* other threads sent work */
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, snap, wait_ns, 0); /* one syscall: submit + wait */
+			ret = engine_wait(e, snap, wait_ns, 0);
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;

@@ -93,11 +93,11 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_io *io = co__container_of(info, co_io, info);
 
-	if (tag == TAG_DEADLINE) {
-		io->tres = res;
-	} else if (co__likely(!(cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE)))) {
-		io->res = res;
+	if (co__likely((tag | (cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE))) == 0)) {
+		io->res = res; /* the operation's one CQE */
 		io->cqe_flags = cqe_flags;
+	} else if (tag == TAG_DEADLINE) {
+		io->tres = res;
 	} else if (!(cqe_flags & IORING_CQE_F_NOTIF)) {
 		/* a zero-copy send's first CQE: its notification follows, the
 		 * await ends with that (the buffer is free again) */

@@ -686,7 +686,7 @@ static inline int co__einval_resume(co_awaiter *a, co_frame *f)
 
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
-	co_frame *r = co_root(f);
+	co_frame *r;
 	unsigned running;
 
 	if (CO__UNLIKELY(a == NULL)) {
@@ -701,6 +701,7 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 	f->u.aw = a;
 	if (a->ops->ready && a->ops->ready(a, f))
 		return 0;
+	r = co_root(f);
 	/* Mark waiting before suspend(): from inside suspend() on, another
 	 * thread may wake and resume the frame. */
 	/* RUNNING (set by a debug co_resume) ends here in every build: the

@@ -193,6 +193,7 @@ struct co_engine {
 	co_io_info *last_info;          /* private: whose the last SQE handed out
 	                                   (the SQ tail's) is, until the next submit */
 	unsigned sqe_shift;             /* private: 1 with IORING_SETUP_SQE128 */
+	unsigned cqe_shift;             /* private: 1 with IORING_SETUP_CQE32 */
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
