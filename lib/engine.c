@@ -351,6 +351,8 @@ static void remote_end(co_engine *e, int remote)
 static void remote_push(co_engine *e, int remote, _Atomic(void *) *list, void *node, size_t link)
 {
 	co__lifo_push(list, node, link);
+	if (!remote) /* the owner's own post: epoch tells its next turn to look */
+		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_relaxed);
 	remote_end(e, remote);
 }
 
@@ -1061,11 +1063,9 @@ static void abandon(co_engine *e, co_frame *f)
  * Under a cancel stop, every frame resumed is marked cancelled first. */
 static void run_ready(co_engine *e, uint64_t cancel_deadline)
 {
-	for (unsigned n = 0; n < e->batch; n++) {
-		co_frame *f = ready_pop(e);
+	co_frame *f;
 
-		if (f == NULL)
-			break;
+	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
 			if (f->label == 0 || now_ns() >= cancel_deadline) {
 				abandon(e, f);
@@ -1126,7 +1126,7 @@ static void reap_all(co_engine *e)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
-	while (reap(e) && io_uring_cq_has_overflow(&e->ring)) {
+	while (reap(e) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
 		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
 	}
@@ -1316,19 +1316,27 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 /* The first half of every turn, looping or ticking: take in what other
  * threads sent (posts, submits, cancels), advance a stop, and run what is
  * ready. *wait_ns: how long the turn may then wait. */
-static void turn_run(co_engine *e, uint64_t *wait_ns)
+/* snap: the epoch read when the turn began. Every push onto the lists
+ * other threads fill (inbox, posts, cancels) is followed by a bump of
+ * epoch, so the lists need a look only when it moved since the last look;
+ * a push whose bump comes after snap is seen by engine_wait, which then
+ * does not sleep, and by the next turn. */
+static void turn_run(co_engine *e, unsigned snap, uint64_t *wait_ns)
 {
 	uint64_t cancel_deadline;
 
 	quiet_clear(e);
 	e->stats.turns++;
 	e->last_info = NULL; /* SQEs of earlier turns are submitted */
-	if (co__unlikely(!co__lifo_empty(&e->posts)))
-		run_posts(e);
-	if (!co__lifo_empty(&e->inbox))
-		inbox_drain(e);
-	if (co__unlikely(!co__lifo_empty(&e->cancels)))
-		run_cancels(e);
+	if (co__unlikely(snap != e->seen_epoch)) {
+		e->seen_epoch = snap;
+		if (!co__lifo_empty(&e->posts))
+			run_posts(e);
+		if (!co__lifo_empty(&e->inbox))
+			inbox_drain(e);
+		if (!co__lifo_empty(&e->cancels))
+			run_cancels(e);
+	}
 	cancel_deadline = stop_turn(e, wait_ns);
 	if (co__unlikely(e->local_n != 0) && stealable(e))
 		ring_refill(e);
@@ -1343,7 +1351,7 @@ static int loop(co_engine *e, int mode)
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
 		uint64_t wait_ns;
 
-		turn_run(e, &wait_ns);
+		turn_run(e, snap, &wait_ns);
 
 		if (e->local_n != 0 || (stealable(e) && ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
@@ -1402,7 +1410,7 @@ static int tick(co_engine *e)
 	uint64_t resumed = e->stats.resumed, wait_ns;
 	int ret;
 
-	turn_run(e, &wait_ns);
+	turn_run(e, snap, &wait_ns);
 	ret = io_uring_submit(&e->ring);
 	if (ret >= 0 && e->inflight)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
@@ -1438,6 +1446,8 @@ static int enter(co_engine *e)
 		}
 	}
 	co__tls_engine = e;
+	/* the first turn looks at the lists whatever epoch says */
+	e->seen_epoch = atomic_load_explicit(&e->epoch, memory_order_relaxed) - 1;
 	return 0;
 }
 

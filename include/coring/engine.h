@@ -196,6 +196,8 @@ struct co_engine {
 	unsigned cqe_shift;             /* private: 1 with IORING_SETUP_CQE32 */
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
+	unsigned seen_epoch;            /* private: epoch when the owner last
+	                                   looked at the lists below */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
 	co_frame *local_tail;           /* private: without stealing, the ring's */
 	unsigned local_n;               /* private: overflow with it */
