@@ -500,6 +500,49 @@ static void test_post_errors_and_lifetime(void **state)
 	assert_int_equal(co_engine_post(&e, &p), -EINVAL); /* destroyed */
 }
 
+/* A post made by a frame on the engine's own thread runs at the next
+ * turn, even when the frame then waits on I/O that would take an hour:
+ * the post cancels that wait. Were the post seen only after the I/O, the
+ * test would hang until meson's timeout. */
+struct self_post {
+	co_frame co;
+	co_io io;
+	co_post p;
+	int ran;
+};
+
+static void self_post_fn(co_post *p)
+{
+	struct self_post *s = co__container_of(p, struct self_post, p);
+	s->ran++;
+	assert_int_equal(co_cancel(&s->co), 0);
+}
+
+static int self_post_body(co_frame *f)
+{
+	struct self_post *s = (struct self_post *)f;
+	CO_BEGIN(f);
+	s->p.fn = self_post_fn;
+	assert_int_equal(co_engine_post(co_engine_current(), &s->p), 0);
+	CO_AWAIT(f, co_sleep(&s->io, 3600 * CO_S));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void test_post_from_own_frame(void **state)
+{
+	struct self_post s = { .ran = 0 };
+	co_engine e;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&s.co, self_post_body);
+	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(s.ran, 1);
+	assert_int_equal(co_status(&s.co), -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -514,6 +557,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nested_run_refused),
 		cmocka_unit_test(test_post_from_other_threads),
 		cmocka_unit_test(test_post_errors_and_lifetime),
+		cmocka_unit_test(test_post_from_own_frame),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
