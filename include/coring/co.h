@@ -884,8 +884,10 @@ extern "C" {
 #endif
 #define CO__LABEL_ADDR(l) ((uintptr_t)(__extension__ && l))
 
-/* A co_frame keeps a label's address; a co_tiny its 16-bit distance from
- * co__begin (a body is far smaller than 32 KiB). */
+/* A co_frame keeps a label's address (0 before its first resume: the
+ * runners read "not started" off it); a co_tiny its 16-bit distance from
+ * co__begin (a body is far smaller than 32 KiB), so that its 0 is
+ * co__begin itself and a co_tiny jumps without testing the label. */
 #define CO__DEST(f)                                                        \
 	(CO__TINY(f) ? (void *)((char *)(__extension__ &&co__begin) + (int16_t)(f)->label) \
 		     : (void *)(uintptr_t)(f)->label)
@@ -895,7 +897,7 @@ extern "C" {
 		const void *const CO__IN_BODY = (f);                       \
 		CO__FRAME_KIND(f);                                         \
 		CO__TINY_ENTER(f)                                          \
-		if ((f)->label) {                                          \
+		if (CO__TINY(f) || (f)->label) {                           \
 			CO__GOTO(CO__DEST(f))                              \
 		}                                                          \
 		/* an address-taken label, so that a body without any   \
@@ -909,7 +911,7 @@ extern "C" {
 	((f)->label = CO__TINY(f) ? (uint16_t)(int16_t)(CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)) - \
 						      CO__LABEL_ADDR(co__begin)) \
 				  : CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)))
-#define CO__HERE CO__CAT(co__L, __LINE__) :
+#define CO__HERE(f) CO__CAT(co__L, __LINE__) :
 /* a co_tiny's resume point once finished (see CO__FINISH) */
 #define CO__END_LABEL                                                      \
 	(uint16_t)(int16_t)(CO__LABEL_ADDR(co__end) - CO__LABEL_ADDR(co__begin))
@@ -924,10 +926,26 @@ extern "C" {
  * outer switch misses its case and the default traps loudly. */
 #define CO__LINE_LABEL ((uintptr_t)0x5C000000u + (uintptr_t)__LINE__)
 
-/* A co_tiny keeps the low 16 bits (the line); the switch puts the offset
- * back (line numbers stay below 65536). */
+/* A co_tiny keeps the line in 16 bits. Its cases are offset in debug
+ * builds only, where the switch puts the offset back, so that the misuse
+ * above does not compile there either; a release build compares the bare
+ * line, one instruction per case on most cores (a misuse compiled only
+ * there still finds no case and traps). */
+#if CO_DEBUG
+#define CO__TINY_CASE_BASE ((uintptr_t)0x5C000000u)
+#else
+#define CO__TINY_CASE_BASE ((uintptr_t)0)
+#endif
+/* A finished co_tiny ends up in the default; in release builds its state
+ * byte holds nothing but DONE, so any bit set means finished (a test of
+ * the whole byte, the shortest on most cores). */
+#if CO_DEBUG
+#define CO__TINY_FINISHED(f) ((f)->state & CO__TINY_DONE)
+#else
+#define CO__TINY_FINISHED(f) ((f)->state != 0)
+#endif
 #define CO__LABEL_OF(f)                                                    \
-	(CO__TINY(f) ? ((f)->label ? (uintptr_t)0x5C000000u | (f)->label : 0) : (uintptr_t)(f)->label)
+	(CO__TINY(f) ? ((f)->label ? CO__TINY_CASE_BASE | (f)->label : 0) : (uintptr_t)(f)->label)
 
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
@@ -936,7 +954,7 @@ extern "C" {
 		CO__TINY_ENTER(f)                                          \
 		switch (CO__LABEL_OF(f)) {                                 \
 		default:                                                   \
-			if (CO__TINY(f) && ((f)->state & CO__TINY_DONE))   \
+			if (CO__TINY(f) && CO__TINY_FINISHED(f))           \
 				return CO__RET_DONE;                       \
 			CO_TRAP("resume point not found: a suspension point inside a " \
 				"switch statement (use CO_USE_COMPUTED_GOTO) or a corrupt frame"); \
@@ -944,7 +962,7 @@ extern "C" {
 		case 0:
 
 #define CO__SET(f) ((f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
-#define CO__HERE case CO__LINE_LABEL:
+#define CO__HERE(f) case CO__TINY(f) ? CO__TINY_CASE_BASE + __LINE__ : CO__LINE_LABEL:
 /* A finished co_tiny's label matches no case: the default returns CO_DONE
  * (no case of its own, which would cost frames a larger jump table). */
 #define CO__END_LABEL ((uint16_t)0xFFFFu)
@@ -985,7 +1003,7 @@ extern "C" {
 		CO__SET(f);                                                \
 		CO__LEAVE(f);                                              \
 		return CO__RET_YIELD;                                      \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 	} while (0)
 
 /*
@@ -1061,7 +1079,7 @@ extern "C" {
 				return co__ret;                            \
 		}                                                          \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		(f)->result = CO__AWAIT_END((f), (x));                     \
 	} while (0)
 
@@ -1076,7 +1094,7 @@ extern "C" {
 		CO__MARK(f);                                               \
 		CO__SET(f);                                                \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		if (!(cond)) {                                             \
 			CO__LEAVE(f);                                      \
 			return CO__RET_YIELD;                              \
@@ -1095,7 +1113,7 @@ extern "C" {
 		if (co__call_begin((f), (kid)))                            \
 			return CO__RET_CALL;                               \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		(f)->result = co__call_end(f);                             \
 	} while (0)
 
