@@ -202,12 +202,13 @@ typedef struct co_awaiter_ops co_awaiter_ops;
 typedef struct co_runner co_runner;
 
 /* What a body returns to the trampoline (internal; bodies return them via
- * the macros only). */
+ * the macros only). The two that suspend are the positive ones, so that
+ * co_resume's common case is one test of the sign. */
 enum {                         /* YIELD and WAIT equal CO_YIELDED, CO_WAITING */
 	CO__RET_DONE = 0,      /* finished (CO_END / CO_RETURN) */
 	CO__RET_YIELD = 1,     /* suspended, ready to run again */
 	CO__RET_WAIT = 2,      /* suspended on an awaiter that will co_wake() it */
-	CO__RET_CALL = 3,      /* start the child in frame->u.child */
+	CO__RET_CALL = -1,     /* start the child in frame->u.child */
 };
 
 /* What co_resume() reports. */
@@ -222,7 +223,6 @@ enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a runner (loop/engine) */
-	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 	CO__ST_RUNNING = 1u << 2,    /* root: inside co_resume (debug builds) */
@@ -512,16 +512,17 @@ static inline co_frame *co_root(co_frame *f)
  */
 static inline int co_resume(co_frame *f)
 {
-	co_frame *root = f, *cur = f;
+	co_frame *root = f, *cur;
 
 	CO__CHECK(f != NULL, "co_resume: NULL frame");
 	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
 	CO__CHECK(f->parent == NULL,
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
-	 * per resume), and a root that is its own leaf calls its body without
-	 * a dependent load of top (the cheaper round trip; docs/benchmarks.md). */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
+	 * per resume), and the body to run is always root->top's (the root
+	 * itself unless it awaits a child): a load instead of a second test
+	 * and a copy (docs/benchmarks.md, "Firmware"). */
+	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
 			  "co_resume: frame is running (resumed from its own body or an "
@@ -534,8 +535,8 @@ static inline int co_resume(co_frame *f)
 			/* release builds: a child runs only when its root resumes */
 			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 		}
-		cur = root->top;
 	}
+	cur = root->top;
 	root->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
 	for (;;) {
 		int r = cur->fn(cur);
@@ -544,18 +545,17 @@ static inline int co_resume(co_frame *f)
 		 * (CO__RET_YIELD == CO_YIELDED, CO__RET_WAIT == CO_WAITING). After a
 		 * wait the awaiter may already have handed the frame to another
 		 * thread: touch nothing (the await cleared RUNNING before). */
-		if ((unsigned)(r - 1) < 2u) {
+		if (r > 0) {
 #if CO_DEBUG
 			if (r == CO__RET_YIELD)
 				root->state &= ~CO__ST_DBG_RUNNING;
 #endif
 			return r;
 		}
-		if (r == CO__RET_CALL) {
+		if (r < 0) { /* CO__RET_CALL */
 			co_frame *c = cur->u.child;
 			c->top = root;
 			root->top = c;
-			root->state |= CO__ST_NESTED;
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
@@ -566,8 +566,6 @@ static inline int co_resume(co_frame *f)
 			cur->parent = NULL;
 			cur->top = cur;
 			root->top = p;
-			if (p == root)
-				root->state &= ~(unsigned)CO__ST_NESTED;
 			cur = p;
 		}
 	}
