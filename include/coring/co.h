@@ -34,7 +34,11 @@
  *                             default elsewhere. A suspension point inside a
  *                             user `switch` cannot work here; it traps on
  *                             resume with a message (never skips or
- *                             restarts code).
+ *                             restarts code). A co_tiny's release build
+ *                             compares bare line numbers: there a user's
+ *                             switch on a value equal to the point's line
+ *                             would jump to it; its debug build rejects or
+ *                             traps on such a point as a co_frame's does.
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -520,8 +524,8 @@ static inline int co_resume(co_frame *f)
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and the body to run is always root->top's (the root
-	 * itself unless it awaits a child): a load instead of a second test
-	 * and a copy (docs/benchmarks.md, "Firmware"). */
+	 * itself unless it awaits a child): one load instead of a second test
+	 * and a register copy. */
 	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
@@ -928,7 +932,8 @@ extern "C" {
  * builds only, where the switch puts the offset back, so that the misuse
  * above does not compile there either; a release build compares the bare
  * line, one instruction per case on most cores (a misuse compiled only
- * there still finds no case and traps). */
+ * there finds no case and traps, unless the user's switch value equals
+ * the line: then that switch jumps to the point). */
 #if CO_DEBUG
 #define CO__TINY_CASE_BASE ((uintptr_t)0x5C000000u)
 #else
