@@ -3,8 +3,9 @@
 # reference is `test_PROGRAM` followed by case names ("`test_io` pipe_ops,
 # file_ops"); each PROGRAM must be test/test_PROGRAM.c (or a test meson
 # registers by that name) and each case a cmocka case in it; a lone
-# `test_CASE` must be a case of some program. A promise in
-# the docs that points at a test nobody runs fails here.
+# `test_CASE` must be a case of some program; a `compile_fail_NAME` must be
+# test/compile_fail/NAME.c and in test/meson.build's list of them. A promise
+# in the docs that points at a test nobody runs fails here.
 import pathlib
 import re
 import sys
@@ -40,4 +41,10 @@ for doc in docs:
                 if name not in cases[prog]:
                     print(f'{doc.name}: {prog} has no case {name} ({where})')
                     bad += 1
+compile_fail = re.compile(r'`compile_fail_([a-z0-9_]+)`')
+for doc in docs:
+    for name in compile_fail.findall(doc.read_text(encoding='utf-8')):
+        if not (root / 'test' / 'compile_fail' / (name + '.c')).exists() or f"'{name}'" not in meson:
+            print(f'{doc.name}: no compile-fail test {name}')
+            bad += 1
 sys.exit(1 if bad else 0)

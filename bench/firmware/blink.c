@@ -31,7 +31,7 @@ int fw_run(long n)
 	for (; n > 0; n -= 3) {
 		tick++;
 		for (int k = 0; k < 3; k++)
-			co_resume(&b[k].co);
+			FW_RESUME(co_resume(&b[k].co), &b[k].co);
 	}
 	return (int)(leds & 0);
 }

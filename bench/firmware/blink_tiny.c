@@ -31,7 +31,7 @@ int fw_run(long n)
 	for (; n > 0; n -= 3) {
 		tick++;
 		for (int k = 0; k < 3; k++)
-			fw_body_blink(&b[k]);
+			FW_RESUME(fw_body_blink(&b[k]), &b[k]);
 	}
 	return (int)(leds & 0);
 }

@@ -27,6 +27,6 @@ int fw_run(long n)
 		lv[i].next = &lv[i + 1];
 	co_init(&lv[0].co, fw_body_level);
 	while (n--)
-		co_resume(&lv[0].co);
+		FW_RESUME(co_resume(&lv[0].co), &lv[0].co);
 	return 0;
 }

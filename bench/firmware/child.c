@@ -32,6 +32,6 @@ int fw_run(long n)
 
 	co_init(&p.co, fw_body_parent);
 	while (n--)
-		co_resume(&p.co);
+		FW_RESUME(co_resume(&p.co), &p.co);
 	return p.runs & 0;
 }

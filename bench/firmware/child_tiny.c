@@ -34,6 +34,6 @@ int fw_run(long n)
 
 	co_tiny_init(&p.pt);
 	while (n--)
-		fw_body_parent(&p);
+		FW_RESUME(fw_body_parent(&p), &p);
 	return p.runs & 0;
 }

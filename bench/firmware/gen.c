@@ -21,7 +21,7 @@ int fw_run(long n)
 
 	co_init(&g.co, fw_body_gen);
 	while (n--) {
-		co_resume(&g.co);
+		FW_RESUME(co_resume(&g.co), &g.co);
 		sum += g.value;
 	}
 	return sum & 1;

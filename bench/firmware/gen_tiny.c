@@ -23,7 +23,7 @@ int fw_run(long n)
 
 	co_tiny_init(&g.pt);
 	while (n--) {
-		fw_body_gen(&g);
+		FW_RESUME(fw_body_gen(&g), &g);
 		sum += g.value;
 	}
 	return sum & 1;

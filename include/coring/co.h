@@ -34,7 +34,11 @@
  *                             default elsewhere. A suspension point inside a
  *                             user `switch` cannot work here; it traps on
  *                             resume with a message (never skips or
- *                             restarts code).
+ *                             restarts code). A co_tiny's release build
+ *                             compares bare line numbers: there a user's
+ *                             switch on a value equal to the point's line
+ *                             would jump to it; its debug build rejects or
+ *                             traps on such a point as a co_frame's does.
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -202,12 +206,13 @@ typedef struct co_awaiter_ops co_awaiter_ops;
 typedef struct co_runner co_runner;
 
 /* What a body returns to the trampoline (internal; bodies return them via
- * the macros only). */
+ * the macros only). The two that suspend are the positive ones, so that
+ * co_resume's common case is one test of the sign. */
 enum {                         /* YIELD and WAIT equal CO_YIELDED, CO_WAITING */
 	CO__RET_DONE = 0,      /* finished (CO_END / CO_RETURN) */
 	CO__RET_YIELD = 1,     /* suspended, ready to run again */
 	CO__RET_WAIT = 2,      /* suspended on an awaiter that will co_wake() it */
-	CO__RET_CALL = 3,      /* start the child in frame->u.child */
+	CO__RET_CALL = -1,     /* start the child in frame->u.child */
 };
 
 /* What co_resume() reports. */
@@ -222,7 +227,6 @@ enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a runner (loop/engine) */
-	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 	CO__ST_RUNNING = 1u << 2,    /* root: inside co_resume (debug builds) */
@@ -512,16 +516,17 @@ static inline co_frame *co_root(co_frame *f)
  */
 static inline int co_resume(co_frame *f)
 {
-	co_frame *root = f, *cur = f;
+	co_frame *root = f, *cur;
 
 	CO__CHECK(f != NULL, "co_resume: NULL frame");
 	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
 	CO__CHECK(f->parent == NULL,
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
-	 * per resume), and a root that is its own leaf calls its body without
-	 * a dependent load of top (the cheaper round trip; docs/benchmarks.md). */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
+	 * per resume), and the body to run is always root->top's (the root
+	 * itself unless it awaits a child): one load instead of a second test
+	 * and a register copy. */
+	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
 			  "co_resume: frame is running (resumed from its own body or an "
@@ -534,8 +539,8 @@ static inline int co_resume(co_frame *f)
 			/* release builds: a child runs only when its root resumes */
 			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 		}
-		cur = root->top;
 	}
+	cur = root->top;
 	root->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
 	for (;;) {
 		int r = cur->fn(cur);
@@ -544,18 +549,17 @@ static inline int co_resume(co_frame *f)
 		 * (CO__RET_YIELD == CO_YIELDED, CO__RET_WAIT == CO_WAITING). After a
 		 * wait the awaiter may already have handed the frame to another
 		 * thread: touch nothing (the await cleared RUNNING before). */
-		if ((unsigned)(r - 1) < 2u) {
+		if (r > 0) {
 #if CO_DEBUG
 			if (r == CO__RET_YIELD)
 				root->state &= ~CO__ST_DBG_RUNNING;
 #endif
 			return r;
 		}
-		if (r == CO__RET_CALL) {
+		if (r < 0) { /* CO__RET_CALL */
 			co_frame *c = cur->u.child;
 			c->top = root;
 			root->top = c;
-			root->state |= CO__ST_NESTED;
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
@@ -566,8 +570,6 @@ static inline int co_resume(co_frame *f)
 			cur->parent = NULL;
 			cur->top = cur;
 			root->top = p;
-			if (p == root)
-				root->state &= ~(unsigned)CO__ST_NESTED;
 			cur = p;
 		}
 	}
@@ -896,8 +898,10 @@ extern "C" {
 #endif
 #define CO__LABEL_ADDR(l) ((uintptr_t)(__extension__ && l))
 
-/* A co_frame keeps a label's address; a co_tiny its 16-bit distance from
- * co__begin (a body is far smaller than 32 KiB). */
+/* A co_frame keeps a label's address (0 before its first resume: the
+ * runners read "not started" off it); a co_tiny its 16-bit distance from
+ * co__begin (a body is far smaller than 32 KiB), so that its 0 is
+ * co__begin itself and a co_tiny jumps without testing the label. */
 #define CO__DEST(f)                                                        \
 	(CO__TINY(f) ? (void *)((char *)(__extension__ &&co__begin) + (int16_t)(f)->label) \
 		     : (void *)(uintptr_t)(f)->label)
@@ -907,7 +911,7 @@ extern "C" {
 		const void *const CO__IN_BODY = (f);                       \
 		CO__FRAME_KIND(f);                                         \
 		CO__TINY_ENTER(f)                                          \
-		if ((f)->label) {                                          \
+		if (CO__TINY(f) || (f)->label) {                           \
 			CO__GOTO(CO__DEST(f))                              \
 		}                                                          \
 		/* an address-taken label, so that a body without any   \
@@ -921,7 +925,7 @@ extern "C" {
 	((f)->label = CO__TINY(f) ? (uint16_t)(int16_t)(CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)) - \
 						      CO__LABEL_ADDR(co__begin)) \
 				  : CO__LABEL_ADDR(CO__CAT(co__L, __LINE__)))
-#define CO__HERE CO__CAT(co__L, __LINE__) :
+#define CO__HERE(f) CO__CAT(co__L, __LINE__) :
 /* a co_tiny's resume point once finished (see CO__FINISH) */
 #define CO__END_LABEL                                                      \
 	(uint16_t)(int16_t)(CO__LABEL_ADDR(co__end) - CO__LABEL_ADDR(co__begin))
@@ -936,10 +940,27 @@ extern "C" {
  * outer switch misses its case and the default traps loudly. */
 #define CO__LINE_LABEL ((uintptr_t)0x5C000000u + (uintptr_t)__LINE__)
 
-/* A co_tiny keeps the low 16 bits (the line); the switch puts the offset
- * back (line numbers stay below 65536). */
+/* A co_tiny keeps the line in 16 bits. Its cases are offset in debug
+ * builds only, where the switch puts the offset back, so that the misuse
+ * above does not compile there either; a release build compares the bare
+ * line, one instruction per case on most cores (a misuse compiled only
+ * there finds no case and traps, unless the user's switch value equals
+ * the line: then that switch jumps to the point). */
+#if CO_DEBUG
+#define CO__TINY_CASE_BASE ((uintptr_t)0x5C000000u)
+#else
+#define CO__TINY_CASE_BASE ((uintptr_t)0)
+#endif
+/* A finished co_tiny ends up in the default; in release builds its state
+ * byte holds nothing but DONE, so any bit set means finished (a test of
+ * the whole byte, the shortest on most cores). */
+#if CO_DEBUG
+#define CO__TINY_FINISHED(f) ((f)->state & CO__TINY_DONE)
+#else
+#define CO__TINY_FINISHED(f) ((f)->state != 0)
+#endif
 #define CO__LABEL_OF(f)                                                    \
-	(CO__TINY(f) ? ((f)->label ? (uintptr_t)0x5C000000u | (f)->label : 0) : (uintptr_t)(f)->label)
+	(CO__TINY(f) ? ((f)->label ? CO__TINY_CASE_BASE | (f)->label : 0) : (uintptr_t)(f)->label)
 
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
@@ -948,7 +969,7 @@ extern "C" {
 		CO__TINY_ENTER(f)                                          \
 		switch (CO__LABEL_OF(f)) {                                 \
 		default:                                                   \
-			if (CO__TINY(f) && ((f)->state & CO__TINY_DONE))   \
+			if (CO__TINY(f) && CO__TINY_FINISHED(f))           \
 				return CO__RET_DONE;                       \
 			CO_TRAP("resume point not found: a suspension point inside a " \
 				"switch statement (use CO_USE_COMPUTED_GOTO) or a corrupt frame"); \
@@ -956,7 +977,7 @@ extern "C" {
 		case 0:
 
 #define CO__SET(f) ((f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
-#define CO__HERE case CO__LINE_LABEL:
+#define CO__HERE(f) case CO__TINY(f) ? CO__TINY_CASE_BASE + __LINE__ : CO__LINE_LABEL:
 /* A finished co_tiny's label matches no case: the default returns CO_DONE
  * (no case of its own, which would cost frames a larger jump table). */
 #define CO__END_LABEL ((uint16_t)0xFFFFu)
@@ -997,7 +1018,7 @@ extern "C" {
 		CO__SET(f);                                                \
 		CO__LEAVE(f);                                              \
 		return CO__RET_YIELD;                                      \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 	} while (0)
 
 /*
@@ -1073,7 +1094,7 @@ extern "C" {
 				return co__ret;                            \
 		}                                                          \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		(f)->result = CO__AWAIT_END((f), (x));                     \
 	} while (0)
 
@@ -1088,7 +1109,7 @@ extern "C" {
 		CO__MARK(f);                                               \
 		CO__SET(f);                                                \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		if (!(cond)) {                                             \
 			CO__LEAVE(f);                                      \
 			return CO__RET_YIELD;                              \
@@ -1107,7 +1128,7 @@ extern "C" {
 		if (co__call_begin((f), (kid)))                            \
 			return CO__RET_CALL;                               \
 		CO__FALLTHROUGH;                                           \
-		CO__HERE;                                                  \
+		CO__HERE(f);                                               \
 		(f)->result = co__call_end(f);                             \
 	} while (0)
 
