@@ -6,6 +6,7 @@
 # is misuse only on the switch backend: with computed goto it must compile.
 # "std: c99" compiles it as C99; "werror: off" drops -Werror, for misuse
 # that must be a hard error, not a warning a user's build may ignore.
+# "ndebug: too" checks the misuse in a release build (-DNDEBUG) as well.
 set -u
 backend=$1 src=$2 inc=$3
 shift 3
@@ -33,5 +34,13 @@ if "$@" $flags "$src" >"$log" 2>&1; then
 fi
 if ! grep -Eq "$expect" "$log"; then
 	echo "FAIL: $src was rejected, but not with /$expect/:"; cat "$log"; exit 1
+fi
+if grep -q 'ndebug: too' "$src"; then
+	if "$@" $flags -DNDEBUG "$src" >"$log" 2>&1; then
+		echo "FAIL: $src compiled with -DNDEBUG, but the misuse must be rejected there too"; exit 1
+	fi
+	if ! grep -Eq "$expect" "$log"; then
+		echo "FAIL: $src was rejected with -DNDEBUG, but not with /$expect/:"; cat "$log"; exit 1
+	fi
 fi
 echo "ok: $src rejected:"; grep -E "$expect" "$log" | head -n 2

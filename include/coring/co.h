@@ -34,11 +34,7 @@
  *                             default elsewhere. A suspension point inside a
  *                             user `switch` cannot work here; it traps on
  *                             resume with a message (never skips or
- *                             restarts code). A co_tiny's release build
- *                             compares bare line numbers: there a user's
- *                             switch on a value equal to the point's line
- *                             would jump to it; its debug build rejects or
- *                             traps on such a point as a co_frame's does.
+ *                             restarts code), a co_tiny's as a co_frame's.
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -940,17 +936,13 @@ extern "C" {
  * outer switch misses its case and the default traps loudly. */
 #define CO__LINE_LABEL ((uintptr_t)0x5C000000u + (uintptr_t)__LINE__)
 
-/* A co_tiny keeps the line in 16 bits. Its cases are offset in debug
- * builds only, where the switch puts the offset back, so that the misuse
- * above does not compile there either; a release build compares the bare
- * line, one instruction per case on most cores (a misuse compiled only
- * there finds no case and traps, unless the user's switch value equals
- * the line: then that switch jumps to the point). */
-#if CO_DEBUG
-#define CO__TINY_CASE_BASE ((uintptr_t)0x5C000000u)
-#else
-#define CO__TINY_CASE_BASE ((uintptr_t)0)
-#endif
+/* A co_tiny keeps the line in 16 bits; its cases are the line shifted
+ * up 16 bits, and the switch shifts the label the same way (one
+ * instruction, and the constants are immediates on Thumb-2): a user's
+ * switch on a small value can never hit a resume point's case, and one
+ * on a type narrower than 32 bits does not compile (the misuse above),
+ * in release builds too. */
+#define CO__TINY_CASE(line) ((uintptr_t)(line) << 16)
 /* A finished co_tiny ends up in the default; in release builds its state
  * byte holds nothing but DONE, so any bit set means finished (a test of
  * the whole byte, the shortest on most cores). */
@@ -960,7 +952,7 @@ extern "C" {
 #define CO__TINY_FINISHED(f) ((f)->state != 0)
 #endif
 #define CO__LABEL_OF(f)                                                    \
-	(CO__TINY(f) ? ((f)->label ? CO__TINY_CASE_BASE | (f)->label : 0) : (uintptr_t)(f)->label)
+	(CO__TINY(f) ? ((f)->label ? CO__TINY_CASE((f)->label) : 0) : (uintptr_t)(f)->label)
 
 #define CO_BEGIN(f)                                                        \
 	{                                                                  \
@@ -977,7 +969,7 @@ extern "C" {
 		case 0:
 
 #define CO__SET(f) ((f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
-#define CO__HERE(f) case CO__TINY(f) ? CO__TINY_CASE_BASE + __LINE__ : CO__LINE_LABEL:
+#define CO__HERE(f) case CO__TINY(f) ? CO__TINY_CASE(__LINE__) : CO__LINE_LABEL:
 /* A finished co_tiny's label matches no case: the default returns CO_DONE
  * (no case of its own, which would cost frames a larger jump table). */
 #define CO__END_LABEL ((uint16_t)0xFFFFu)

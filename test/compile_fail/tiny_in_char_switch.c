@@ -1,8 +1,8 @@
 /* expect: exceeds maximum value|case label value|overflow
  * backend: switch (computed goto allows this)
- * The tiny profile in a debug build: the same compile error as a co_frame
- * (its release build compares bare line numbers, and traps on resume
- * instead: test_co suspend_inside_user_switch). */
+ * ndebug: too
+ * The tiny profile: the same compile error as a co_frame (its cases are
+ * line numbers shifted up 16 bits, out of a char's range). */
 #include <coring/co.h>
 struct s { co_tiny pt; unsigned char c; };
 static int body(struct s *s)
