@@ -206,6 +206,9 @@ struct co_engine {
 	co_engine_stats stats;          /* read-only */
 	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
 	void *hook_arg;                 /* private */
+	unsigned bufrings;              /* private: provided buffer rings
+	                                   registered (coring/stream.h) */
+	unsigned short bgid_next;       /* private: the next buffer group id to try */
 
 	/* Written by other threads: one cache line apart from the above. */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* private: spawned,
