@@ -113,6 +113,7 @@ int co_bufring_init(co_bufring *b, co_engine *e, unsigned count, unsigned size)
 	b->map_size = total;
 	b->count = count;
 	b->size = size;
+	b->stream_limit = count / 64 > 2 * CO_STREAM_IOV_MAX ? count / 64 : 2 * CO_STREAM_IOV_MAX;
 	for (unsigned bid = 0; bid < count; bid++)
 		ring_give(b, bid);
 	ring_publish(b, count);
@@ -176,8 +177,19 @@ static inline void stream_wake(co_stream *s)
 static void stream_end(co_stream *s, int fin)
 {
 	s->ended = 1;
+	s->paused = 0;
 	s->fin = fin;
 	stream_wake(s);
+}
+
+/* Arm a stream that is not armed (starved, paused); under the engine's
+ * cancel stop, end it instead. */
+static void stream_rearm(co_stream *s, co_engine *e)
+{
+	if (engine_cancelling(e))
+		stream_end(s, -ECANCELED);
+	else
+		stream_arm(s, e);
 }
 
 static void starved_remove(co_bufring *b, co_stream *s)
@@ -227,10 +239,7 @@ static void starved_rearm(co_bufring *b)
 		s->next_starved = NULL;
 		s->starved = 0;
 		co__engine_park_unlink(e, &s->park);
-		if (engine_cancelling(e))
-			stream_end(s, -ECANCELED);
-		else
-			stream_arm(s, e);
+		stream_rearm(s, e);
 	}
 }
 
@@ -238,6 +247,7 @@ static void starved_rearm(co_bufring *b)
 static void stream_last_cqe(co_stream *s, int res)
 {
 	co_engine *e = co__tls_engine;
+	co_bufring *b = s->ring;
 
 	s->armed = 0;
 	if (s->closing) {
@@ -245,19 +255,25 @@ static void stream_last_cqe(co_stream *s, int res)
 		return;
 	}
 	if (res == -ENOBUFS)
-		s->ring->starvations++;
-	if ((res > 0 || res == -ENOBUFS) && !engine_cancelling(e)) {
-		/* ended by the kernel after data, or for want of a buffer */
-		if (res > 0 || s->ring->free != 0)
-			stream_arm(s, e);
-		else
-			stream_starve(s, e);
-		if (s->qn != 0)
-			stream_wake(s);
+		b->starvations++;
+	if (engine_cancelling(e) ||
+	    !(res > 0 || res == -ENOBUFS || (res == -ECANCELED && s->paused))) {
+		/* end of file, an error, a cancel (the engine's stop) */
+		stream_end(s, res > 0 || res == -ENOBUFS ? -ECANCELED : res);
 		return;
 	}
-	/* end of file, an error, a cancel (the engine's stop) */
-	stream_end(s, res > 0 || res == -ENOBUFS ? -ECANCELED : res);
+	/* ended by the kernel after data, for want of a buffer, or paused */
+	if (s->qn >= b->stream_limit) {
+		s->paused = 1; /* armed again once the coroutine took part of it */
+	} else {
+		s->paused = 0;
+		if (res == -ENOBUFS && b->free == 0)
+			stream_starve(s, e);
+		else
+			stream_arm(s, e);
+	}
+	if (s->qn != 0)
+		stream_wake(s);
 }
 
 /* Every CQE of the multishot: queue its buffer, wake a waiting recv. */
@@ -278,6 +294,13 @@ static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned t
 			else
 				s->head = (uint16_t)bid;
 			s->tail = (uint16_t)bid;
+			if (co__unlikely(s->qn >= b->stream_limit) && !s->paused &&
+			    (cqe_flags & IORING_CQE_F_MORE)) {
+				/* a reader far behind: stop receiving for now */
+				s->paused = 1;
+				io_uring_prep_cancel(co__engine_sqe(co__tls_engine, NULL, 0),
+						     &s->info, 0);
+			}
 		} else { /* nothing in it, or the stream is closing */
 			ring_give(b, bid);
 			ring_publish(b, 1);
@@ -307,6 +330,11 @@ static void stream_give_back(co_stream *s, unsigned n)
 	s->head = (uint16_t)bid;
 	s->qn -= n;
 	ring_publish(b, n);
+	if (co__unlikely(s->paused) && !s->armed && !s->closing && s->qn < b->stream_limit) {
+		/* a paused stream's reader caught up */
+		s->paused = 0;
+		stream_rearm(s, b->engine);
+	}
 	if (co__unlikely(b->starved != NULL))
 		starved_rearm(b);
 }

@@ -19,12 +19,13 @@
  *
  * A co_bufring belongs to one engine and is used on its thread only; every
  * stream on it, and every call on those streams, too. What arrives while
- * the coroutine does something else is queued on its stream, in order and
- * without a bound other than the ring's buffers: a coroutine that stops
- * receiving keeps the buffers its data took from the ring (size the ring
- * for its streams' bursts). A stream whose multishot found no free buffer
- * waits until buffers come back (a release, a recv, a close) and is armed
- * again: nothing is lost or reordered.
+ * the coroutine does something else is queued on its stream, in order;
+ * once a stream has ring->stream_limit buffers queued its multishot is
+ * paused (the data waits in the socket) until the coroutine has received
+ * part of them, so one slow reader cannot take the whole ring. A stream
+ * whose multishot found no free buffer waits until buffers come back (a
+ * release, a recv, a close) and is armed again: nothing is lost or
+ * reordered.
  */
 #ifndef CORING_STREAM_H
 #define CORING_STREAM_H
@@ -60,6 +61,11 @@ typedef struct co_bufring {
 	size_t map_size;                /* private */
 	unsigned count, size;           /* read-only */
 	unsigned free;                  /* read-only: buffers the kernel may fill */
+	unsigned stream_limit;          /* public: buffers one stream may have
+	                                   queued before its multishot is paused
+	                                   (a reader that does not keep up cannot
+	                                   take the whole ring); init sets
+	                                   max(2 * CO_STREAM_IOV_MAX, count / 64) */
 	unsigned streams;               /* read-only: streams open on it */
 	uint64_t starvations;           /* read-only: times a stream's multishot
 	                                   found no free buffer (-ENOBUFS) */
@@ -85,7 +91,7 @@ struct co_stream {
 	unsigned qn;                    /* buffers queued, held ones included */
 	unsigned held;                  /* the first `held` of them are the coroutine's */
 	unsigned short head, tail;      /* the queue, linked through ring->next */
-	unsigned char armed, ended, starved, closing, pinned;
+	unsigned char armed, ended, starved, closing, pinned, paused;
 	struct msghdr msg;              /* the batched send of the held buffers */
 	struct iovec iov[CO_STREAM_IOV_MAX];
 };
