@@ -243,6 +243,17 @@ static void starved_rearm(co_bufring *b)
 	}
 }
 
+/* Append buffer bid, holding len bytes, to s's queue. */
+static inline void stream_queue(co_stream *s, co_bufring *b, unsigned bid, unsigned len)
+{
+	b->len[bid] = (uint32_t)len;
+	if (s->qn++)
+		b->next[s->tail] = (uint16_t)bid;
+	else
+		s->head = (uint16_t)bid;
+	s->tail = (uint16_t)bid;
+}
+
 /* The multishot's last CQE (no IORING_CQE_F_MORE). */
 static void stream_last_cqe(co_stream *s, int res)
 {
@@ -276,31 +287,18 @@ static void stream_last_cqe(co_stream *s, int res)
 		stream_wake(s);
 }
 
-/* Every CQE of the multishot: queue its buffer, wake a waiting recv. */
-static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+/* A CQE off the common path: no buffer in it, the stream closing or
+ * past its limit, or the multishot's last. */
+static __attribute__((noinline)) void stream_cqe_slow(co_stream *s, int res, unsigned cqe_flags)
 {
-	co_stream *s = co__container_of(info, co_stream, info);
 	co_bufring *b = s->ring;
 
-	(void)tag;
-	if (co__likely(cqe_flags & IORING_CQE_F_BUFFER)) {
+	if (cqe_flags & IORING_CQE_F_BUFFER) {
 		unsigned bid = cqe_flags >> IORING_CQE_BUFFER_SHIFT;
 
 		b->free--;
-		if (co__likely(res > 0 && !s->closing)) {
-			b->len[bid] = (uint32_t)res;
-			if (s->qn++)
-				b->next[s->tail] = (uint16_t)bid;
-			else
-				s->head = (uint16_t)bid;
-			s->tail = (uint16_t)bid;
-			if (co__unlikely(s->qn >= b->stream_limit) && !s->paused &&
-			    (cqe_flags & IORING_CQE_F_MORE)) {
-				/* a reader far behind: stop receiving for now */
-				s->paused = 1;
-				io_uring_prep_cancel(co__engine_sqe(co__tls_engine, NULL, 0),
-						     &s->info, 0);
-			}
+		if (res > 0 && !s->closing) {
+			stream_queue(s, b, bid, (unsigned)res);
 		} else { /* nothing in it, or the stream is closing */
 			ring_give(b, bid);
 			ring_publish(b, 1);
@@ -308,7 +306,13 @@ static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned t
 				starved_rearm(b);
 		}
 	}
-	if (co__likely(cqe_flags & IORING_CQE_F_MORE)) {
+	if (s->qn >= b->stream_limit && !s->paused && !s->closing &&
+	    (cqe_flags & IORING_CQE_F_MORE)) {
+		/* a reader far behind: stop receiving for now */
+		s->paused = 1;
+		io_uring_prep_cancel(co__engine_sqe(co__tls_engine, NULL, 0), &s->info, 0);
+	}
+	if (cqe_flags & IORING_CQE_F_MORE) {
 		if (s->frame && !s->closing)
 			stream_wake(s);
 		return;
@@ -316,27 +320,84 @@ static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned t
 	stream_last_cqe(s, res);
 }
 
-/* Give the n buffers from the head of the queue back to the ring. */
-static void stream_give_back(co_stream *s, unsigned n)
+/* Every CQE of the multishot: queue its buffer, wake a waiting recv. The
+ * common one (data, more to come, nothing unusual) takes the short way. */
+static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	co_stream *s = co__container_of(info, co_stream, info);
+	co_bufring *b = s->ring;
+
+	(void)tag;
+	if (co__likely((cqe_flags & (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE)) ==
+			       (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE) &&
+		       res > 0 && !s->closing && s->qn + 1 < b->stream_limit)) {
+		b->free--;
+		stream_queue(s, b, cqe_flags >> IORING_CQE_BUFFER_SHIFT, (unsigned)res);
+		if (s->frame)
+			stream_wake(s);
+		return;
+	}
+	stream_cqe_slow(s, res, cqe_flags);
+}
+
+/* After buffers came back: a paused stream whose reader caught up is
+ * armed again, and so are the starved streams. */
+static __attribute__((noinline)) void stream_gave_back(co_stream *s)
 {
 	co_bufring *b = s->ring;
-	unsigned bid = s->head;
 
-	for (unsigned i = 0; i < n; i++) {
-		unsigned next = b->next[bid];
-		ring_give(b, bid);
-		bid = next;
-	}
-	s->head = (uint16_t)bid;
-	s->qn -= n;
-	ring_publish(b, n);
-	if (co__unlikely(s->paused) && !s->armed && !s->closing && s->qn < b->stream_limit) {
-		/* a paused stream's reader caught up */
+	if (s->paused && !s->armed && !s->closing && s->qn < b->stream_limit) {
 		s->paused = 0;
 		stream_rearm(s, b->engine);
 	}
-	if (co__unlikely(b->starved != NULL))
+	if (b->starved != NULL)
 		starved_rearm(b);
+}
+
+/* Put the n buffers (n > 0) from the head of s's queue back in the ring
+ * (not published yet): the ring's new tail. */
+static __attribute__((noinline)) unsigned give_back_many(co_stream *s, co_bufring *b, unsigned n)
+{
+	unsigned bid = s->head, tail = b->tail;
+
+	do {
+		struct io_uring_buf *e = &b->br->bufs[tail++ & (b->count - 1)];
+		unsigned next = b->next[bid];
+
+		e->addr = (uint64_t)(uintptr_t)(b->bufs + (size_t)bid * b->size);
+		e->len = b->size;
+		e->bid = (uint16_t)bid;
+		bid = next;
+	} while (--n);
+	s->head = (uint16_t)bid;
+	return tail;
+}
+
+/* Give the n buffers (n > 0) from the head of the queue back to the
+ * ring, and publish them. One buffer (the common case) without a loop. */
+static void stream_give_back(co_stream *s, unsigned n)
+{
+	co_bufring *b = s->ring;
+	unsigned tail;
+
+	s->qn -= n;
+	b->free += n;
+	if (co__likely(n == 1)) {
+		unsigned bid = s->head;
+		struct io_uring_buf *e = &b->br->bufs[b->tail & (b->count - 1)];
+
+		s->head = b->next[bid];
+		e->addr = (uint64_t)(uintptr_t)(b->bufs + (size_t)bid * b->size);
+		e->len = b->size;
+		e->bid = (uint16_t)bid;
+		tail = b->tail + 1u;
+	} else {
+		tail = give_back_many(s, b, n);
+	}
+	b->tail = (uint16_t)tail;
+	io_uring_smp_store_release(&b->br->tail, (uint16_t)tail);
+	if (co__unlikely(s->paused | (b->starved != NULL)))
+		stream_gave_back(s);
 }
 
 static inline void stream_release(co_stream *s)
@@ -525,7 +586,10 @@ static int close_resume(co_awaiter *a, co_frame *f)
 	if (s->pinned)
 		stream_unpin(s, f);
 	s->held = 0;
-	stream_give_back(s, s->qn);
+	if (s->qn)
+		stream_give_back(s, s->qn);
+	else if (b->starved)
+		starved_rearm(b);
 	s->magic = CLOSED_MAGIC;
 	b->streams--;
 	return 0;
