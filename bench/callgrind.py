@@ -32,9 +32,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
-SERVERS = ["echo_coring", "echo_uring", "echo_uring_mshot", "echo_epoll"]
-LABELS = {"echo_coring": "coring", "echo_uring": "raw uring", "echo_uring_mshot": "raw mshot",
-          "echo_epoll": "epoll"}
+SERVERS = ["echo_coring", "echo_coring_stream", "echo_uring", "echo_uring_mshot", "echo_epoll"]
+LABELS = {"echo_coring": "coring", "echo_coring_stream": "coring stream", "echo_uring": "raw uring",
+          "echo_uring_mshot": "raw mshot", "echo_epoll": "epoll"}
 COLUMNS = ["server", "conns", "requests", "ir_per_req", "data_per_req", "d1_miss_per_req"]
 
 
@@ -126,12 +126,14 @@ def table(rows):
                 r = by.get((s, c))
                 cells.append(fmt.format(r[metric]) if r else "-")
             lines.append(f"  {LABELS.get(s, s):<28}" + "".join(f"{x:>12}" for x in cells))
-        if "echo_coring" in servers and "echo_uring" in servers:
-            cells = []
-            for c in conns:
-                a, b = by.get(("echo_coring", c)), by.get(("echo_uring", c))
-                cells.append(f"{a[metric] / b[metric]:.2f}x" if a and b and b[metric] else "-")
-            lines.append(f"  {'coring / raw uring':<28}" + "".join(f"{x:>12}" for x in cells))
+        for mine, raw, label in (("echo_coring", "echo_uring", "coring / raw uring"),
+                                 ("echo_coring_stream", "echo_uring_mshot", "coring stream / raw mshot")):
+            if mine in servers and raw in servers:
+                cells = []
+                for c in conns:
+                    a, b = by.get((mine, c)), by.get((raw, c))
+                    cells.append(f"{a[metric] / b[metric]:.2f}x" if a and b and b[metric] else "-")
+                lines.append(f"  {label:<28}" + "".join(f"{x:>12}" for x in cells))
     return "\n".join(lines)
 
 

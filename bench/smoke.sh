@@ -46,7 +46,7 @@ load() { # load ARGS: echo_load must verify every byte
 	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
 }
 
-for s in echo_coring echo_epoll echo_uring echo_uring_mshot; do
+for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot; do
 	start "$s"
 	load --conns 1 --size 1
 	load --conns 20 --size 1024

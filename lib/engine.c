@@ -696,6 +696,43 @@ int co_engine_unregister_buffers(co_engine *e)
 	return err ? err : io_uring_unregister_buffers(&e->ring);
 }
 
+int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid)
+{
+	struct io_uring_buf_reg reg;
+	int err = register_check(e);
+
+	if (err)
+		return err;
+	/* a group id of our own: of bufrings + 1 ids in a row, one is free
+	 * (unless the user took ids behind our back: then the kernel's
+	 * -EEXIST) */
+	for (unsigned i = 0; i <= e->bufrings; i++) {
+		memset(&reg, 0, sizeof reg);
+		reg.ring_addr = (uint64_t)(uintptr_t)ring;
+		reg.ring_entries = entries;
+		reg.bgid = e->bgid_next++;
+		err = io_uring_register_buf_ring(&e->ring, &reg, 0);
+		if (err != -EEXIST)
+			break;
+	}
+	if (err == 0) {
+		*bgid = reg.bgid;
+		e->bufrings++;
+	}
+	return err;
+}
+
+int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
+{
+	int err = register_check(e);
+
+	if (err == 0)
+		err = io_uring_unregister_buf_ring(&e->ring, bgid);
+	if (err == 0)
+		e->bufrings--;
+	return err;
+}
+
 static void engine_free(co_engine *e)
 {
 	if (e->wake_fd >= 0)
@@ -821,6 +858,7 @@ int co_engine_destroy(co_engine *e)
 	 * a spawn counted itself meanwhile) or posts are pending. */
 	live = atomic_load_explicit(&e->live, memory_order_acquire);
 	if ((LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
+	    e->bufrings != 0 ||
 	    !atomic_compare_exchange_strong(&e->live, &live, live | LIVE_STOPPED)) {
 		/* Busy after all. A stop that came meanwhile set the refusal
 		 * bit but could not move the state: STOPPED then. */

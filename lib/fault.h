@@ -14,9 +14,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 
 enum co__fault_site {
-	CO__FAULT_ALLOC,    /* malloc, calloc, realloc */
+	CO__FAULT_ALLOC,    /* malloc, calloc, realloc, anonymous mmap */
 	CO__FAULT_THREAD,   /* pthread_create */
 	CO__FAULT_RING,     /* io_uring_queue_init_params */
 	CO__FAULT_EVENTFD,  /* eventfd */
@@ -54,6 +55,18 @@ static inline void *co__calloc(size_t n, size_t size)
 static inline void *co__realloc(void *p, size_t n)
 {
 	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : realloc(p, n);
+}
+
+/* An anonymous private mapping of n bytes (zeroed, page-aligned), or NULL;
+ * an allocation as far as faults go. */
+static inline void *co__mmap_anon(size_t n)
+{
+	void *p;
+
+	if (co__fault_hit(CO__FAULT_ALLOC))
+		return NULL;
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 /* pthread_create with default attributes: 0 or a positive errno. */

@@ -190,6 +190,13 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
  * the frame then live on one engine, whose thread does everything. */
 #define CO__CX_PINNED (1u << 7)
 
+/* Register a provided buffer ring of entries (lib/stream.c) under the rule
+ * of co_engine_register_buffers, with a buffer group id of its own
+ * (*bgid); co_engine_destroy refuses while one is registered. 0 or
+ * -errno. */
+int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid);
+int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid);
+
 /* Link a timeout of ns to the I/O awaiter aw just prepared (lib/io.c): 0
  * (linked, or the prep failed and ends at once), -EAGAIN (its SQE is no
  * longer queued, it is a sleep, or it has a timeout already). */
@@ -208,6 +215,7 @@ enum {
 	CO__AW_WHEN,      /* lib/when.c */
 	CO__AW_LIMIT,     /* lib/timeout.c */
 	CO__AW_FAILED,    /* completes at once with an error */
+	CO__AW_STREAM,    /* co_stream_recv (lib/stream.c) */
 	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
 };
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <cmocka.h>
 
@@ -130,6 +131,9 @@ struct kind_task {
 	int res, after;           /* after: an await once the limited one ended */
 	int fds[2];
 	char buf[8];
+	co_bufring ring;          /* CO__AW_STREAM: a stream on a socket pair */
+	co_stream st;
+	int sv[2], skip;
 };
 
 /* The awaiter of row t->kind under a limit (fast: one that completes at
@@ -165,6 +169,10 @@ static co_awaiter *limited(struct kind_task *t)
 		return co_timeout(&t->lim2, co_timeout(&t->lim, gate(&t->g), NEVER), ns);
 	case CO__AW_FAILED: /* a prep with a NULL object: its own -EINVAL */
 		return co_timeout(&t->lim, co_event_wait(&t->w, NULL), ns);
+	case CO__AW_STREAM: /* a stream's recv: the byte, once the multishot is in */
+		if (t->fast)
+			assert_int_equal(write(t->sv[1], "x", 1), 1);
+		return co_timeout(&t->lim, co_stream_recv(&t->st), ns);
 	default:
 		return NULL;
 	}
@@ -174,11 +182,25 @@ static int kind_fn(co_frame *f)
 {
 	struct kind_task *t = (struct kind_task *)f;
 	CO_BEGIN(f);
+	if (t->kind == CO__AW_STREAM) {
+		t->res = co_bufring_init(&t->ring, co_engine_current(), 4, 64);
+		if (t->res == -EINVAL) { /* a kernel without buffer rings */
+			t->skip = 1;
+			CO_RETURN(f, 0);
+		}
+		assert_int_equal(t->res, 0);
+		assert_int_equal(co_stream_open(&t->st, &t->ring, t->sv[0]), 0);
+	}
 	CO_AWAIT(f, limited(t));
 	t->res = co_result(f);
 	/* the limit is over: the chain is not cancelled, awaits work */
 	CO_AWAIT(f, co_nop(&t->io));
 	t->after = co_result(f) == 0 && !co_cancelled(f) ? 1 : -1;
+	if (t->kind == CO__AW_STREAM) {
+		CO_AWAIT(f, co_stream_close(&t->st));
+		assert_int_equal(co_result(f), 0);
+		assert_int_equal(co_bufring_destroy(&t->ring), 0);
+	}
 	CO_END(f);
 }
 
@@ -195,6 +217,7 @@ static const struct row rows[CO__AW_KINDS] = {
 	[CO__AW_WHEN] = { "co_when_all of a child", -ETIME, 0 },
 	[CO__AW_LIMIT] = { "a limit around a limit", -ETIME, 0 },
 	[CO__AW_FAILED] = { "a failed prep keeps its error", -EINVAL, -EINVAL },
+	[CO__AW_STREAM] = { "a stream's recv", -ETIME, 1 },
 };
 
 static void run_kind(int kind, int fast)
@@ -205,9 +228,18 @@ static void run_kind(int kind, int fast)
 	t.kind = kind;
 	t.fast = fast;
 	assert_int_equal(pipe(t.fds), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t.sv), 0);
 	co_event_init(&t.ev, 0);
 	co_init(&t.co, kind_fn);
 	co_test_run1(&t.co);
+	close(t.sv[0]);
+	close(t.sv[1]);
+	if (t.skip) {
+		print_message("%-40s skipped: no buffer rings here\n", rows[kind].name);
+		close(t.fds[0]);
+		close(t.fds[1]);
+		return;
+	}
 	print_message("%-40s %s: %d\n", rows[kind].name, fast ? "fast" : "slow", t.res);
 	assert_int_equal(t.res, fast ? rows[kind].fast : rows[kind].slow);
 	assert_int_equal(t.after, 1);

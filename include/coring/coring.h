@@ -19,6 +19,7 @@
  *   graph.h      a task graph run on a scheduler
  *   timeout.h    one time limit for any await: co_timeout
  *   pool.h       blocking work on worker threads; co_getaddrinfo
+ *   stream.h     streaming receive into provided buffers, batched sends
  * Firmware code includes co.h and loop.h alone.
  */
 #ifndef CORING_CORING_H
@@ -38,5 +39,6 @@
 #include <coring/graph.h>
 #include <coring/timeout.h>
 #include <coring/pool.h>
+#include <coring/stream.h>
 
 #endif /* CORING_CORING_H */

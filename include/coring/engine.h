@@ -208,6 +208,9 @@ struct co_engine {
 	co_engine_stats stats;          /* read-only */
 	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
 	void *hook_arg;                 /* private */
+	unsigned bufrings;              /* private: provided buffer rings
+	                                   registered (coring/stream.h) */
+	unsigned short bgid_next;       /* private: the next buffer group id to try */
 
 	/* Written by other threads: one cache line apart from the above. */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* private: spawned,
@@ -253,7 +256,8 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
 /*
  * Release the engine's ring and memory; afterwards the library never
  * touches *e again. Refuses (-EBUSY) while a run is in progress, while
- * spawned frames have not finished or posts have not run, so nothing is
+ * spawned frames have not finished, posts have not run or a co_bufring
+ * (coring/stream.h) is registered, so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
  * returned -EDEADLK with nothing changed since: its stuck frames are
  * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
