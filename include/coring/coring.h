@@ -38,5 +38,6 @@
 #include <coring/graph.h>
 #include <coring/timeout.h>
 #include <coring/pool.h>
+#include <coring/trace.h>
 
 #endif /* CORING_CORING_H */
