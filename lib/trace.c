@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,6 +64,8 @@ struct tbuf {
 	unsigned index;               /* the thread's number in the session (reg_lock) */
 	int tid;                      /* (reg_lock) */
 	char name[16];                /* (reg_lock) */
+	_Atomic int context;          /* the context the thread runs, -1: none */
+	_Atomic uint64_t engine;      /* the engine it ran last */
 	_Atomic uint64_t ev[];        /* cap * WORDS */
 };
 
@@ -72,6 +75,7 @@ struct tstate {
 	unsigned failed;              /* session whose buffer could not be allocated */
 	co_frame *cur;                /* the frame it is resuming (SUBMIT's frame) */
 	co_frame *moved;              /* a frame that left in a transfer this resume */
+	int context;                  /* the context index the thread runs + 1, 0: none */
 	uint64_t moved_at[4];         /* where it was: root fn, label, leaf fn, label */
 };
 
@@ -159,6 +163,8 @@ static struct tbuf *attach(void)
 	b->dropped = 0;
 	b->index = sess_threads++;
 	b->tid = gettid();
+	atomic_store_explicit(&b->context, me.context - 1, memory_order_relaxed);
+	atomic_store_explicit(&b->engine, 0, memory_order_relaxed);
 	memset(b->name, 0, sizeof b->name);
 	pthread_getname_np(pthread_self(), b->name, sizeof b->name);
 	atomic_store_explicit(&b->gen, atomic_load_explicit(&sess_gen, memory_order_relaxed),
@@ -201,6 +207,8 @@ static void record(int kind, unsigned sub, int arg, const void *e, const void *f
 	atomic_store_explicit(&s[6], c, memory_order_relaxed);
 	atomic_store_explicit(&s[7], d, memory_order_relaxed);
 	atomic_store_explicit(&t->head, h + 1, memory_order_release);
+	if (co__unlikely(kind == CO_TRACE_RUN))
+		atomic_store_explicit(&t->engine, (uint64_t)(uintptr_t)e, memory_order_relaxed);
 }
 
 #define P(x) ((uint64_t)(uintptr_t)(x))
@@ -283,6 +291,9 @@ void co__trace_complete(co_frame *leaf, const void *info, int res, unsigned tag)
 
 void co__trace_context(const void *c, unsigned index, unsigned kind)
 {
+	me.context = (int)index + 1; /* for its thread record too */
+	if (me.b)
+		atomic_store_explicit(&me.b->context, (int)index, memory_order_relaxed);
 	record(CO_TRACE_CONTEXT, 0, (int)index, co__tls_engine, NULL, P(c), index, kind, 0);
 }
 
@@ -422,7 +433,12 @@ static void out_thread(struct out *o, struct tbuf *b, uint64_t recorded, uint64_
 		int32_t tid;
 		uint64_t recorded, dropped;
 		char name[16];
-	} t = { b->index, b->tid, recorded, dropped, { 0 } };
+		int32_t context;
+		uint32_t pad;
+		uint64_t engine;
+	} t = { b->index, b->tid, recorded, dropped, { 0 },
+		atomic_load_explicit(&b->context, memory_order_relaxed), 0,
+		atomic_load_explicit(&b->engine, memory_order_relaxed) };
 
 	memcpy(t.name, b->name, sizeof t.name);
 	out_rec(o, REC_THREAD, &t, sizeof t);
@@ -600,9 +616,15 @@ int co_trace_start(const co_trace_opts *opts)
 	writer_stop = 0;
 	if (sess_stream) {
 		struct out out = { fd, 0 };
+		sigset_t all, old;
 
 		out_header(&out);
+		/* the writer takes no signal: a program that blocks SIGTERM to
+		 * read it from a signalfd (after this call) must get it */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		err = out.err ? out.err : -co__thread_create(&writer, stream_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (err) {
 			close(fd);
 			sess_fd = -1;

@@ -26,6 +26,8 @@ struct tthread {
 	int tid;
 	uint64_t recorded, dropped;
 	char name[16];
+	int context;
+	uint64_t engine;
 };
 
 struct tfile {
@@ -89,7 +91,7 @@ static inline int tfile_read(const char *path, struct tfile *tf)
 			struct tthread t;
 			unsigned i;
 
-			if (rh[1] != 40) {
+			if (rh[1] != 56) {
 				free(p);
 				goto bad;
 			}
@@ -98,6 +100,8 @@ static inline int tfile_read(const char *path, struct tfile *tf)
 			memcpy(&t.recorded, p + 8, 8);
 			memcpy(&t.dropped, p + 16, 8);
 			memcpy(t.name, p + 24, 16);
+			memcpy(&t.context, p + 40, 4);
+			memcpy(&t.engine, p + 48, 8);
 			for (i = 0; i < tf->nth && tf->th[i].index != t.index; i++)
 				;
 			if (i == tf->nth && tf->nth < 256)

@@ -81,7 +81,9 @@ class Trace:
             if rtype == 1:
                 index, tid, rec, drop = struct.unpack_from("<IiQQ", body)
                 name = body[24:40].split(b"\0")[0].decode(errors="replace")
-                self.threads[index] = {"tid": tid, "recorded": rec, "dropped": drop, "name": name}
+                ctx, _pad, engine = struct.unpack_from("<iIQ", body, 40)
+                self.threads[index] = {"tid": tid, "recorded": rec, "dropped": drop, "name": name,
+                                       "context": ctx, "engine": engine}
             elif rtype == 2:
                 index, count = struct.unpack_from("<II", body)
                 if size != 8 + 64 * count:
@@ -221,9 +223,10 @@ class Resolver:
                 self.funcs[a] = r
 
     def _label_lines(self, path, name):
-        """Resume labels of function `name` in path: {vaddr: (file, line)}, from the
+        """Resume labels of function `name` in path: {vaddr: [(file, line), ...]}, from the
         instructions that store them (CO__SET, written on the suspension point's line;
-        the compiler may move one to another line)."""
+        the compiler may move one to another line, and give two points whose code after
+        them is the same one label)."""
         key = (path, name)
         if key in self.disasm:
             return self.disasm[key]
@@ -244,7 +247,9 @@ class Resolver:
                 continue
             m = inside.search(line)
             if m and cur:
-                found.setdefault(int(m.group(1), 16), cur)
+                sites = found.setdefault(int(m.group(1), 16), [])
+                if cur not in sites:
+                    sites.append(cur)
         self.disasm[key] = found
         return found
 
@@ -264,10 +269,12 @@ class Resolver:
 
     def label(self, fn, label):
         """(file, line, exact) of a resume point of function fn; label 0 is the start.
-        Switch backend: the line is in the label. Computed goto: the line of the
-        instruction that stores the label, if no other label of the function is stored
-        on that line and the source has a suspension point there; otherwise the first
-        suspension point at or before the line of the code after the label."""
+        Switch backend: the line is in the label. Computed goto: the lines of the
+        instructions that store the label, if each has a suspension point in the source
+        and no other label of the function is stored on them ("22+45" when the compiler
+        made two points one label: their code after them is the same); otherwise, not
+        exact, the first suspension point at or before the line of the code after the
+        label."""
         key = (fn, label)
         if key in self.labels:
             return self.labels[key]
@@ -280,20 +287,23 @@ class Resolver:
             w, res = self.where(label), None
             if w:
                 lines = self._label_lines(w[0], name)
-                cand = lines.get(w[1])
-                if cand:
-                    pts = self._points(cand[0])
-                    alone = sum(1 for v in lines.values() if v == cand) == 1
-                    if alone and (pts is None or cand[1] in pts):
-                        res = (cand[0], cand[1], True)
+                sites = lines.get(w[1], [])
+                files = {f for f, _l in sites}
+                if len(files) == 1:
+                    f1 = sites[0][0]
+                    pts = self._points(f1)
+                    mine = sorted({l for _f, l in sites})
+                    others = {l for v, ss in lines.items() if v != w[1] for _f, l in ss}
+                    if (pts is None or all(l in pts for l in mine)) and not others & set(mine):
+                        res = (f1, "+".join(map(str, mine)), True)
                 if res is None:
                     _n, f2, l2 = self._addr2line(w[0], [w[1]])[0]
                     pts = self._points(f2)
                     before = [p for p in (pts or ()) if p <= l2]
                     if before:
-                        res = (f2, max(before), True)
-                    elif cand:
-                        res = (cand[0], cand[1], False)
+                        res = (f2, max(before), False)
+                    elif sites:
+                        res = (sites[0][0], sites[0][1], False)
                     else:
                         res = (f2, l2, False)
             if res is None:
@@ -359,14 +369,16 @@ def cmd_text(args):
 # ---- Trace Event JSON ------------------------------------------------------------
 
 def track_names(tr):
-    names = {}
-    for ev in tr.events:
-        if ev.kind == K["context"]:
-            names[ev.thread] = f"context {ev.arg}"
+    """A name per thread: its context, else the engine it ran, else its thread name."""
     out = {}
     for idx in set(ev.thread for ev in tr.events) | set(tr.threads):
         th = tr.threads.get(idx, {})
-        label = names.get(idx) or th.get("name") or "thread"
+        if th.get("context", -1) >= 0:
+            label = f"context {th['context']}"
+        elif th.get("engine"):
+            label = f"engine 0x{th['engine']:x}"
+        else:
+            label = th.get("name") or "thread"
         out[idx] = f"{label} (tid {th.get('tid', '?')})"
     return out
 
@@ -664,7 +676,16 @@ def cmd_timeline(args):
         raise TraceError("no coroutine ran in this trace")
     lo, hi = min(r[1] for r in runs), max(r[2] for r in runs)
     if args.window:
-        at = args.at if args.at is not None else lo + (hi - lo) / 2
+        if args.at is None:
+            # the busiest stretch: the window with the most runs in it
+            starts = sorted(r[1] for r in runs)
+            best, at = -1, lo
+            for k, t in enumerate(starts):
+                n = bisect.bisect_right(starts, t + args.window) - k
+                if n > best:
+                    best, at = n, t
+        else:
+            at = args.at
         lo, hi = at, at + args.window
     with tempfile.TemporaryDirectory(prefix="coring-timeline-") as tmp:
         data = os.path.join(tmp, "runs.dat")
@@ -690,7 +711,7 @@ def cmd_timeline(args):
                          "title 'I/O completion'")
         e = tr.end
         script = f"""
-set terminal pngcairo size {args.width},{120 + 70 * len(rows)} font 'Sans,10'
+set terminal pngcairo size {args.width},{120 + 70 * len(rows)} font 'Sans,10' noenhanced
 set output '{os.path.abspath(args.output)}'
 set title "{args.title or 'coring: coroutine runs per thread'} ({e['recorded']} events, {e['dropped']} dropped)"
 set xlabel 'time since the trace began (ms)'
@@ -731,7 +752,8 @@ def main(argv=None):
     p.add_argument("trace")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--window", type=float, help="milliseconds to show (default: all)")
-    p.add_argument("--at", type=float, help="where the window begins, ms (default: the middle)")
+    p.add_argument("--at", type=float,
+                   help="where the window begins, ms (default: where the most runs are)")
     p.add_argument("--width", type=int, default=1200)
     p.add_argument("--title")
     p.set_defaults(func=cmd_timeline)
