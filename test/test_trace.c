@@ -75,16 +75,28 @@ static void stop_and_read(const char *path, struct tfile *tf)
 	unlink(path);
 }
 
-/* The events of one frame (and, with kinds != 0, only those kinds) in
- * file order; n returned. */
+/* Time order, a thread's own order kept (file order breaks ties). */
+static int by_time(const void *x, const void *y)
+{
+	const struct tev *a = x, *b = y;
+
+	if (a->t != b->t)
+		return a->t < b->t ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The events of one frame, in time order; n returned. */
 static size_t of_frame(struct tfile *tf, const void *frame, struct tev **out)
 {
 	size_t n = 0;
 
 	*out = calloc(tf->n ? tf->n : 1, sizeof **out);
 	for (size_t i = 0; i < tf->n; i++)
-		if (tf->ev[i].frame == (uint64_t)(uintptr_t)frame)
-			(*out)[n++] = tf->ev[i];
+		if (tf->ev[i].frame == (uint64_t)(uintptr_t)frame) {
+			(*out)[n] = tf->ev[i];
+			(*out)[n++].seq = i;
+		}
+	qsort(*out, n, sizeof **out, by_time);
 	return n;
 }
 
@@ -105,7 +117,7 @@ static void expect_kinds(const struct tev *ev, size_t n, const unsigned *kinds, 
 
 enum { SPAWN = CO_TRACE_SPAWN, START = CO_TRACE_START, RESUME = CO_TRACE_RESUME,
        YIELD = CO_TRACE_YIELD, WAIT = CO_TRACE_WAIT, WAKE = CO_TRACE_WAKE, DONE = CO_TRACE_DONE,
-       TRANSFER = CO_TRACE_TRANSFER, CANCEL = CO_TRACE_CANCEL, TIMEOUT = CO_TRACE_TIMEOUT,
+       TRANSFER = CO_TRACE_TRANSFER, STEAL = CO_TRACE_STEAL, CANCEL = CO_TRACE_CANCEL, TIMEOUT = CO_TRACE_TIMEOUT,
        SUBMIT = CO_TRACE_SUBMIT, COMPLETE = CO_TRACE_COMPLETE, RUN = CO_TRACE_RUN,
        CONTEXT = CO_TRACE_CONTEXT };
 
@@ -772,7 +784,7 @@ static void test_scheduler_recorded(void **state)
 	struct bouncer b[32];
 	struct tfile tf;
 	co_sched s;
-	size_t done = 0, transfers = 0;
+	size_t done = 0, transfers = 0, steals = 0;
 	(void)state;
 	NEED_TRACE();
 	start(1 << 16, path);
@@ -792,7 +804,26 @@ static void test_scheduler_recorded(void **state)
 	for (size_t i = 0; i < tf.n; i++) {
 		done += tf.ev[i].kind == DONE;
 		transfers += tf.ev[i].kind == TRANSFER;
+		if (tf.ev[i].kind == STEAL) {
+			/* a stolen frame runs next on the thief's thread */
+			struct tev *ev;
+			size_t n = of_frame(&tf, (void *)(uintptr_t)tf.ev[i].frame, &ev), k;
+
+			for (k = 0; k < n && !(ev[k].kind == STEAL && ev[k].t == tf.ev[i].t &&
+					       ev[k].thread == tf.ev[i].thread); k++)
+				;
+			/* (or is stolen again from the thief before it ran) */
+			while (k + 1 < n && ev[k + 1].kind == STEAL && ev[k + 1].a == ev[k].b)
+				k++;
+			assert_true(k + 1 < n);
+			assert_int_equal(ev[k + 1].kind, RESUME);
+			assert_int_equal(ev[k + 1].thread, ev[k].thread);
+			assert_int_equal(ev[k + 1].e, ev[k].b); /* the thief's engine */
+			steals++;
+			free(ev);
+		}
 	}
+	print_message("      %zu transfers, %zu steals\n", transfers, steals);
 	assert_int_equal(done, 32);
 	assert_true(transfers > 0);
 	assert_int_equal(tf.dropped, 0);

@@ -19,6 +19,7 @@ struct tev {
 	uint64_t t, e, frame, a, b, c, d;
 	unsigned kind, sub, thread;
 	int arg;
+	size_t seq;                   /* place in the file */
 };
 
 struct tthread {
