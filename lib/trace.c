@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <coring/loop.h>
 #include <coring/trace.h>
@@ -74,13 +75,16 @@ struct tstate {
 	struct tbuf *b;               /* its buffer */
 	unsigned failed;              /* session whose buffer could not be allocated */
 	co_frame *cur;                /* the frame it is resuming (SUBMIT's frame) */
-	co_frame *moved;              /* a frame that left in a transfer this resume */
+	co_frame *moved;              /* the frame being resumed, if it was made ready
+	                                 (or moved) before its resume returned: from
+	                                 then on another thread may run it */
 	int context;                  /* the context index the thread runs + 1, 0: none */
 	uint64_t moved_at[4];         /* where it was: root fn, label, leaf fn, label */
+	unsigned moved_sub;           /* and the kind of the awaiter it waits on */
 };
 
 atomic_int co__trace_on;
-static _Thread_local struct tstate me;
+static _Thread_local struct tstate me __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t writer_cond = PTHREAD_COND_INITIALIZER;
@@ -218,12 +222,34 @@ void co__trace_ev(int kind, co_engine *e, const void *frame, uint64_t a, uint64_
 	record(kind, 0, 0, e, frame, a, b, 0, 0);
 }
 
+/* Where the frame this thread is resuming stands now, noted while it is
+ * still ours: it has just been made ready (its wake or its transfer), so
+ * another thread may run it before its resume returns here. */
+static void snapshot(co_frame *f)
+{
+	co_frame *leaf = f->top;
+
+	me.moved = f;
+	me.moved_at[0] = P(f->fn);
+	me.moved_at[1] = f->label;
+	me.moved_at[2] = P(leaf->fn);
+	me.moved_at[3] = leaf->label;
+	me.moved_sub = leaf->u.aw && leaf->u.aw->ops ? leaf->u.aw->ops->kind : 0;
+}
+
+void co__trace_wake(co_engine *e, co_frame *f)
+{
+	if (f == me.cur)
+		snapshot(f); /* woken inside its own suspend: a thief may take it */
+	record(CO_TRACE_WAKE, 0, 0, co__tls_engine, f, P(e), P(f->fn), 0, 0);
+}
+
 /*
  * Around a resume of root f on this thread: where it resumes, where it
  * stopped. The root's fn and label and its innermost frame's (the same
  * frame unless it awaits a child). After a WAIT nothing of f is read if
- * it left in a transfer: another thread may run it already; the transfer
- * noted where it was.
+ * it was made ready or moved before its resume returned: another thread
+ * may run it already; the wake or the transfer noted where it was.
  */
 void co__trace_frame(co_engine *e, co_frame *f, int kind)
 {
@@ -242,7 +268,7 @@ void co__trace_frame(co_engine *e, co_frame *f, int kind)
 		me.cur = NULL;
 		if (me.moved == f) {
 			me.moved = NULL;
-			record(CO_TRACE_WAIT, CO__AW_TRANSFER, 0, e, f, me.moved_at[0], me.moved_at[1],
+			record(CO_TRACE_WAIT, me.moved_sub, 0, e, f, me.moved_at[0], me.moved_at[1],
 			       me.moved_at[2], me.moved_at[3]);
 			return;
 		}
@@ -267,14 +293,8 @@ void co__trace_frame(co_engine *e, co_frame *f, int kind)
 
 void co__trace_transfer(co_frame *root, co_engine *from, co_engine *to)
 {
-	co_frame *leaf = root->top;
-
-	me.moved = root;
-	me.moved_at[0] = P(root->fn);
-	me.moved_at[1] = root->label;
-	me.moved_at[2] = P(leaf->fn);
-	me.moved_at[3] = leaf->label;
-	record(CO_TRACE_TRANSFER, 0, 0, from, root, P(from), P(to), P(leaf->fn), leaf->label);
+	snapshot(root);
+	record(CO_TRACE_TRANSFER, 0, 0, from, root, P(from), P(to), me.moved_at[2], me.moved_at[3]);
 }
 
 void co__trace_submit(const struct io_uring_sqe *sqe)
@@ -673,6 +693,8 @@ int co_trace_stop(void)
 int co_trace_dump(const char *path)
 {
 	struct out o = { -1, 0 };
+	struct stat st;
+	int regular;
 
 	if (path == NULL)
 		return -EINVAL;
@@ -682,9 +704,11 @@ int co_trace_dump(const char *path)
 	pthread_mutex_lock(&reg_lock);
 	out_snapshot(&o);
 	pthread_mutex_unlock(&reg_lock);
+	/* a partial file goes; a device or a pipe given as the path stays */
+	regular = fstat(o.fd, &st) == 0 && S_ISREG(st.st_mode);
 	if (close(o.fd) < 0 && !o.err)
 		o.err = -errno;
-	if (o.err)
+	if (o.err && regular)
 		unlink(path);
 	return o.err;
 }

@@ -27,6 +27,7 @@ extern atomic_int co__trace_on __attribute__((visibility("hidden")));
 void co__trace_frame(co_engine *e, co_frame *f, int kind);
 void co__trace_ev(int kind, co_engine *e, const void *frame, uint64_t a, uint64_t b);
 void co__trace_transfer(co_frame *root, co_engine *from, co_engine *to);
+void co__trace_wake(co_engine *e, co_frame *f);
 void co__trace_submit(const struct io_uring_sqe *sqe);
 void co__trace_complete(co_frame *leaf, const void *info, int res, unsigned tag);
 void co__trace_context(const void *c, unsigned index, unsigned kind);
@@ -43,7 +44,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_WAIT(e, f) CO__TRACE(co__trace_frame((e), (f), CO_TRACE_WAIT))
 #define CO__TRACE_DONE(e, f) CO__TRACE(co__trace_frame((e), (f), CO_TRACE_DONE))
 /* engine.c: f made ready for engine e, from any thread */
-#define CO__TRACE_WAKE(e, f) CO__TRACE(co__trace_ev(CO_TRACE_WAKE, co__tls_engine, (f), CO__U64(e), CO__U64((f)->fn)))
+#define CO__TRACE_WAKE(e, f) CO__TRACE(co__trace_wake((e), (f)))
 /* engine.c: co_cancel asked for f (any thread) */
 #define CO__TRACE_CANCEL(f) CO__TRACE(co__trace_ev(CO_TRACE_CANCEL, co__tls_engine, (f), CO__U64((f)->fn), 0))
 /* engine.c: f taken from victim's ring by thief (thief's thread) */

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -863,8 +865,29 @@ static void test_errors(void **state)
 	assert_int_equal(co_trace_dump(NULL), -EINVAL);
 	assert_int_equal(co_trace_dump("/nonexistent-coring-dir/x.trace"), -ENOENT);
 	assert_int_equal(co_trace_dump(dir), -EISDIR);
-	if (access("/dev/full", W_OK) == 0)
+	if (access("/dev/full", W_OK) == 0) {
+		struct stat st;
+
 		assert_int_equal(co_trace_dump("/dev/full"), -ENOSPC);
+		assert_int_equal(stat("/dev/full", &st), 0); /* a device is never removed */
+	}
+	/* a partial regular file is removed: a full file system, made with a
+	 * file size limit */
+	{
+		const char *part = tmp_path("partial.trace");
+		struct rlimit old, lim = { 100, RLIM_INFINITY };
+		co_frame f;
+
+		co_init(&f, gen_fn);
+		co_trace_frame(&f, CO_TRACE_YIELD);
+		assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+		lim.rlim_max = old.rlim_max;
+		signal(SIGXFSZ, SIG_IGN);
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+		assert_int_equal(co_trace_dump(part), -EFBIG);
+		assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+		assert_int_equal(access(part, F_OK), -1);
+	}
 	assert_int_equal(co_trace_stop(), 0);
 	assert_int_equal(co_trace_stop(), -EALREADY);
 	/* a file that cannot be written at the stop: the error, the session ends */

@@ -351,11 +351,46 @@ static void test_text_lists_events(void **state)
 	unlink(out);
 }
 
+/* The timeline: a PNG (gnuplot; skipped where it is not installed). */
+static void test_timeline_draws(void **state)
+{
+	const char *trace = tmp("tl.trace"), *png = tmp("tl.png");
+	co_sched_opts o = { .contexts = 2 };
+	struct hopper h[4];
+	char args[512], *img;
+	co_sched s;
+	(void)state;
+	NEED_TRACE();
+	if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+		skip();
+	assert_int_equal(co_trace_start(&(co_trace_opts){ .events = 1 << 12, .path = trace }), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 4; i++) {
+		co_init(&h[i].co, hopper_fn);
+		h[i].s = &s;
+		assert_int_equal(co_sched_spawn(&s, &h[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_trace_stop(), 0);
+	snprintf(args, sizeof args, "timeline '%s' -o '%s'", trace, png);
+	assert_int_equal(tool(args), 0);
+	img = slurp(png);
+	assert_memory_equal(img, "\x89PNG", 4);
+	free(img);
+	snprintf(args, sizeof args, "timeline '%s' -o '%s' --window 0.001 --at 1e9 2>/dev/null", trace,
+		 png);
+	assert_int_equal(tool(args), 1); /* nothing ran then: an error, not an empty picture */
+	unlink(trace);
+	unlink(png);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dot_frame_parser),
 	cmocka_unit_test(test_dot_unknown_function),
 	cmocka_unit_test(test_json_validates),
 	cmocka_unit_test(test_text_lists_events),
+	cmocka_unit_test(test_timeline_draws),
 };
 
 CO_TEST_MAIN(tests, 1)

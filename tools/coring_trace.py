@@ -633,7 +633,7 @@ def to_dot(tr, res, name):
             continue
         label = f"{res.point(*st)}\\n{how}"
         if waits.get(st):
-            label += f"\\nsuspended {fmt_ns(waits[st])}"
+            label += f"\\nsuspended {fmt_ns(waits[st])} in all"
         lines.append(f'  s{k} [label="{label}"];')
     for (a, b), (n, ns) in edges.items():
         avg = fmt_ns(ns / n) if n else "0"
@@ -677,25 +677,33 @@ def cmd_timeline(args):
     lo, hi = min(r[1] for r in runs), max(r[2] for r in runs)
     if args.window:
         if args.at is None:
-            # the busiest stretch: the window with the most runs in it
+            # the busiest stretch: the window with runs on the most threads, and
+            # then the most runs (a full ring keeps only its thread's newest events)
+            per = collections.defaultdict(list)
+            for r in runs:
+                per[r[0]].append(r[1])
+            for v in per.values():
+                v.sort()
             starts = sorted(r[1] for r in runs)
-            best, at = -1, lo
-            for k, t in enumerate(starts):
-                n = bisect.bisect_right(starts, t + args.window) - k
-                if n > best:
-                    best, at = n, t
+            best, at = (-1, -1), lo
+            for t in starts[::max(1, len(starts) // 4000)]:
+                counts = [bisect.bisect_right(v, t + args.window) - bisect.bisect_left(v, t)
+                          for v in per.values()]
+                score = (sum(1 for c in counts if c), sum(counts))
+                if score > best:
+                    best, at = score, t
         else:
             at = args.at
         lo, hi = at, at + args.window
     with tempfile.TemporaryDirectory(prefix="coring-timeline-") as tmp:
-        data = os.path.join(tmp, "runs.dat")
-        with open(data, "w") as f:
-            for fn, k in sorted(funcs.items(), key=lambda x: x[1]):
-                shown = [r for r in runs if r[3] == k and r[2] >= lo and r[1] <= hi]
-                f.write(f"# {fn}\n")
-                for row, a, b, _k in shown:
-                    f.write(f"{a:.6f} {b:.6f} {row}\n")
-                f.write("\n\n")
+        shown = {}  # function -> its data file, for those with runs in the window
+        for fn, k in sorted(funcs.items(), key=lambda x: x[1]):
+            mine = [r for r in runs if r[3] == k and r[2] >= lo and r[1] <= hi]
+            if mine:
+                shown[fn] = os.path.join(tmp, f"runs{k}.dat")
+                with open(shown[fn], "w") as f:
+                    for row, a, b, _k in mine:
+                        f.write(f"{a:.6f} {b:.6f} {row}\n")
         cqe = os.path.join(tmp, "cqes.dat")
         with open(cqe, "w") as f:
             for row, t in wakes:
@@ -703,9 +711,11 @@ def cmd_timeline(args):
                     f.write(f"{t:.6f} {row}\n")
         ytics = ", ".join(f'"{names[idx]}" {k}' for idx, k in rows.items())
         plots = []
-        for fn, k in sorted(funcs.items(), key=lambda x: x[1]):
-            plots.append(f"'{data}' index {k - 1} using 1:3:1:2:($3-0.35):($3+0.35) "
-                         f"with boxxyerror lc {k} title '{fn}'")
+        for fn, path in shown.items():
+            plots.append(f"'{path}' using 1:3:1:2:($3-0.35):($3+0.35) "
+                         f"with boxxyerror lc {funcs[fn]} title '{fn}'")
+        if not plots:
+            raise TraceError("no coroutine ran in that window")
         if os.path.getsize(cqe):
             plots.append(f"'{cqe}' using 1:($2+0.42) with points pt 7 ps 0.3 lc rgb '#444444' "
                          "title 'I/O completion'")
