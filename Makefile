@@ -30,7 +30,7 @@ build: deps-test
 
 test: deps-test
 	$(call setup,build,,-Dwerror=true)
-	$(call setup,build-clang,CC=clang,-Dwerror=true -Dlabel_backend=switch -Dextra_checks=false)
+	$(call setup,build-clang,CC=clang,-Dwerror=true -Dlabel_backend=switch -Dextra_checks=false -Dtrace=false)
 	$(call setup,build-asan,,-Dwerror=true -Db_sanitize=address$(comma)undefined -Db_lundef=false -Dbench=disabled -Dextra_checks=false)
 	$(call setup,build-tsan,CC=clang,-Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dbench=disabled -Dextra_checks=false)
 	@set -e; for d in build build-clang build-asan build-tsan; do \

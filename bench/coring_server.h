@@ -14,6 +14,7 @@
 
 #include <coring/io.h>
 #include <coring/scheduler.h>
+#include <coring/trace.h>
 
 #include "bench_util.h"
 
@@ -100,6 +101,10 @@ static int coring_server_main(const char *name, struct bench_args a, coring_new_
 	int sfd = bench_stop_fd(name), err;
 	co_sched s;
 
+	if ((err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "%s: CORING_TRACE: %s\n", name, strerror(-err));
+		return 2;
+	}
 	if (ls == NULL || sts == NULL || (err = co_sched_init(&s, &o)) < 0) {
 		fprintf(stderr, "%s: init failed\n", name);
 		return 1;

@@ -80,4 +80,7 @@ done
 	{ echo "FAIL: fileio read"; exit 1; }
 grep -q ' ios=64 ' "$tmp/fio.out" || { echo "FAIL: fileio read: not 64 blocks"; cat "$tmp/fio.out"; exit 1; }
 echo "ok: fileio"
+"$B/trace_cost" --resumes 64000 >"$tmp/tc.out" || { echo "FAIL: trace_cost"; exit 1; }
+grep -q '^trace_cost resumes=64000 ' "$tmp/tc.out" || { echo "FAIL: trace_cost"; cat "$tmp/tc.out"; exit 1; }
+echo "ok: trace_cost"
 echo "bench smoke: all programs passed"

@@ -6,6 +6,7 @@
 #include <coring/context.h>
 #include "internal.h"
 #include "fault.h"
+#include "trace.h"
 
 static _Thread_local co_context *co__ctx_current;
 
@@ -51,6 +52,7 @@ static void *context_main(void *arg)
 	int ret, drain;
 
 	co__ctx_current = c;
+	CO__TRACE_CONTEXT(c);
 	ret = co_engine_run(&c->engine, c->mode);
 	co_engine_stop(&c->engine, CO_STOP_DRAIN);
 	drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);

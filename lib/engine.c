@@ -24,6 +24,7 @@
 #include "internal.h"
 #include "fault.h"
 #include "list.h"
+#include "trace.h"
 
 /* The live count and the "spawns refused" bit share one word, so that a
  * spawn is either counted before a stop (and runs) or refused: never both. */
@@ -376,6 +377,7 @@ static void engine_wake(co_runner *r, co_frame *f)
 	co_engine *e = co__container_of(r, co_engine, runner);
 	int remote = remote_begin(e);
 
+	CO__TRACE_WAKE(e, f);
 	if (!remote) {
 		owner_push(e, f); /* the hot path: no fence, no syscall */
 		return;
@@ -419,6 +421,7 @@ static int engine_cancel(co_runner *r, co_frame *f)
 	unsigned char old = cx_load(f), want;
 	int remote;
 
+	CO__TRACE_CANCEL(f);
 	do {
 		if (old & CX_FINISHED)
 			return -EALREADY; /* changes nothing */
@@ -913,6 +916,7 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	}
 	f->state |= CO__ST_SPAWNED;
 	__atomic_store_n(&f->runner, &e->runner, __ATOMIC_RELAXED);
+	CO__TRACE_SPAWN(e, f);
 	if (!remote) {
 		owner_push(e, f);
 		return 0;
@@ -1079,6 +1083,7 @@ static void finish_now(co_engine *e, co_frame *f)
  * touching the frame. */
 static void finish_frame(co_engine *e, co_frame *f)
 {
+	CO__TRACE_DONE(e, f);
 	if (__atomic_fetch_or(&f->cancel, (unsigned char)CX_FINISHED, __ATOMIC_SEQ_CST) & CX_QUEUED) {
 		e->deferred++; /* the requester is inside co_cancel: it will push */
 		return;
@@ -1112,14 +1117,17 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
 		}
 		e->stats.resumed++;
+		CO__TRACE_RESUME(e, f);
 		switch (co_resume(f)) {
 		case CO_YIELDED:
+			CO__TRACE_YIELD(e, f);
 			owner_push(e, f);
 			break;
 		case CO_DONE:
 			finish_frame(e, f);
 			break;
 		default: /* CO_WAITING: its awaiter wakes it */
+			CO__TRACE_WAIT(e, f);
 			break;
 		}
 	}
@@ -1507,8 +1515,10 @@ int co_engine_run(co_engine *e, int mode)
 	if (ret < 0)
 		return ret;
 	e->stuck = 0;
+	CO__TRACE_RUN(e, 1);
 	ret = loop(e, mode);
 	quiet_clear(e);
+	CO__TRACE_RUN(e, 0);
 	leave(e);
 	return ret;
 }
@@ -1618,6 +1628,7 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
+		CO__TRACE_STEAL(thief, victim, f);
 		owner_push(thief, f); /* we run on the thief's thread */
 		n++;
 	}
@@ -1643,6 +1654,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
 	if (err == 0) {
 		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+		CO__TRACE_TRANSFER(root, from, target);
 		co_wake(root);
 	}
 	remote_end(target, visit);

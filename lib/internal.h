@@ -79,6 +79,8 @@ struct co__engine_hooks {
 extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+#include "trace.h" /* the hooks the fast paths below hold */
+
 /*
  * The owner thread's fast paths, inlined into the layers that take SQEs
  * and wake frames for every operation (lib/io.c). e is the engine running
@@ -152,10 +154,12 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	if (r == NULL)
 		return;
 	run = CO__LOAD_RELAXED(&r->runner);
-	if (co__likely(run == &e->runner))
+	if (co__likely(run == &e->runner)) {
+		CO__TRACE_WAKE(e, r); /* before the push: a thief may take it */
 		co__engine_push_owner(e, r);
-	else if (run)
+	} else if (run) {
 		run->wake(run, r);
+	}
 }
 
 /* Install hooks (before the engine first runs). */

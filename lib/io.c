@@ -9,6 +9,7 @@
 
 #include <coring/io.h>
 #include "internal.h"
+#include "trace.h"
 
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
@@ -93,6 +94,7 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_io *io = co__container_of(info, co_io, info);
 
+	CO__TRACE_COMPLETE(io->frame, info, res, tag);
 	if (co__likely((tag | (cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE))) == 0)) {
 		io->res = res; /* the operation's one CQE */
 		io->cqe_flags = cqe_flags;
@@ -162,7 +164,7 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 	do {                                                     \
 		struct io_uring_sqe *sqe = io_begin_op((io), (kind), (opcode)); \
 		if (sqe)                                         \
-			prep_call;                               \
+			prep_call, CO__TRACE_SUBMIT(sqe);        \
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
@@ -178,7 +180,7 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 	do {                                                     \
 		struct io_uring_sqe *sqe = io_begin((io), (kind)); \
 		if (sqe)                                         \
-			prep_call;                               \
+			prep_call, CO__TRACE_SUBMIT(sqe);        \
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 

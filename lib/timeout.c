@@ -22,6 +22,7 @@
 #include <coring/timeout.h>
 #include "internal.h"
 #include "fault.h"
+#include "trace.h"
 
 struct co__limit_timer {
 	co_io_info info;              /* the timeout SQE's user_data (tag 0) */
@@ -37,6 +38,7 @@ static void limit_fire(co_limit *l, co_frame *root)
 {
 	unsigned char old = __atomic_load_n(&root->cancel, __ATOMIC_RELAXED);
 
+	CO__TRACE_TIMEOUT(root, l, 1);
 	l->fired = 1;
 	do {
 		if ((old & CO__CANCEL_LIMITS) == CO__CANCEL_LIMITS)

@@ -11,6 +11,7 @@
 
 #include "wait.h"
 #include "list.h"
+#include "trace.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
@@ -222,6 +223,7 @@ static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned ta
 	(void)cqe_flags;
 	(void)tag;
 	w->timer_done = 1;
+	CO__TRACE_TIMER(w->frame, w, res);
 	visit_claim(w, res == -ECANCELED ? -ECANCELED : -ETIME, NULL);
 	timed_done(w);
 }

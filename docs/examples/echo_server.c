@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <sys/signalfd.h>
 #include <coring/io.h>
+#include <coring/trace.h>
 
 struct conn {                 /* one per connection: its fields are its locals */
 	co_frame co;
@@ -166,7 +167,12 @@ int main(int argc, char **argv)
 	int port = 0, demo = 0, err;
 	sigset_t sigs;
 	co_engine e;
+	int trace_err;
 
+	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "echo_server: CORING_TRACE: %s\n", strerror(-trace_err));
+		return 2;
+	}
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--port"))
 			port = atoi(argv[i + 1]);

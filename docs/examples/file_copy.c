@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <coring/io.h>
+#include <coring/trace.h>
 
 #define SLOTS 4
 #define CHUNK (256 * 1024)
@@ -59,7 +60,12 @@ int main(int argc, char **argv)
 	struct stat st;
 	co_engine e;
 	int err;
+	int trace_err;
 
+	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "file_copy: CORING_TRACE: %s\n", strerror(-trace_err));
+		return 2;
+	}
 	if (argc != 3) {
 		fprintf(stderr, "usage: file_copy SRC DST\n");
 		return 2;

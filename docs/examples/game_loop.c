@@ -93,7 +93,12 @@ int main(int argc, char **argv)
 	co_context *logic;
 	int n = 16, rounds = 8, err;
 	long frames = 0;
+	int trace_err;
 
+	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "game_loop: CORING_TRACE: %s\n", strerror(-trace_err));
+		return 2;
+	}
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--entities") == 0)
 			n = atoi(argv[i + 1]);

@@ -20,6 +20,7 @@
 #include <coring/channel.h>
 #include <coring/io.h>
 #include <coring/scheduler.h>
+#include <coring/trace.h>
 
 #define BLOCK 4096
 #define WORKERS 4
@@ -156,7 +157,12 @@ int main(int argc, char **argv)
 	static struct writer wr;
 	co_sched s;
 	int err;
+	int trace_err;
 
+	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "pipeline: CORING_TRACE: %s\n", strerror(-trace_err));
+		return 2;
+	}
 	if (argc != 3) {
 		fprintf(stderr, "usage: pipeline IN OUT\n");
 		return 2;

@@ -200,7 +200,12 @@ int main(int argc, char **argv)
 	static struct listener l;
 	struct client *cl;
 	int n = 0, ok = 0, err;
+	int trace_err;
 
+	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
+		fprintf(stderr, "slow_jobs: CORING_TRACE: %s\n", strerror(-trace_err));
+		return 2;
+	}
 	if (argc == 3 && strcmp(argv[1], "--demo") == 0)
 		n = atoi(argv[2]);
 	if (n < 1) {

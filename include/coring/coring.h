@@ -40,5 +40,6 @@
 #include <coring/timeout.h>
 #include <coring/pool.h>
 #include <coring/stream.h>
+#include <coring/trace.h>
 
 #endif /* CORING_CORING_H */

@@ -82,6 +82,28 @@ extern "C" {
 /* The loop                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * Tracing (optional): CO_LOOP_TRACE(f, what) is called by co_loop_step
+ * before each resume of root frame f (what: CO_LOOP_TRACE_RESUME) and
+ * after it, with how it came back (_YIELD, _WAIT, _DONE; before on_done).
+ * Undefined, it is nothing: no code. Define it before including this
+ * header to record the frame's state machine: on Linux,
+ *
+ *     #define CO_LOOP_TRACE(f, what) co_trace_frame((f), (what))
+ *
+ * (coring/trace.h, whose event kinds have these values), on bare metal
+ * your own recorder of f->top->fn and f->top->label (docs/tracing.md).
+ */
+enum {
+	CO_LOOP_TRACE_RESUME = 3,
+	CO_LOOP_TRACE_YIELD = 4,
+	CO_LOOP_TRACE_WAIT = 5,
+	CO_LOOP_TRACE_DONE = 7,
+};
+#ifndef CO_LOOP_TRACE
+#define CO_LOOP_TRACE(f, what) ((void)0)
+#endif
+
 /* A tick count as the user's clock gives it (co_loop_set_clock). */
 typedef uint32_t co_tick;
 
@@ -252,16 +274,20 @@ static inline unsigned co_loop_step(co_loop *l)
 
 	while (n--) {
 		co_frame *f = co__loop_pop(l);
+		CO_LOOP_TRACE(f, CO_LOOP_TRACE_RESUME);
 		switch (co_resume(f)) {
 		case CO_YIELDED:
+			CO_LOOP_TRACE(f, CO_LOOP_TRACE_YIELD);
 			co__loop_push(l, f);
 			break;
 		case CO_DONE:
+			CO_LOOP_TRACE(f, CO_LOOP_TRACE_DONE);
 			l->live--;
 			if (f->on_done)
 				f->on_done(f);
 			break;
 		default: /* CO_WAITING: its awaiter will co_wake() it */
+			CO_LOOP_TRACE(f, CO_LOOP_TRACE_WAIT);
 			break;
 		}
 	}
