@@ -69,10 +69,10 @@ NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round nois
 RETRIES = 2             # repeats of a noisy round
 
 ECHO_SERVERS = ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot"]
-HTTP_SERVERS = ["http_coring", "http_epoll"]
+HTTP_SERVERS = ["http_coring", "http_coring_stream", "http_epoll"]
 SHORT = {"echo_coring": "coring", "echo_coring_stream": "stream", "echo_epoll": "epoll",
          "echo_uring": "uring", "echo_uring_mshot": "mshot", "http_coring": "coring",
-         "http_epoll": "epoll"}
+         "http_coring_stream": "stream", "http_epoll": "epoll"}
 TITLE = {"coring": "coring", "stream": "co stream", "epoll": "epoll", "uring": "raw uring",
          "mshot": "raw mshot"}
 ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot"]  # table and chart order
@@ -359,10 +359,10 @@ class Run:
 
     def echo_table(self, bench):
         rows = self.by(bench)
-        servers = ECHO_SHORT if bench == "echo" else ["coring", "epoll"]
+        servers = ECHO_SHORT if bench == "echo" else ["coring", "stream", "epoll"]
         ratios = [("coring", "epoll"), ("coring", "uring"), ("coring", "mshot"), ("stream", "uring"),
                   ("stream", "mshot")] \
-            if bench == "echo" else [("coring", "epoll")]
+            if bench == "echo" else [("coring", "epoll"), ("stream", "epoll")]
         metrics = [("rps_median", "req/s", "{:.0f}"), ("cpu_us_per_req", "CPU us/req", "{:.2f}"),
                    ("syscalls_per_req", "syscalls/req", "{:.2f}"), ("p99_us", "p99 us", "{:.0f}"),
                    ("spread_pct", "spread %", "{:.1f}")]
@@ -626,8 +626,12 @@ class Run:
             a, b = http.get((c, 0, "coring")), http.get((c, 0, "epoll"))
             if a and b:
                 r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
-                out.append(f"http {c:3d}c (wrk): CPU/req coring/epoll {r:.2f} (<= 0.95: {verdict(r <= 0.95)}); "
-                           f"req/s {a['rps_median'] / b['rps_median']:.2f}")
+                line = (f"http {c:3d}c (wrk): CPU/req coring/epoll {r:.2f} (<= 0.95: {verdict(r <= 0.95)}); "
+                        f"req/s {a['rps_median'] / b['rps_median']:.2f}")
+                st = http.get((c, 0, "stream"))
+                if st:
+                    line += f"; stream/epoll CPU/req {st['cpu_us_per_req'] / b['cpu_us_per_req']:.2f}"
+                out.append(line)
         cg = {(r["server"], r["conns"]): r for r in self.cg_rows}
         for c in (1, 50, 500):
             a, b = cg.get(("echo_coring", c)), cg.get(("echo_uring", c))

@@ -58,10 +58,11 @@ for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot; 
 	load --conns 20 --size 512
 	stop "$s" INT
 done
-for s in http_coring http_epoll; do
+for s in http_coring http_coring_stream http_epoll; do
 	start "$s"
 	load --http --conns 20
 	load --http --conns 5 --depth 16            # pipelined requests
+	load --http --conns 4 --depth 400           # more in flight than a request buffer holds
 	stop "$s" TERM
 done
 
