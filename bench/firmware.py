@@ -62,6 +62,8 @@ CFLAGS = ["-mcpu=cortex-m4", "-mthumb", "-Os", "-DNDEBUG", "-std=c99", "-ffreest
 RUNS = (300, 1500)          # resumes of the two runs whose difference is counted
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-nm", "qemu-arm")
 RAM_MAX, TEXT_RATIO_MAX, RESUME_MAX = 4, 1.2, 17
+# firmware.csv (bench/run.py): one row per program and backend
+COLUMNS = ["program", "what", "backend", "frame", "text", "instr", "loop", "resume", "body"]
 PLAIN = "gen"   # the plain resume: one yield, no condition; the 17 applies to it
 # The targets docs/firmware.md states as met, which --check enforces:
 # (program, backend, target) with target "ram", "text" or "resume".

@@ -145,7 +145,12 @@ static int run_case(int timers)
 {
 	size_t size = timers ? sizeof(struct timer_co) : sizeof(co_frame);
 	co_engine e;
-	co_engine_opts eo = { .sq_entries = 4096, .cq_entries = 65536, .ready_size = 65536 };
+	/* The cancel stop ends the timer case: a million cancellations and
+	 * completions take the kernel more than the default second of grace
+	 * on a busy machine, and frames past the grace would be finished
+	 * without running (their await's value never set): a long grace. */
+	co_engine_opts eo = { .sq_entries = 4096, .cq_entries = 65536, .ready_size = 65536,
+			      .cancel_grace_ns = 120 * CO_S };
 	struct ctl c = { .timers = timers };
 	char *mem;
 	long bad = 0;
