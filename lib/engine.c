@@ -1097,7 +1097,7 @@ static void finish_frame(co_engine *e, co_frame *f)
 static void abandon(co_engine *e, co_frame *f)
 {
 	f->status = -ECANCELED;
-	f->state = (f->state | CO__ST_DONE) & ~(unsigned)CO__ST_WAITING;
+	f->state = (f->state | CO__ST_DONE) & ~(unsigned)(CO__ST_WAITING | CO__ST_NESTED);
 	e->stats.cancelled++;
 	finish_frame(e, f);
 }

@@ -223,6 +223,7 @@ enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
 	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a runner (loop/engine) */
+	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
 	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
 	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 	CO__ST_RUNNING = 1u << 2,    /* root: inside co_resume (debug builds) */
@@ -512,17 +513,17 @@ static inline co_frame *co_root(co_frame *f)
  */
 static inline int co_resume(co_frame *f)
 {
-	co_frame *root = f, *cur;
+	co_frame *root = f, *cur = f;
 
 	CO__CHECK(f != NULL, "co_resume: NULL frame");
 	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
 	CO__CHECK(f->parent == NULL,
 		  "co_resume: frame is awaited by a parent; resume the root frame");
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
-	 * per resume), and the body to run is always root->top's (the root
-	 * itself unless it awaits a child): one load instead of a second test
-	 * and a register copy. */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING |
+	 * per resume), and a root that is its own leaf calls its body without
+	 * a dependent load of top: the frame's address is already in hand, so
+	 * the call does not wait for a load (docs/benchmarks.md, "Resume"). */
+	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
 			  "co_resume: frame is running (resumed from its own body or an "
@@ -535,8 +536,8 @@ static inline int co_resume(co_frame *f)
 			/* release builds: a child runs only when its root resumes */
 			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 		}
+		cur = root->top;
 	}
-	cur = root->top;
 	root->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
 	for (;;) {
 		int r = cur->fn(cur);
@@ -556,6 +557,7 @@ static inline int co_resume(co_frame *f)
 			co_frame *c = cur->u.child;
 			c->top = root;
 			root->top = c;
+			root->state |= CO__ST_NESTED;
 			cur = c;
 		} else { /* CO__RET_DONE: symmetric transfer to the parent */
 			co_frame *p = cur->parent;
@@ -566,6 +568,8 @@ static inline int co_resume(co_frame *f)
 			cur->parent = NULL;
 			cur->top = cur;
 			root->top = p;
+			if (p == root)
+				root->state &= ~(unsigned)CO__ST_NESTED;
 			cur = p;
 		}
 	}
