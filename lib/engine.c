@@ -196,12 +196,6 @@ CO_NO_TSAN static unsigned ring_size(co_engine *e)
  *          ring otherwise (never a drop: invariant 3 of docs/design.md).
  *          While it holds overflow, pushes go behind it.
  */
-static void local_push(co_engine *e, co_frame *f)
-{
-	co__fifo_push(&e->local_head, &e->local_tail, f, next);
-	e->local_n++;
-}
-
 static co_frame *local_pop(co_engine *e)
 {
 	co_frame *f = e->local_head;
@@ -227,7 +221,7 @@ void co__engine_push_ring(co_engine *e, co_frame *f)
 {
 	if (co__likely(e->local_n == 0) && co__likely(ring_push(e, f)))
 		return;
-	local_push(e, f); /* the ring is full, or overflow is ahead of us */
+	co__engine_local_push(e, f); /* the ring is full, or overflow is ahead of us */
 	e->stats.spilled++;
 }
 

@@ -79,6 +79,7 @@ struct co__engine_hooks {
 extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+#include "list.h"
 #include "trace.h" /* the hooks the fast paths below hold */
 
 /*
@@ -127,16 +128,18 @@ static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info
  * is the owner's plain FIFO; with it, the ring thieves can see. */
 void co__engine_push_ring(co_engine *e, co_frame *f);
 
+/* Onto the owner's plain FIFO (all of the queue without stealing, the
+ * overflow of a full ring with it). */
+static inline void co__engine_local_push(co_engine *e, co_frame *f)
+{
+	co__fifo_push(&e->local_head, &e->local_tail, f, next);
+	e->local_n++;
+}
+
 static inline void co__engine_push_owner(co_engine *e, co_frame *f)
 {
 	if (co__likely(!e->stealing)) {
-		f->next = NULL;
-		if (e->local_tail)
-			e->local_tail->next = f;
-		else
-			e->local_head = f;
-		e->local_tail = f;
-		e->local_n++;
+		co__engine_local_push(e, f);
 		return;
 	}
 	co__engine_push_ring(e, f);
