@@ -18,11 +18,10 @@
  * --direct opens the file with O_DIRECT (no page cache). Every read must
  * return B bytes (the file is a multiple of B): anything else fails the run.
  *
- * --submit-each is an experiment, not a way to use coring: each read is
- * submitted as soon as it is prepared (one io_uring_enter per read, as fio
- * does by default), where the engine submits all of a loop turn's SQEs at
- * once. coring has no option for that, so this reaches into the engine's
- * private ring; it shows what such an option would change.
+ * --submit-each sets the engine's opts.submit_batch to 1: each read is
+ * submitted as soon as its frame suspends (one io_uring_enter per read,
+ * as fio does by default), where by default the engine submits all of a
+ * loop turn's SQEs at once, at the turn's end.
  *
  * Prints one line on stdout:
  *   fileio rw=... bs=... depth=... direct=... ios=N ios_total=M seconds=S
@@ -97,14 +96,6 @@ static double cpu_of(int who)
 	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* --submit-each: submit the SQE that a was just prepared with. */
-static co_awaiter *submit_now(co_awaiter *a)
-{
-	if (submit_each)
-		io_uring_submit(&co_engine_current()->ring);
-	return a;
-}
-
 static int reader_fn(co_frame *f)
 {
 	struct reader *r = (struct reader *)f;
@@ -118,7 +109,7 @@ static int reader_fn(co_frame *f)
 				break;
 			r->off = next_block++ * bs;
 		}
-		CO_AWAIT(f, submit_now(co_read(&r->io, fd, r->buf, bs, r->off)));
+		CO_AWAIT(f, co_read(&r->io, fd, r->buf, bs, r->off));
 		if (co_result(f) != (int)bs) {
 			if (!stop && failed++ < 5)
 				fprintf(stderr, "fileio: read at %llu: %s\n", (unsigned long long)r->off,
@@ -210,6 +201,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	eo.sq_entries = (unsigned)depth < 64 ? 64 : (unsigned)depth * 2;
+	eo.submit_batch = submit_each ? 1 : 0;
 	if ((err = co_engine_init(&e, &eo)) < 0) {
 		fprintf(stderr, "fileio: engine: %s\n", strerror(-err));
 		return 1;

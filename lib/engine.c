@@ -771,6 +771,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->runner.wake = engine_wake;
 	e->runner.cancel = engine_cancel;
 	e->batch = o.batch;
+	e->submit_batch = o.submit_batch;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
 	e->wake_info.cb = wake_done;
@@ -1124,6 +1125,10 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 			CO__TRACE_WAIT(e, f);
 			break;
 		}
+		/* opts.submit_batch: the frame is suspended, so whatever it
+		 * prepared (an operation and a timeout linked to it) is whole */
+		if (co__unlikely(e->submit_batch) && io_uring_sq_ready(&e->ring) >= e->submit_batch)
+			io_uring_submit(&e->ring);
 	}
 }
 

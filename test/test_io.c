@@ -589,6 +589,66 @@ static void test_write_to_closed_pipe(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- opts.submit_batch: an await's SQEs go to the kernel when it suspends ---- */
+
+struct early {
+	co_frame co;
+	co_io io;
+	int p[2];
+	unsigned waiting;         /* the SQEs the other frame saw waiting */
+	struct early *other;      /* NULL: the frame that awaits */
+	char buf[8];
+};
+
+/* The first frame suspends on a read with a linked timeout; the second,
+ * resumed right after it in the same turn, looks at the SQ: empty when the
+ * suspend submitted. The read then ends by its deadline (-ETIME): the
+ * timeout went out linked to it, not cut off by the early submit. */
+static int early_fn(co_frame *f)
+{
+	struct early *s = (struct early *)f;
+
+	CO_BEGIN(f);
+	if (s->other) {
+		s->waiting = io_uring_sq_ready(&co_engine_current()->ring);
+		CO_RETURN(f, 0);
+	}
+	CO_AWAIT(f, co_deadline(co_read(&s->io, s->p[0], s->buf, sizeof s->buf, 0), 20 * CO_MS));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void submit_batch_case(unsigned batch, unsigned want_waiting)
+{
+	co_engine_opts o = { .submit_batch = batch };
+	struct early a = { .other = NULL }, b;
+	co_engine e;
+
+	assert_int_equal(pipe(a.p), 0);
+	b = a;
+	b.other = &a;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	co_init(&a.co, early_fn);
+	co_init(&b.co, early_fn);
+	assert_int_equal(co_engine_spawn(&e, &a.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(b.waiting, want_waiting);
+	assert_int_equal(co_status(&a.co), -ETIME);
+	assert_int_equal(e.inflight, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(a.p[0]);
+	close(a.p[1]);
+}
+
+static void test_submit_batch(void **state)
+{
+	(void)state;
+	submit_batch_case(0, 2);  /* the default: the read and its timeout wait for the turn's end */
+	submit_batch_case(1, 0);  /* submitted as the await suspended, the chain whole */
+	submit_batch_case(3, 2);  /* fewer than 3 waiting: not yet */
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -603,6 +663,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_null_arguments),
 		cmocka_unit_test(test_length_past_32_bits),
 		cmocka_unit_test(test_write_to_closed_pipe),
+		cmocka_unit_test(test_submit_batch),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

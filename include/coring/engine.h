@@ -114,6 +114,12 @@ typedef struct co_engine_opts {
 	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
 	                          after it are finished for them (status
 	                          -ECANCELED); default 1 s */
+	unsigned submit_batch; /* 0 (the default): the SQEs of a loop turn go
+	                          to the kernel together, at the turn's end (one
+	                          syscall). N: also as soon as N of them wait
+	                          when a frame's resume returns (a read at
+	                          queue depth 32 on a disk starts sooner; see
+	                          docs/engine.md) */
 } co_engine_opts;
 
 /* Counters, owned by the engine thread (read them from it, or after run). */
@@ -196,6 +202,7 @@ struct co_engine {
 	unsigned cqe_shift;             /* private: 1 with IORING_SETUP_CQE32 */
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
+	unsigned submit_batch;          /* read-only: opts.submit_batch */
 	unsigned seen_epoch;            /* private: epoch when the owner last
 	                                   looked at the lists below */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
