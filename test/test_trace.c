@@ -641,6 +641,27 @@ static void test_no_memory_for_buffer(void **state)
 	assert_int_equal(co_trace_stop(), 0);
 }
 
+/* Recording allocates once per thread and session (its buffer, at its
+ * first event), however many events follow and though the buffer fills
+ * and drops: never on the hot path after that (docs/design.md). */
+static void test_allocates_once_per_thread(void **state)
+{
+	co_trace_stats st;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	start(64, NULL);
+	co_init(&f, gen_fn);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0); /* count from here */
+	for (int i = 0; i < 100000; i++)
+		co_trace_frame(&f, CO_TRACE_YIELD);
+	assert_int_equal(co__fault_calls(CO__FAULT_ALLOC), 1);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recorded, 100000);
+	assert_int_equal(st.lost, 0);
+	assert_int_equal(co_trace_stop(), 0);
+}
+
 /* ---- the stream ------------------------------------------------------------- */
 
 static void stream_run(unsigned events, unsigned n, int expect_all)
@@ -999,6 +1020,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_loop_hook),
 	cmocka_unit_test(test_full_buffer_drops_oldest),
 	cmocka_unit_test(test_no_memory_for_buffer),
+	cmocka_unit_test(test_allocates_once_per_thread),
 	cmocka_unit_test(test_stream),
 	cmocka_unit_test(test_threads_and_dumps),
 	cmocka_unit_test(test_scheduler_recorded),
