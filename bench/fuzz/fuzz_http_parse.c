@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../bench/http_parse.h" /* relative: run_fuzz.sh adds no -I */
+#include "../http_parse.h" /* relative: run_fuzz.sh adds no -I */
 
 #define OUT_CAP (64 * 1024)
 
