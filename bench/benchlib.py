@@ -100,11 +100,33 @@ class Server:
         except OSError:
             return ""
 
+    def pids(self):
+        """The server's process and every process under it (the nginx peer:
+        its launcher, master and workers), from /proc/PID/task/TID/children."""
+        out, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            try:
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/children") as f:
+                        todo += [int(c) for c in f.read().split()]
+            except OSError:  # gone meanwhile, or a kernel without the file
+                pass
+        return out
+
     def cpu_seconds(self):
-        """utime + stime of the server, all threads (/proc/PID/stat)."""
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """utime + stime of the server, all threads of all its processes
+        (/proc/PID/stat of each of pids())."""
+        ticks = 0
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def stop(self, timeout=60.0):
         if self.proc.poll() is None:
@@ -120,6 +142,11 @@ class Server:
 
     def kill(self):
         if self.proc.poll() is None:
+            for pid in self.pids()[1:]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             self.proc.kill()
             self.proc.wait()
 

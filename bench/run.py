@@ -68,14 +68,23 @@ SECTIONS = ["echo", "curve", "http", "fileio", "callgrind", "other", "firmware",
 NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round noisy
 RETRIES = 2             # repeats of a noisy round
 
-ECHO_SERVERS = ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot"]
-HTTP_SERVERS = ["http_coring", "http_coring_stream", "http_epoll"]
+ECHO_SERVERS = ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot"] + \
+    ["echo_libuv", "echo_asio"]
+HTTP_SERVERS = ["http_coring", "http_coring_stream", "http_epoll", "http_nginx"]
 SHORT = {"echo_coring": "coring", "echo_coring_stream": "stream", "echo_epoll": "epoll",
          "echo_uring": "uring", "echo_uring_mshot": "mshot", "http_coring": "coring",
-         "http_coring_stream": "stream", "http_epoll": "epoll"}
+         "http_coring_stream": "stream", "http_epoll": "epoll",
+         "echo_libuv": "libuv", "echo_asio": "asio", "http_nginx": "nginx"}
 TITLE = {"coring": "coring", "stream": "co stream", "epoll": "epoll", "uring": "raw uring",
-         "mshot": "raw mshot"}
-ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot"]  # table and chart order
+         "mshot": "raw mshot", "libuv": "libuv", "asio": "Asio", "nginx": "nginx"}
+ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot", "libuv", "asio"]  # table and chart order
+HTTP_SHORT = ["coring", "stream", "epoll", "nginx"]
+CHART_SHORT = ECHO_SHORT + ["nginx"]  # the chart's bars: echo and HTTP
+# The peers (bench/peers/, built where their library is installed): where
+# they are in the build dir, and what installs them
+PEERS = {"echo_libuv": ("peers/echo_libuv", "libuv1-dev"),
+         "echo_asio": ("peers/echo_asio", "libboost-dev and g++"),
+         "http_nginx": ("peers/http_nginx", "nginx-light")}
 
 RESULT_COLUMNS = ["bench", "conns", "size", "server", "rps_median", "rps_min", "rps_max",
                   "spread_pct", "cpu_us_per_req", "p50_us", "p99_us", "syscalls_per_req",
@@ -126,6 +135,7 @@ class Run:
         self.cg_rows = []       # callgrind.csv
         self.fw_rows = []       # firmware.csv
         self.servers = []       # started, for the cleanup
+        self.said_missing = set()  # peers not built, said once
         self.hz = os.sysconf("SC_CLK_TCK")
 
     # ---- output -----------------------------------------------------------
@@ -144,10 +154,24 @@ class Run:
         return False
 
     def start(self, name, *args):
-        s = benchlib.Server(self.pin.server + [os.path.join(self.bench, name), "--port", "0"] +
-                            list(args), name=name)
+        path = os.path.join(self.bench, PEERS[name][0] if name in PEERS else name)
+        s = benchlib.Server(self.pin.server + [path, "--port", "0"] + list(args), name=name)
         self.servers.append(s)
         return s
+
+    def start_all(self, names):
+        """Start the servers named, each peer only where it was built (a
+        peer not built is said once, and its columns show "-")."""
+        out = {}
+        for n in names:
+            if n in PEERS and not os.access(os.path.join(self.bench, PEERS[n][0]), os.X_OK):
+                if n not in self.said_missing:
+                    self.said_missing.add(n)
+                    self.say(f"bench: {n} not built ({PEERS[n][1]} missing): its columns skipped "
+                             f"(make bench installs it: tools/deps.sh bench)")
+                continue
+            out[n] = self.start(n)
+        return out
 
     def stop(self, s):
         self.servers.remove(s)
@@ -207,13 +231,14 @@ class Run:
                 return r
             self.progress("n")
 
-    def strace_calls(self, pid, argv, requests_of):
-        """Server syscalls per request, from a separate short round under
-        strace -c; None if strace cannot attach."""
+    def strace_calls(self, s, argv, requests_of):
+        """Server syscalls per request (every process of server s), from a
+        separate short round under strace -c; None if strace cannot attach."""
         if not shutil.which("strace"):
             return None
         with tempfile.NamedTemporaryFile("r", suffix=".strace") as f:
-            st = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid), "-o", f.name],
+            st = subprocess.Popen(["strace", "-c", "-f", "-o", f.name] +
+                                  [a for pid in s.pids() for a in ("-p", str(pid))],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
             p = subprocess.run(argv, capture_output=True, text=True)
@@ -266,14 +291,14 @@ class Run:
                 argv = self.pin.load + [os.path.join(self.bench, "echo_load"), "--port", str(s.port),
                                         "--conns", str(conns), "--size", str(size),
                                         "--seconds", str(self.m["ssecs"]), "--warmup", "0"]
-                calls = self.strace_calls(s.pid, argv,
+                calls = self.strace_calls(s, argv,
                                           lambda out: benchlib.parse_kv(out).get("requests", 0))
                 self.progress("s")
             self.add_row(bench, conns, size, n, res[n], calls)
 
     def echo(self):
-        self.say("== echo: coring vs epoll vs raw liburing (simple and multishot)")
-        servers = {n: self.start(n) for n in ECHO_SERVERS}
+        self.say("== echo: coring vs epoll vs raw liburing (simple and multishot) vs libuv and Boost.Asio")
+        servers = self.start_all(ECHO_SERVERS)
         for c in self.m["conns"]:
             for z in self.m["sizes"]:
                 self.progress(f"{'echo %dc %dB' % (c, z):<18}")
@@ -289,7 +314,7 @@ class Run:
         need = max(self.m["curve"]) + 64
         if self.nofile < need:
             self.say(f"bench: open-file limit {self.nofile} < {need}: curve limited")
-        servers = {n: self.start(n) for n in ECHO_SERVERS}
+        servers = self.start_all(ECHO_SERVERS)
         secs = self.m["curve_secs"] if "SECONDS_PER_ROUND" not in os.environ else self.m["secs"]
         for c in self.m["curve"]:
             if c + 64 > self.nofile:
@@ -322,10 +347,10 @@ class Run:
         return self.retry(measure, secs)
 
     def http(self):
-        self.say("== HTTP via wrk: coring vs epoll (headline: server CPU per request)")
+        self.say("== HTTP via wrk: coring vs epoll vs nginx (headline: server CPU per request)")
         if not self.have("wrk", "HTTP rows"):
             return
-        servers = {n: self.start(n) for n in HTTP_SERVERS}
+        servers = self.start_all(HTTP_SERVERS)
         secs = max(1, round(self.m["secs"]))  # wrk takes whole seconds
         for c in self.m["http_conns"]:
             self.progress(f"{'http %dc' % c:<18}")
@@ -341,7 +366,7 @@ class Run:
             for n, s in servers.items():
                 argv = self.pin.load + ["wrk", "-t1", f"-c{c}", f"-d{max(1, round(self.m['ssecs']))}s",
                                         f"http://127.0.0.1:{s.port}/"]
-                calls = self.strace_calls(s.pid, argv, wrk_requests)
+                calls = self.strace_calls(s, argv, wrk_requests)
                 self.progress("s")
                 self.add_row("http", c, 0, n, res[n], calls)
             self.progress("\n")
@@ -360,10 +385,11 @@ class Run:
 
     def echo_table(self, bench):
         rows = self.by(bench)
-        servers = ECHO_SHORT if bench == "echo" else ["coring", "stream", "epoll"]
+        servers = ECHO_SHORT if bench == "echo" else HTTP_SHORT
         ratios = [("coring", "epoll"), ("coring", "uring"), ("coring", "mshot"), ("stream", "uring"),
-                  ("stream", "mshot")] \
-            if bench == "echo" else [("coring", "epoll"), ("stream", "epoll")]
+                  ("stream", "mshot"), ("coring", "libuv"), ("coring", "asio")] \
+            if bench == "echo" else [("coring", "epoll"), ("stream", "epoll"), ("coring", "nginx"),
+                                     ("stream", "nginx")]
         metrics = [("rps_median", "req/s", "{:.0f}"), ("cpu_us_per_req", "CPU us/req", "{:.2f}"),
                    ("syscalls_per_req", "syscalls/req", "{:.2f}"), ("p99_us", "p99 us", "{:.0f}"),
                    ("spread_pct", "spread %", "{:.1f}")]
@@ -633,6 +659,7 @@ class Run:
                 if st:
                     line += f"; stream/epoll CPU/req {st['cpu_us_per_req'] / b['cpu_us_per_req']:.2f}"
                 out.append(line)
+        out += self.peer_targets(echo, http, verdict)
         cg = {(r["server"], r["conns"]): r for r in self.cg_rows}
         for c in (1, 50, 500):
             a, b = cg.get(("echo_coring", c)), cg.get(("echo_uring", c))
@@ -669,6 +696,26 @@ class Run:
             for line in out:
                 self.say(line)
             self.say()
+
+    def peer_targets(self, echo, http, verdict):
+        """coring against the peers: CPU per request <= 1.00x libuv and Asio
+        at 50 x 64 B and 500 x 1 KiB echo, <= 0.90x nginx for HTTP."""
+        out = []
+        for c, z in ((50, 64), (500, 1024)):
+            a = echo.get((c, z, "coring"))
+            peers = {p: echo.get((c, z, p)) for p in ("libuv", "asio") if echo.get((c, z, p))}
+            if a and peers:
+                r = {p: a["cpu_us_per_req"] / row["cpu_us_per_req"] for p, row in peers.items()}
+                out.append(f"echo {c:3d}c {z:4d}B: CPU/req " +
+                           ", ".join(f"coring/{TITLE[p]} {v:.2f}" for p, v in r.items()) +
+                           f" (<= 1.00: {verdict(all(v <= 1.0 for v in r.values()))})")
+        for c in self.m["http_conns"]:
+            a, b = http.get((c, 0, "coring")), http.get((c, 0, "nginx"))
+            if a and b:
+                r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
+                out.append(f"http {c:3d}c (wrk): CPU/req coring/nginx {r:.2f} (<= 0.90: {verdict(r <= 0.9)}); "
+                           f"req/s {a['rps_median'] / b['rps_median']:.2f}")
+        return out
 
     # ---- soak (FULL=1) -----------------------------------------------------------------------
     def soak(self):
@@ -734,7 +781,7 @@ class Run:
                     rows = self.by(bench)
                     for c, z in sorted({(c, z) for c, z, _ in rows}):
                         label = f"{c}c/{z}B" if bench == "echo" else f"http/{c}c"
-                        cells = [rows.get((c, z, s)) for s in ECHO_SHORT]
+                        cells = [rows.get((c, z, s)) for s in CHART_SHORT]
                         f.write(f'"{label}" ' + " ".join(f"{r['rps_median'] / 1000:g}" if r else "-" for r in cells) +
                                 " " + " ".join(f"{r['cpu_us_per_req']:g}" if r else "-" for r in cells) + "\n")
             curve = os.path.join(tmp, "curve.dat")
@@ -756,8 +803,9 @@ class Run:
             def plot(spec):
                 return f"plot {spec}" if spec else "set multiplot next"
             colors = ['"#1b9e77"', '"#66a61e"', '"#d95f02"', '"#7570b3"', '"#e7298a"']
-            ecolors = [colors[0], colors[1], colors[2], colors[3], colors[4]]
-            names = [TITLE[s] for s in ECHO_SHORT]
+            # the echo servers, then the peers (libuv, Asio; nginx in the HTTP bars)
+            ecolors = colors + ['"#e6ab02"', '"#a6761d"', '"#666666"']
+            names = [TITLE[s] for s in CHART_SHORT]
             fnames = ["coring", "coring, 1 read/enter", "fio io_uring", "fio io_uring fixed", "fio psync"]
 
             def hist(data, first, titles, palette):
@@ -771,14 +819,14 @@ class Run:
                 if os.path.getsize(data) == 0:
                     return None
                 return ", ".join(f'"{data}" using 1:{first + i} with linespoints title "{t}" lw 2 '
-                                 f'pt 7 lc rgb {ecolors[i]}' for i, t in enumerate(names))
+                                 f'pt 7 lc rgb {ecolors[i]}' for i, t in enumerate(names[:len(ECHO_SHORT)]))
             script = f"""
 set terminal pngcairo size 1400,1300 font ",10" noenhanced
 set output "{png}"
 set datafile missing "-"
 set grid ytics
 set key top left
-set multiplot layout 3,2 title "coring vs epoll vs raw liburing, and file reads vs fio ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
+set multiplot layout 3,2 title "coring vs epoll, raw liburing, libuv, Asio, nginx, and file reads vs fio ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1
@@ -790,7 +838,7 @@ set title "echo and HTTP: requests/s (higher is better)"
 {plot(hist(bars, 2, names, ecolors))}
 set ylabel "server CPU us/request (log)"
 set title "echo and HTTP: server CPU per request (lower is better)"
-{plot(hist(bars, 2 + len(ECHO_SHORT), names, ecolors))}
+{plot(hist(bars, 2 + len(CHART_SHORT), names, ecolors))}
 set style data linespoints
 set xtics norotate
 set logscale x

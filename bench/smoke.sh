@@ -3,6 +3,8 @@
 # each server starts on a free loopback port, serves correct bytes to
 # echo_load (which checks every byte, pipelined too) and exits 0 on
 # SIGTERM; the other programs run a tiny size. Numbers are not checked.
+# The peers (bench/peers/: libuv, Asio, nginx) are checked where they were
+# built, skipped where their library is not installed.
 #   smoke.sh BENCH_BUILD_DIR
 set -eu
 B=$1
@@ -10,16 +12,17 @@ tmp=$(mktemp -d)
 data=$B/smoke-fileio.dat # in the build dir: O_DIRECT needs a real file system
 trap 'rm -rf "$tmp" "$data"' EXIT
 
-start() { # start NAME ARGS: sets pid, port
+start() { # start NAME ARGS (NAME: a path under B): sets pid, port
 	name=$1
 	shift
-	: >"$tmp/$name.out"
-	"$B/$name" --port 0 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	log=$tmp/${name##*/}
+	: >"$log.out"
+	"$B/$name" --port 0 "$@" >"$log.out" 2>"$log.err" &
 	pid=$!
 	i=0
-	until port=$(sed -n 's/^port=//p' "$tmp/$name.out") && [ -n "$port" ]; do
+	until port=$(sed -n 's/^port=//p' "$log.out") && [ -n "$port" ]; do
 		i=$((i + 1))
-		[ $i -le 200 ] && kill -0 "$pid" 2>/dev/null || { echo "FAIL: $name did not start"; cat "$tmp/$name.err"; exit 1; }
+		[ $i -le 200 ] && kill -0 "$pid" 2>/dev/null || { echo "FAIL: $name did not start"; cat "$log.err"; exit 1; }
 		sleep 0.025
 	done
 }
@@ -46,7 +49,15 @@ load() { # load ARGS: echo_load must verify every byte
 	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
 }
 
-for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot; do
+built() { # built NAME: 0 if the peer NAME was built, else says it is skipped
+	[ -x "$B/$1" ] && return 0
+	echo "skip: $1 (not built: its library is not installed; tools/deps.sh bench)"
+	return 1
+}
+
+for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot \
+	peers/echo_libuv peers/echo_asio; do
+	built "$s" || continue
 	start "$s"
 	load --conns 1 --size 1
 	load --conns 20 --size 1024
@@ -65,6 +76,14 @@ for s in http_coring http_coring_stream http_epoll; do
 	load --http --conns 4 --depth 400           # more in flight than a request buffer holds
 	stop "$s" TERM
 done
+# nginx answers other bytes than ours (test_bench_servers checks what
+# applies): here it starts with 1 and 2 workers and stops on both signals
+if built peers/http_nginx; then
+	start peers/http_nginx
+	stop peers/http_nginx TERM
+	start peers/http_nginx --threads 2
+	stop peers/http_nginx INT
+fi
 
 "$B/switch" --iters 100000 --rounds 1 >/dev/null && echo "ok: switch"
 "$B/memory" --count 20000 >/dev/null && echo "ok: memory"

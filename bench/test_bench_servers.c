@@ -8,8 +8,13 @@
  *     does not hold up other clients and is closed after the header
  *     deadline (--header-timeout); an idle keep-alive connection is closed
  *     after the idle timeout (--idle-timeout) while a busy one is not;
+ *   - the HTTP peers (servers not ours, bench/peers/: nginx) answer
+ *     other bytes than ours: they get the checks that apply to any HTTP
+ *     server (a 200 with our body, keep-alive, pipelining,
+ *     Connection: close, HTTP/1.0, 404, the header deadline and the idle
+ *     timeout);
  *   - every server exits 0 on SIGTERM with clients still connected.
- * Usage: test_bench_servers ECHO_SERVER... -- HTTP_SERVER...
+ * Usage: test_bench_servers ECHO_SERVER... -- HTTP_SERVER... -- HTTP_PEER...
  * Durations are hang guards only: nothing here asserts a time.
  */
 #include <stdarg.h>
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -36,9 +42,19 @@
 
 #define GUARD_MS 5000
 
-static char **echo_servers, **http_servers;
+static char **echo_servers, **http_servers, **http_peers;
 static pid_t running = -1; /* killed by the teardown if a test failed */
-static int n_echo, n_http;
+static int n_echo, n_http, n_peer;
+/* 1 while the HTTP server under test is ours: its answer is byte for byte
+ * HTTP_HELLO_RESPONSE; 0 for a peer: any 200 with the body will do */
+static int exact = 1;
+
+/* HTTP server i of ours and the peers together (sets exact). */
+static const char *http_server(int i)
+{
+	exact = i < n_http;
+	return exact ? http_servers[i] : http_peers[i - n_http];
+}
 
 struct server {
 	pid_t pid;
@@ -206,10 +222,39 @@ static void test_echo_reader_that_never_reads(void **state)
 
 static const char get_root[] = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
 
+/* One whole response (its header read byte by byte, so that a pipelined
+ * next one stays in the socket): the status code; its body in body. */
+static int read_response(int fd, char *body, size_t size)
+{
+	char head[2048];
+	size_t have = 0;
+	unsigned long len = 0;
+	int status = 0;
+
+	while (have < 4 || memcmp(head + have - 4, "\r\n\r\n", 4)) {
+		assert_true(have < sizeof head - 1);
+		recv_exact(fd, head + have++, 1);
+	}
+	head[have] = 0;
+	assert_int_equal(sscanf(head, "HTTP/1.%*d %d ", &status), 1);
+	for (char *h = strstr(head, "\r\n"); h && h[2] != '\r'; h = strstr(h + 2, "\r\n"))
+		if (!strncasecmp(h + 2, "Content-Length:", 15))
+			len = strtoul(h + 17, NULL, 10);
+	assert_true(len < size);
+	recv_exact(fd, body, len);
+	body[len] = 0;
+	return status;
+}
+
 static void expect_hello(int fd)
 {
 	char buf[sizeof HTTP_HELLO_RESPONSE];
 
+	if (!exact) {
+		assert_int_equal(read_response(fd, buf, sizeof buf), 200);
+		assert_string_equal(buf, "Hello, World!");
+		return;
+	}
 	recv_exact(fd, buf, sizeof buf - 1);
 	assert_memory_equal(buf, HTTP_HELLO_RESPONSE, sizeof buf - 1);
 }
@@ -244,7 +289,7 @@ static void test_http_protocol(void **state)
 		struct server s;
 		int fd;
 
-		server_start(&s, http_servers[i], NULL);
+		server_start(&s, http_server(i), NULL);
 		/* keep-alive, then two pipelined requests in one write */
 		fd = dial(s.port);
 		send_all(fd, get_root, sizeof get_root - 1);
@@ -299,14 +344,14 @@ static uint64_t now_ms(void)
 static void test_http_slowloris(void **state)
 {
 	(void)state;
-	for (int i = 0; i < n_http; i++) {
+	for (int i = 0; i < n_http + n_peer; i++) {
 		struct server s;
 		const char *trickle = "GET / HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 		int slow, good, served = 0, closed = 0;
 		uint64_t t0;
 
 		static const char *const deadline[] = { "--header-timeout", "300", NULL };
-		server_start(&s, http_servers[i], deadline);
+		server_start(&s, http_server(i), deadline);
 		slow = dial(s.port);
 		good = dial(s.port);
 		t0 = now_ms();
@@ -341,13 +386,13 @@ static void test_http_slowloris(void **state)
 static void test_http_idle_timeout(void **state)
 {
 	(void)state;
-	for (int i = 0; i < n_http; i++) {
+	for (int i = 0; i < n_http + n_peer; i++) {
 		static const char *const idle[] = { "--idle-timeout", "300", NULL };
 		struct server s;
 		int quiet, busy;
 		uint64_t t0;
 
-		server_start(&s, http_servers[i], idle);
+		server_start(&s, http_server(i), idle);
 		quiet = dial(s.port);
 		busy = dial(s.port);
 		/* one request each: both are idle keep-alive connections then */
@@ -373,6 +418,45 @@ static void test_http_idle_timeout(void **state)
 	}
 }
 
+/* What any HTTP/1.1 server does, for the peers: keep-alive, pipelining,
+ * Connection: close, HTTP/1.0 closed after its answer, 404 for another
+ * path; SIGTERM with a client connected. */
+static void test_http_peer_basics(void **state)
+{
+	(void)state;
+	for (int i = n_http; i < n_http + n_peer; i++) {
+		struct server s;
+		char body[1024];
+		int fd;
+
+		server_start(&s, http_server(i), NULL);
+		fd = dial(s.port);
+		send_all(fd, get_root, sizeof get_root - 1);
+		expect_hello(fd);
+		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", 54);
+		expect_hello(fd);
+		expect_hello(fd);
+		const char *other = "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
+		send_all(fd, other, strlen(other));
+		assert_int_equal(read_response(fd, body, sizeof body), 404);
+		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 46);
+		expect_hello(fd);
+		assert_true(closed_by_peer(fd, GUARD_MS));
+		close(fd);
+		fd = dial(s.port);
+		const char *get10 = "GET / HTTP/1.0\r\n\r\n";
+		send_all(fd, get10, strlen(get10));
+		expect_hello(fd);
+		assert_true(closed_by_peer(fd, GUARD_MS));
+		close(fd);
+		fd = dial(s.port);
+		send_all(fd, get_root, sizeof get_root - 1);
+		expect_hello(fd);
+		server_stop(&s); /* with a client still connected */
+		close(fd);
+	}
+}
+
 /* A failed assertion leaves its server running: kill it, or it would keep
  * the test's output open. */
 static int kill_running(void **state)
@@ -393,6 +477,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_http_protocol, kill_running),
 		cmocka_unit_test_teardown(test_http_slowloris, kill_running),
 		cmocka_unit_test_teardown(test_http_idle_timeout, kill_running),
+		cmocka_unit_test_teardown(test_http_peer_basics, kill_running),
 	};
 	int i = 1;
 
@@ -402,6 +487,11 @@ int main(int argc, char **argv)
 		i++;
 	n_echo = (int)(argv + i - echo_servers);
 	http_servers = argv + i + (i < argc);
-	n_http = argc - i - (i < argc);
+	i += i < argc;
+	while (i < argc && strcmp(argv[i], "--"))
+		i++;
+	n_http = (int)(argv + i - http_servers);
+	http_peers = argv + i + (i < argc);
+	n_peer = argc - i - (i < argc);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
