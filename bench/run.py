@@ -825,7 +825,7 @@ set terminal pngcairo size 1400,1300 font ",10" noenhanced
 set output "{png}"
 set datafile missing "-"
 set grid ytics
-set key top left
+set key top right
 set multiplot layout 3,2 title "coring vs epoll, raw liburing, libuv, Asio, nginx, and file reads vs fio ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
 set style data histograms
 set style histogram clustered gap 1
@@ -840,6 +840,7 @@ set ylabel "server CPU us/request (log)"
 set title "echo and HTTP: server CPU per request (lower is better)"
 {plot(hist(bars, 2 + len(CHART_SHORT), names, ecolors))}
 set style data linespoints
+set key top left
 set xtics norotate
 set logscale x
 set xlabel "connections (log)"
