@@ -10,7 +10,9 @@ set -eu
 B=$1
 tmp=$(mktemp -d)
 data=$B/smoke-fileio.dat # in the build dir: O_DIRECT needs a real file system
-trap 'rm -rf "$tmp" "$data"' EXIT
+pid=
+# a failed check leaves its server running: end it with the script
+trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp" "$data"' EXIT
 
 start() { # start NAME ARGS (NAME: a path under B): sets pid, port
 	name=$1
@@ -39,7 +41,8 @@ stop() { # stop NAME SIGNAL: must exit 0 within 5 s
 		fi
 		sleep 0.025
 	done
-	wait "$pid" || { echo "FAIL: $1 exited with $? on SIG$2"; exit 1; }
+	wait "$pid" || { rc=$?; pid=; echo "FAIL: $1 exited with $rc on SIG$2"; exit 1; }
+	pid= # reaped: nothing for the exit trap to end
 	echo "ok: $1 exits 0 on SIG$2"
 }
 
