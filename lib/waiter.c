@@ -37,19 +37,6 @@ void co__waitq_push(co_waitq *q, co_waiter *w)
 	q->tail = w;
 }
 
-static void waitq_remove(co_waitq *q, co_waiter *w)
-{
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		q->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		q->tail = w->prev;
-	w->next = w->prev = NULL;
-}
-
 /* ---- awaiters that fail at once ---------------------------------------------- */
 
 static int fail_suspend(co_awaiter *a, co_frame *f)
@@ -97,7 +84,7 @@ static void deliver(co_waiter *w)
  * lock (visit) sees everything before it. */
 static void leave(co_waiter *w, int res)
 {
-	waitq_remove(w->q, w);
+	co__dlist_unlink(&w->q->head, &w->q->tail, w);
 	w->res = res;
 	if (w->engine)
 		co__engine_park_unlink(w->engine, &w->park);
