@@ -10,7 +10,7 @@
 #include <coring/io.h>
 #include "awaiter.h"
 #include "engine_internal.h"
-#include "limit.h"
+#include "io_internal.h"
 
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */

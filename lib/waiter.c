@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "waiter_internal.h"
-#include "limit.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
