@@ -84,4 +84,24 @@ echo "ok: fileio"
 "$B/trace_cost" --resumes 64000 >"$tmp/tc.out" || { echo "FAIL: trace_cost"; exit 1; }
 grep -q '^trace_cost resumes=64000 ' "$tmp/tc.out" || { echo "FAIL: trace_cost"; cat "$tmp/tc.out"; exit 1; }
 echo "ok: trace_cost"
+# handoff, handoff_pthread: every shape checks its own result (items in
+# order, answers, counters) and exits 1 if it fails; a short run of each,
+# then misuse: an unknown shape, a zero count and a missing value exit 2
+ho="--rt 2000 --items 20000 --ops 20000 --seconds 0.2 --idle-ms 10"
+for p in "handoff 9" "handoff_pthread 3"; do
+	set -- $p
+	# shellcheck disable=SC2086
+	"$B/$1" $ho >"$tmp/ho.out" || { echo "FAIL: $1"; cat "$tmp/ho.out"; exit 1; }
+	[ "$(grep -c '^handoff peer=[a-z]* shape=[a-z0-9]* n=[1-9][0-9]* seconds=' "$tmp/ho.out")" -eq "$2" ] ||
+		{ echo "FAIL: $1: not $2 result lines"; cat "$tmp/ho.out"; exit 1; }
+	for bad in "--shapes nope" "--rt 0" "--seconds"; do
+		# shellcheck disable=SC2086
+		rc=0; "$B/$1" $bad >/dev/null 2>&1 || rc=$?
+		[ $rc -eq 2 ] || { echo "FAIL: $1 $bad: exit $rc, not 2"; exit 1; }
+	done
+	echo "ok: $1"
+done
+"$B/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
+	[ "$(grep -c '^handoff ' "$tmp/ho.out")" -eq 2 ] || { echo "FAIL: handoff --shapes"; cat "$tmp/ho.out"; exit 1; }
+echo "ok: handoff --shapes"
 echo "bench smoke: all programs passed"
