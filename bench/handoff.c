@@ -134,6 +134,7 @@ static int ponger_fn(co_frame *f)
 			p->bad = "item lost or out of order";
 			break;
 		}
+		p->v += args.miscount && p->i == MISCOUNT_AT;
 		p->i++;
 		CO_AWAIT(f, co_chan_send(&p->w, p->out, &p->v));
 		if (co_result(f) != 0) {
@@ -186,7 +187,7 @@ static int producer_fn(co_frame *f)
 	CO_BEGIN(f);
 	handoff_span_begin(&span);
 	for (p->i = 0; p->i < p->n && !past_deadline(p->i, 256); p->i++) {
-		p->v = (uint64_t)p->i;
+		p->v = (uint64_t)p->i + (args.miscount && p->i == MISCOUNT_AT);
 		CO_AWAIT(f, co_chan_send(&p->w, p->out, &p->v));
 		if (co_result(f) != 0) {
 			p->bad = "send failed";
@@ -209,6 +210,7 @@ static int consumer_fn(co_frame *f)
 			break;
 		if (co_result(f) != 0 || c->v != (uint64_t)c->i) {
 			c->bad = "item lost or out of order";
+			co_chan_close(c->in); /* the producer's wait ends */
 			break;
 		}
 		c->i++;
@@ -232,7 +234,7 @@ static void throughput(const char *shape, unsigned cap, long n)
 	spawn_to(0, &p.co, producer_fn);
 	run_all(shape);
 	if (p.bad || c.bad)
-		handoff_fail("coring", shape, p.bad ? p.bad : c.bad);
+		handoff_fail("coring", shape, c.bad ? c.bad : p.bad);
 	if (c.i != p.i || c.i < 1)
 		handoff_fail("coring", shape, "items sent and received differ");
 	co_chan_destroy(&ch);
@@ -254,7 +256,7 @@ static int hopper_fn(co_frame *f)
 	CO_BEGIN(f);
 	handoff_span_begin(&span);
 	for (h->i = 0; h->i < h->n && !past_deadline(h->i, 16); h->i++) {
-		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[1]));
+		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[args.miscount && h->i == MISCOUNT_AT ? 0 : 1]));
 		if (co_result(f) != 0 || co_context_current() != &sched.ctx[1]) {
 			h->bad = "the hop to context 1 did not land there";
 			break;
@@ -315,7 +317,8 @@ static int spawner_fn(co_frame *f)
 	for (s->i = 0; s->i < s->n && !past_deadline(s->i, 16); s->i++) {
 		co_init(&s->kid.co, kid_fn);
 		s->kid.in = s->i;
-		CO_AWAIT(f, co_spawn_on(&s->w, &sched.ctx[1].engine, &s->kid.co));
+		CO_AWAIT(f, co_spawn_on(&s->w, &sched.ctx[args.miscount && s->i == MISCOUNT_AT ? 0 : 1].engine,
+					&s->kid.co));
 		if (co_result(f) != 0 || s->kid.out != s->i + 1) {
 			s->bad = "the child did not run on context 1 or answered wrong";
 			break;
@@ -365,7 +368,7 @@ static int locker_fn(co_frame *f)
 			l->bad = "lock failed";
 			break;
 		}
-		counter++;
+		counter += 1 + (args.miscount && l->i == MISCOUNT_AT);
 		if (co_mutex_unlock(&mutex) != 0) {
 			l->bad = "unlock failed";
 			break;

@@ -19,8 +19,8 @@
 //	idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
 //	          time over -idle-ms starting 1 ms after the last round trip
 //
-// Command line and output as bench/handoff.h says; every shape checks its
-// result and the program exits 1 if one fails. bench/run.py builds it
+// Command line and output as bench/handoff.h says (-miscount included);
+// every shape checks its result and the program exits 1 if one fails. bench/run.py builds it
 // (go build, offline) when go is found.
 package main
 
@@ -43,7 +43,19 @@ var (
 	seconds = flag.Float64("seconds", 1.0, "time bound of each shape")
 	idleMs  = flag.Int64("idle-ms", 200, "the idle window, ms")
 	shapes  = flag.String("shapes", "", "comma-separated shapes (default: all)")
+	// one step of every shape wrong on purpose: the shape's check must fail
+	miscount = flag.Bool("miscount", false, "get step 7 of every shape wrong (tests the checks)")
 )
+
+const miscountAt = 7
+
+// off: 1 at the step -miscount gets wrong, else 0
+func off(i int64) int64 {
+	if *miscount && i == miscountAt {
+		return 1
+	}
+	return 0
+}
 
 var known = []string{"pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "mutex1",
 	"mutex32", "idle"}
@@ -59,7 +71,7 @@ type span struct {
 }
 
 func newSpan(workers int32) *span { return &span{live: workers} }
-func (s *span) begin()           { atomic.CompareAndSwapInt64(&s.t0, 0, now()) }
+func (s *span) begin()            { atomic.CompareAndSwapInt64(&s.t0, 0, now()) }
 func (s *span) end() {
 	if atomic.AddInt32(&s.live, -1) == 0 {
 		atomic.StoreInt64(&s.t1, now())
@@ -115,8 +127,8 @@ func pingpong(shape string, capacity int, n int64, secs float64) (int64, *span) 
 			if v != b {
 				fail(shape, "item lost or out of order")
 			}
+			pong <- v + off(b)
 			b++
-			pong <- v
 		}
 	}()
 	go func() {
@@ -147,7 +159,7 @@ func spawn() {
 	go func() {
 		sp.begin()
 		for i = 0; i < *rt && !pastDeadline(i, 16, dl); i++ {
-			go func(in int64) { done <- in + 1 }(i)
+			go func(in int64) { done <- in + 1 + off(in) }(i)
 			if v := <-done; v != i+1 {
 				fail("spawn", "wrong answer")
 			}
@@ -170,7 +182,7 @@ func throughput(shape string, capacity int) {
 		defer wg.Done()
 		sp.begin()
 		for sent = 0; sent < *items && !pastDeadline(sent, 256, dl); sent++ {
-			ch <- sent
+			ch <- sent + off(sent)
 		}
 		close(ch)
 	}()
@@ -213,7 +225,7 @@ func mutexShape(shape string, per int) {
 			var i int64
 			for i = 0; i < n && !pastDeadline(i, 64, dl); i++ {
 				mu.Lock()
-				counter++
+				counter += 1 + off(i)
 				mu.Unlock()
 			}
 			done[w] = i

@@ -7,7 +7,7 @@
  * takes the same command line and prints the same lines.
  *
  *   PROGRAM [--rt N] [--items N] [--ops N] [--seconds S] [--idle-ms MS]
- *           [--shapes a,b,...]
+ *           [--shapes a,b,...] [--miscount]
  *
  * Every shape stops at its count or after --seconds, whichever comes first
  * (both bound a run), and reports what it did in the time it took:
@@ -16,6 +16,9 @@
  * second) or cpu_pct (% of one CPU). A shape whose own check fails (a lost,
  * duplicated or reordered item, a counter that does not match) prints
  * "handoff: PEER SHAPE: WHAT" on stderr and the program exits 1.
+ * --miscount makes every shape get one step wrong on purpose (an answer, an
+ * item, a hop, an increment): the smoke test checks that each shape's own
+ * check then fails it.
  */
 #ifndef CORING_BENCH_HANDOFF_H
 #define CORING_BENCH_HANDOFF_H
@@ -34,7 +37,11 @@ struct handoff_args {
 	double seconds;      /* time bound of each shape */
 	long idle_ms;        /* the idle window */
 	const char *shapes;  /* NULL: all; else a comma-separated list */
+	int miscount;        /* get step MISCOUNT_AT of every shape wrong */
 };
+
+/* The step --miscount gets wrong: early, so that every shape reaches it. */
+#define MISCOUNT_AT 7
 
 static inline uint64_t handoff_now_ns(void)
 {
@@ -47,7 +54,7 @@ static inline uint64_t handoff_now_ns(void)
 static inline void handoff_usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s [--rt N] [--items N] [--ops N] [--seconds S] [--idle-ms MS] "
-			"[--shapes a,b,...]\n", prog);
+			"[--shapes a,b,...] [--miscount]\n", prog);
 	exit(2);
 }
 
@@ -60,6 +67,11 @@ static inline struct handoff_args handoff_parse(int argc, char **argv)
 		const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		char *end = NULL;
 
+		if (!strcmp(k, "--miscount")) {
+			a.miscount = 1;
+			i--; /* no value */
+			continue;
+		}
 		if (v == NULL || *v == '\0')
 			handoff_usage(argv[0]);
 		if (!strcmp(k, "--shapes")) {

@@ -5,7 +5,8 @@
  *
  *   spin   two threads spinning on one cache line: one stores 2i+1 and
  *          waits for 2i+2, the other waits for 2i+1 and stores 2i+2 (the
- *          fastest round trip two CPUs can make): ns per round trip
+ *          fastest round trip two CPUs can make; a side that waits long
+ *          yields its CPU): ns per round trip
  *   cond   the same turn-taking through a mutex and two condition
  *          variables (each side sleeps until the other wakes it: the round
  *          trip of a sleeping thread): ns per round trip
@@ -18,6 +19,7 @@
  * --idle-ms are accepted and unused).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,15 +76,24 @@ struct spin {
 	int bad;
 };
 
-static uint64_t spin_wait(struct spin *s, uint64_t want)
+/* Spin until turn is no longer old; its new value. After 1024 pauses (far
+ * longer than a round trip between two running threads) the partner is
+ * not running: yield the CPU to it rather than spin out a time slice on a
+ * machine shared with other work. */
+static uint64_t spin_wait(struct spin *s, uint64_t old)
 {
 	uint64_t v;
 
-	while ((v = atomic_load_explicit(&s->turn, memory_order_acquire)) != want && v != STOP)
-		cpu_relax();
+	for (unsigned spins = 0; (v = atomic_load_explicit(&s->turn, memory_order_acquire)) == old;
+	     spins++)
+		if (spins < 1024)
+			cpu_relax();
+		else
+			sched_yield();
 	return v;
 }
 
+/* a: turn 2i+1 out, 2i+2 expected back */
 static void *spin_a(void *arg)
 {
 	struct spin *s = arg;
@@ -91,7 +102,7 @@ static void *spin_a(void *arg)
 	handoff_span_begin(&span);
 	for (i = 0; i < args.rt && !past_deadline(i, 16); i++) {
 		atomic_store_explicit(&s->turn, 2 * (uint64_t)i + 1, memory_order_release);
-		if (spin_wait(s, 2 * (uint64_t)i + 2) != 2 * (uint64_t)i + 2) {
+		if (spin_wait(s, 2 * (uint64_t)i + 1) != 2 * (uint64_t)i + 2) {
 			s->bad = 1;
 			break;
 		}
@@ -102,13 +113,22 @@ static void *spin_a(void *arg)
 	return NULL;
 }
 
+/* b: answers 2i+1 with 2i+2 until STOP */
 static void *spin_b(void *arg)
 {
 	struct spin *s = arg;
+	uint64_t v, last = 0;
 	long i;
 
-	for (i = 0; spin_wait(s, 2 * (uint64_t)i + 1) != STOP; i++)
-		atomic_store_explicit(&s->turn, 2 * (uint64_t)i + 2, memory_order_release);
+	for (i = 0; (v = spin_wait(s, last)) != STOP; i++) {
+		if (v != 2 * (uint64_t)i + 1) { /* a's turn out of order: stop it */
+			s->bad = 1;
+			atomic_store_explicit(&s->turn, STOP, memory_order_release);
+			break;
+		}
+		last = 2 * (uint64_t)i + 2 + (args.miscount && i == MISCOUNT_AT);
+		atomic_store_explicit(&s->turn, last, memory_order_release);
+	}
 	s->rounds_b = i;
 	return NULL;
 }
@@ -122,7 +142,7 @@ static void spin(void)
 	start_shape(1);
 	run_pair(spin_a, spin_b, &s);
 	if (s.bad || s.rounds_a != s.rounds_b || s.rounds_a < 1)
-		handoff_fail("pthread", "spin", "the two sides counted different round trips");
+		handoff_fail("pthread", "spin", "a turn was lost or out of order");
 	handoff_rt("pthread", "spin", s.rounds_a, handoff_span_seconds(&span));
 }
 
@@ -136,8 +156,9 @@ struct turns {
 	int bad;
 };
 
-static uint64_t cond_pass(struct turns *t, uint64_t give, pthread_cond_t *wake, uint64_t want,
-			  pthread_cond_t *mine)
+/* Set turn to give (unless it is STOP), wake the other side, sleep until
+ * turn changes; its new value. */
+static uint64_t cond_pass(struct turns *t, uint64_t give, pthread_cond_t *wake, pthread_cond_t *mine)
 {
 	uint64_t v;
 
@@ -145,11 +166,19 @@ static uint64_t cond_pass(struct turns *t, uint64_t give, pthread_cond_t *wake, 
 	if (t->turn != STOP)
 		t->turn = give;
 	pthread_cond_signal(wake);
-	while (t->turn != want && t->turn != STOP)
+	while (t->turn == give)
 		pthread_cond_wait(mine, &t->m);
 	v = t->turn;
 	pthread_mutex_unlock(&t->m);
 	return v;
+}
+
+static void cond_stop(struct turns *t, pthread_cond_t *wake)
+{
+	pthread_mutex_lock(&t->m);
+	t->turn = STOP;
+	pthread_cond_signal(wake);
+	pthread_mutex_unlock(&t->m);
 }
 
 static void *cond_a(void *arg)
@@ -159,34 +188,36 @@ static void *cond_a(void *arg)
 
 	handoff_span_begin(&span);
 	for (i = 0; i < args.rt && !past_deadline(i, 16); i++)
-		if (cond_pass(t, 2 * (uint64_t)i + 1, &t->to_b, 2 * (uint64_t)i + 2, &t->to_a) == STOP) {
+		if (cond_pass(t, 2 * (uint64_t)i + 1, &t->to_b, &t->to_a) != 2 * (uint64_t)i + 2) {
 			t->bad = 1;
 			break;
 		}
 	handoff_span_end(&span);
 	t->rounds_a = i;
-	pthread_mutex_lock(&t->m);
-	t->turn = STOP;
-	pthread_cond_signal(&t->to_b);
-	pthread_mutex_unlock(&t->m);
+	cond_stop(t, &t->to_b);
 	return NULL;
 }
 
 static void *cond_b(void *arg)
 {
 	struct turns *t = arg;
-	long i = 0;
-	uint64_t first;
+	uint64_t v;
+	long i;
 
 	pthread_mutex_lock(&t->m);
-	while (t->turn != 1 && t->turn != STOP)
+	while (t->turn == 0)
 		pthread_cond_wait(&t->to_b, &t->m);
-	first = t->turn;
+	v = t->turn;
 	pthread_mutex_unlock(&t->m);
-	if (first != STOP)
-		for (i = 1; cond_pass(t, 2 * (uint64_t)i, &t->to_a, 2 * (uint64_t)i + 1, &t->to_b) != STOP;
-		     i++)
-			;
+	for (i = 0; v != STOP; i++) {
+		if (v != 2 * (uint64_t)i + 1) { /* a's turn out of order: stop it */
+			t->bad = 1;
+			cond_stop(t, &t->to_a);
+			break;
+		}
+		v = cond_pass(t, 2 * (uint64_t)i + 2 + (args.miscount && i == MISCOUNT_AT), &t->to_a,
+			      &t->to_b);
+	}
 	t->rounds_b = i;
 	return NULL;
 }
@@ -203,7 +234,7 @@ static void cond(void)
 	start_shape(1);
 	run_pair(cond_a, cond_b, &t);
 	if (t.bad || t.rounds_a != t.rounds_b || t.rounds_a < 1)
-		handoff_fail("pthread", "cond", "the two sides counted different round trips");
+		handoff_fail("pthread", "cond", "a turn was lost or out of order");
 	pthread_cond_destroy(&t.to_a);
 	pthread_cond_destroy(&t.to_b);
 	pthread_mutex_destroy(&t.m);
@@ -226,7 +257,7 @@ static void *locker(void *arg)
 	handoff_span_begin(&span);
 	for (i = 0; i < args.ops / 2 && !past_deadline(i, 64); i++) {
 		pthread_mutex_lock(&mutex);
-		counter++;
+		counter += 1 + (args.miscount && i == MISCOUNT_AT);
 		pthread_mutex_unlock(&mutex);
 	}
 	handoff_span_end(&span);

@@ -731,7 +731,7 @@ class Run:
             spread = [r["spread_pct"] for r in self.handoff_rows if r["peer"] == "coring" and r["shape"] == shape]
             lines.append(f"{label:<46} {unit:<10}" + "".join(f"{fmt(v):>14}" for v in (c, g, lim, slp)) +
                          f"{rat[0]:>11}{rat[1]:>14}{spread[0] if spread else '-':>10}")
-        noisy = sum(r["noisy_rounds"] for r in self.handoff_rows)
+        noisy = sum(r["noisy_rounds"] for r in self.handoff_rows if r["shape"] in ("pingpong", "spin"))
         lines.append("(ratios of the figures shown: for round trips lower is better, for rates higher; "
                      "limit: two threads spinning on one cache line, or on a pthread_mutex; cond: two threads "
                      "taking turns through a condition variable; spread: coring's, (max - min) / median)")
@@ -771,7 +771,7 @@ class Run:
         if not self.handoff_rows:
             return "set multiplot next\nset multiplot next"
         peers = [("coring", None), ("go", None), ("pthread", "limit"), ("pthread", "cond")]
-        titles = ["coring", "Go", "two threads: spin / pthread_mutex", "two threads: condition variable"]
+        titles = ["coring", "Go", "2 threads: limit", "2 threads: cond. var."]
         colors = ['"#1b9e77"', '"#7570b3"', '"#d95f02"', '"#e7298a"']
         rt, rate = os.path.join(tmp, "handoff_rt.dat"), os.path.join(tmp, "handoff_rate.dat")
         with open(rt, "w") as f_rt, open(rate, "w") as f_rate:
@@ -786,12 +786,14 @@ class Run:
         def hist(data):
             return "plot " + ", ".join(f'"{data}" using {2 + i}' + (":xtic(1)" if i == 0 else "") +
                                        f' title "{t}" lc rgb {colors[i]}' for i, t in enumerate(titles))
-        return f"""set ylabel "us per round trip (log)"
+        return f"""set offsets 0.6, 0, 0, 0
+set ylabel "us per round trip (log)"
 set title "hand-off between 2 contexts: round trips (lower is better)"
 {hist(rt)}
 set ylabel "million items or lock operations/s (log)"
 set title "hand-off between 2 contexts: channel items/s and mutex ops/s (higher is better)"
-{hist(rate)}"""
+{hist(rate)}
+set offsets 0, 0, 0, 0"""
 
     # ---- targets -----------------------------------------------------------------------------
     def targets(self):
