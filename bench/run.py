@@ -106,14 +106,14 @@ HANDOFF_SHAPES["go"] = HANDOFF_SHAPES["coring"]
 # the table's rows: shape, label, the pthread limit's shape, the condition variable's
 HANDOFF_ROWS = [
     ("pingpong", "channel ping-pong, capacity 1, round trip", "spin", "cond"),
-    ("transfer", "co_transfer_to 0 -> 1 -> 0 (Go: unbuffered)", "spin", "cond"),
+    ("transfer", "co_transfer_to 0 -> 1 -> 0 (Go: unbuffered hop)", "spin", "cond"),
     ("spawn", "co_spawn_on round trip (Go: go func)", "spin", "cond"),
     ("chan1", "channel 8 B items, capacity 1", None, None),
     ("chan16", "channel 8 B items, capacity 16", None, None),
     ("chan256", "channel 8 B items, capacity 256", None, None),
     ("mutex1", "mutex, 1 coroutine per context", "mutex", None),
     ("mutex32", "mutex, 32 coroutines per context", "mutex", None),
-    ("idle", "idle after a burst (1 ms on)", None, None),
+    ("idle", "idle, from 1 ms after a burst", None, None),
 ]
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
                  "chan16": "chan cap 16", "chan256": "chan cap 256", "mutex1": "mutex 1/ctx",
@@ -717,7 +717,7 @@ class Run:
 
     def handoff_table(self):
         cols = ["coring", "Go", "pthread limit", "pthread cond"]
-        lines = [f"{'shape':<46} {'unit':<10}" + "".join(f"{c:>14}" for c in cols) +
+        lines = [f"{'shape':<48} {'unit':<10}" + "".join(f"{c:>14}" for c in cols) +
                  f"{'coring/Go':>11}{'coring/limit':>14}{'spread %':>10}"]
 
         def fmt(v):
@@ -729,7 +729,7 @@ class Run:
             slp = self.handoff_value("pthread", cond) if cond else None
             rat = [f"{c / b:.2f}" if c is not None and b else "-" for b in (g, lim)]
             spread = [r["spread_pct"] for r in self.handoff_rows if r["peer"] == "coring" and r["shape"] == shape]
-            lines.append(f"{label:<46} {unit:<10}" + "".join(f"{fmt(v):>14}" for v in (c, g, lim, slp)) +
+            lines.append(f"{label:<48} {unit:<10}" + "".join(f"{fmt(v):>14}" for v in (c, g, lim, slp)) +
                          f"{rat[0]:>11}{rat[1]:>14}{spread[0] if spread else '-':>10}")
         noisy = sum(r["noisy_rounds"] for r in self.handoff_rows if r["shape"] in ("pingpong", "spin"))
         lines.append("(ratios of the figures shown: for round trips lower is better, for rates higher; "
