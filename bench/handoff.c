@@ -243,46 +243,57 @@ static void throughput(const char *shape, unsigned cap, long n)
 
 /* ---- co_transfer_to and co_spawn_on round trips -------------------------------------- */
 
-struct hopper {
+/* A round-trip shape run by one coroutine on context 0: what it did. */
+struct trips {
 	co_frame co;
-	co_transfer t;
 	long i, n;
 	const char *bad;
 };
+
+static void trips(const char *shape, struct trips *t, int (*fn)(co_frame *))
+{
+	t->i = 0;
+	t->n = args.rt;
+	t->bad = NULL;
+	shape_start(1, args.seconds);
+	spawn_to(0, &t->co, fn);
+	run_all(shape);
+	if (t->bad)
+		handoff_fail("coring", shape, t->bad);
+	handoff_rt("coring", shape, t->i, handoff_span_seconds(&span));
+}
+
+/* the index of the context the step i of a hop goes to: 1, but for the
+ * step --miscount gets wrong */
+static unsigned other_ctx(long i)
+{
+	return args.miscount && i == MISCOUNT_AT ? 0 : 1;
+}
+
+static struct hopper {
+	struct trips r;
+	co_transfer t;
+} hopper;
 
 static int hopper_fn(co_frame *f)
 {
 	struct hopper *h = (struct hopper *)f;
 	CO_BEGIN(f);
 	handoff_span_begin(&span);
-	for (h->i = 0; h->i < h->n && !past_deadline(h->i, 16); h->i++) {
-		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[args.miscount && h->i == MISCOUNT_AT ? 0 : 1]));
+	for (; h->r.i < h->r.n && !past_deadline(h->r.i, 16); h->r.i++) {
+		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[other_ctx(h->r.i)]));
 		if (co_result(f) != 0 || co_context_current() != &sched.ctx[1]) {
-			h->bad = "the hop to context 1 did not land there";
+			h->r.bad = "the hop to context 1 did not land there";
 			break;
 		}
 		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[0]));
 		if (co_result(f) != 0 || co_context_current() != &sched.ctx[0]) {
-			h->bad = "the hop back to context 0 did not land there";
+			h->r.bad = "the hop back to context 0 did not land there";
 			break;
 		}
 	}
 	handoff_span_end(&span);
 	CO_END(f);
-}
-
-static void transfer(void)
-{
-	static struct hopper h;
-
-	memset(&h, 0, sizeof h);
-	h.n = args.rt;
-	shape_start(1, args.seconds);
-	spawn_to(0, &h.co, hopper_fn);
-	run_all("transfer");
-	if (h.bad)
-		handoff_fail("coring", "transfer", h.bad);
-	handoff_rt("coring", "transfer", h.i, handoff_span_seconds(&span));
 }
 
 struct kid {
@@ -301,45 +312,28 @@ static int kid_fn(co_frame *f)
 	CO_END(f);
 }
 
-struct spawner {
-	co_frame co;
+static struct spawner {
+	struct trips r;
 	co_when w;
 	struct kid kid;
-	long i, n;
-	const char *bad;
-};
+} spawner;
 
 static int spawner_fn(co_frame *f)
 {
 	struct spawner *s = (struct spawner *)f;
 	CO_BEGIN(f);
 	handoff_span_begin(&span);
-	for (s->i = 0; s->i < s->n && !past_deadline(s->i, 16); s->i++) {
+	for (; s->r.i < s->r.n && !past_deadline(s->r.i, 16); s->r.i++) {
 		co_init(&s->kid.co, kid_fn);
-		s->kid.in = s->i;
-		CO_AWAIT(f, co_spawn_on(&s->w, &sched.ctx[args.miscount && s->i == MISCOUNT_AT ? 0 : 1].engine,
-					&s->kid.co));
-		if (co_result(f) != 0 || s->kid.out != s->i + 1) {
-			s->bad = "the child did not run on context 1 or answered wrong";
+		s->kid.in = s->r.i;
+		CO_AWAIT(f, co_spawn_on(&s->w, &sched.ctx[other_ctx(s->r.i)].engine, &s->kid.co));
+		if (co_result(f) != 0 || s->kid.out != s->r.i + 1) {
+			s->r.bad = "the child did not run on context 1 or answered wrong";
 			break;
 		}
 	}
 	handoff_span_end(&span);
 	CO_END(f);
-}
-
-static void spawn(void)
-{
-	static struct spawner s;
-
-	memset(&s, 0, sizeof s);
-	s.n = args.rt;
-	shape_start(1, args.seconds);
-	spawn_to(0, &s.co, spawner_fn);
-	run_all("spawn");
-	if (s.bad)
-		handoff_fail("coring", "spawn", s.bad);
-	handoff_rt("coring", "spawn", s.i, handoff_span_seconds(&span));
 }
 
 /* ---- mutex ------------------------------------------------------------------------------ */
@@ -459,9 +453,9 @@ int main(int argc, char **argv)
 		handoff_rt("coring", "pingpong", n, handoff_span_seconds(&span));
 	}
 	if (handoff_want(&args, "transfer"))
-		transfer();
+		trips("transfer", &hopper.r, hopper_fn);
 	if (handoff_want(&args, "spawn"))
-		spawn();
+		trips("spawn", &spawner.r, spawner_fn);
 	if (handoff_want(&args, "chan1"))
 		throughput("chan1", 1, args.items);
 	if (handoff_want(&args, "chan16"))

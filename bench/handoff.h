@@ -51,7 +51,7 @@ static inline uint64_t handoff_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline void handoff_usage(const char *prog)
+static inline _Noreturn void handoff_usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s [--rt N] [--items N] [--ops N] [--seconds S] [--idle-ms MS] "
 			"[--shapes a,b,...] [--miscount]\n", prog);
@@ -133,7 +133,7 @@ static inline void handoff_check_shapes(const struct handoff_args *a, const char
 	}
 }
 
-static inline void handoff_fail(const char *peer, const char *shape, const char *what)
+static inline _Noreturn void handoff_fail(const char *peer, const char *shape, const char *what)
 {
 	fprintf(stderr, "handoff: %s %s: %s\n", peer, shape, what);
 	exit(1);

@@ -158,7 +158,8 @@ struct turns {
 
 /* Set turn to give (unless it is STOP), wake the other side, sleep until
  * turn changes; its new value. */
-static uint64_t cond_pass(struct turns *t, uint64_t give, pthread_cond_t *wake, pthread_cond_t *mine)
+static uint64_t cond_pass(struct turns *t, uint64_t give, pthread_cond_t *wake,
+			  pthread_cond_t *mine)
 {
 	uint64_t v;
 

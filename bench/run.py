@@ -118,6 +118,15 @@ HANDOFF_ROWS = [
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
                  "chan16": "chan cap 16", "chan256": "chan cap 256", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
+# issue 24's goals: coring's shape against a peer's, the ratio's bound
+HANDOFF_GOALS = [
+    ("pingpong", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
+    ("transfer", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
+    ("chan16", "go", "chan16", "items/s coring/Go", ">=", 0.5),
+    ("chan256", "go", "chan256", "items/s coring/Go", ">=", 0.5),
+    ("mutex1", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
+    ("mutex32", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
+]
 HANDOFF_COLUMNS = ["shape", "peer", "value_median", "value_min", "value_max", "unit", "spread_pct", "n_median",
                    "rounds", "noisy_rounds", "mode", "date"]
 
@@ -745,22 +754,11 @@ class Run:
             return "met" if ok else "MISSED"
         v = self.handoff_value
         out = []
-        gp = v("go", "pingpong")
-        for shape in ("pingpong", "transfer"):
-            c = v("coring", shape)
-            if c is not None and gp:
-                out.append(f"handoff {shape}: round trip coring/Go's channel round trip {c / gp:.2f} "
-                           f"(<= 2: {verdict(c <= 2 * gp)})")
-        for shape in ("chan16", "chan256"):
-            c, g = v("coring", shape), v("go", shape)
-            if c is not None and g:
-                out.append(f"handoff {shape}: items/s coring/Go {c / g:.2f} (>= 0.5: {verdict(c >= 0.5 * g)})")
-        lim = v("pthread", "mutex")
-        for shape in ("mutex1", "mutex32"):
-            c = v("coring", shape)
-            if c is not None and lim:
-                out.append(f"handoff {shape}: ops/s coring/pthread_mutex {c / lim:.2f} "
-                           f"(>= 0.5: {verdict(c >= 0.5 * lim)})")
+        for shape, peer, pshape, what, op, bound in HANDOFF_GOALS:
+            c, b = v("coring", shape), v(peer, pshape)
+            if c is not None and b:
+                ok = c / b <= bound if op == "<=" else c / b >= bound
+                out.append(f"handoff {shape}: {what} {c / b:.2f} ({op} {bound}: {verdict(ok)})")
         c = v("coring", "idle")
         if c is not None:
             out.append(f"handoff idle: {c:.2f} % of a CPU from 1 ms after the last work (<= 2: {verdict(c <= 2)})")
