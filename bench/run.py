@@ -28,7 +28,8 @@ order rotating every round; medians and spread of the rounds. CPU per
 request is the server's CPU time over exactly the measured window divided
 by the requests completed in it. A round in which other processes used
 more than 10 % of one CPU is noisy: it is repeated (twice at most) and the
-flag is kept. Syscalls per request come from a separate short round under
+flag is kept; so is a round starved outright (no request completed, or
+only wrk timeouts). Syscalls per request come from a separate short round under
 strace, never from a measured round.
 """
 

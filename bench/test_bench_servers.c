@@ -285,6 +285,20 @@ static void expect_answer_then_close(int fd, const char *prefix, const char *nee
 		assert_non_null(strstr(buf, needle));
 }
 
+/* A connection that got one answer, then two for two requests pipelined
+ * in one write (keep-alive and pipelining). */
+static int dial_keepalive_pipelined(int port)
+{
+	int fd = dial(port);
+
+	send_all(fd, get_root, sizeof get_root - 1);
+	expect_hello(fd);
+	send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", 54);
+	expect_hello(fd);
+	expect_hello(fd);
+	return fd;
+}
+
 static void test_http_protocol(void **state)
 {
 	(void)state;
@@ -293,13 +307,7 @@ static void test_http_protocol(void **state)
 		int fd;
 
 		server_start(&s, http_server(i), NULL);
-		/* keep-alive, then two pipelined requests in one write */
-		fd = dial(s.port);
-		send_all(fd, get_root, sizeof get_root - 1);
-		expect_hello(fd);
-		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", 54);
-		expect_hello(fd);
-		expect_hello(fd);
+		fd = dial_keepalive_pipelined(s.port);
 		/* Connection: close is honoured */
 		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 46);
 		expect_answer_then_close(fd, "HTTP/1.1 200 OK", "Connection: close\r\n");
@@ -433,12 +441,7 @@ static void test_http_peer_basics(void **state)
 		int fd;
 
 		server_start(&s, http_server(i), NULL);
-		fd = dial(s.port);
-		send_all(fd, get_root, sizeof get_root - 1);
-		expect_hello(fd);
-		send_all(fd, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\n\r\n", 54);
-		expect_hello(fd);
-		expect_hello(fd);
+		fd = dial_keepalive_pipelined(s.port);
 		const char *other = "GET /x HTTP/1.1\r\nHost: t\r\n\r\n";
 		send_all(fd, other, strlen(other));
 		assert_int_equal(read_response(fd, body, sizeof body), 404);
