@@ -936,7 +936,8 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 		budget = wait_ns;
 	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
 		return 0; /* enough contexts poll already */
-	e->stats.spins++;
+	/* a single writer; readable from any thread (engine.h) */
+	__atomic_store_n(&e->stats.spins, e->stats.spins + 1, __ATOMIC_RELAXED);
 	start = now_ns();
 	for (unsigned i = 1;; i++) {
 		/* relaxed: a hint; the next turn reads epoch seq_cst */
@@ -957,7 +958,7 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	if (e->hooks && e->hooks->spin)
 		e->hooks->spin(e, e->hook_arg, 0);
 	if (found) {
-		e->stats.spin_hits++;
+		__atomic_store_n(&e->stats.spin_hits, e->stats.spin_hits + 1, __ATOMIC_RELAXED);
 		spin_grow(e, e->spin_cur);
 	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
 		e->spin_cur = 0;

@@ -73,8 +73,8 @@ typedef struct co_sched_opts {
 	unsigned ngroups;
 	unsigned spinners;       /* how many contexts may poll for work at once
 	                            before they sleep (docs/engine.md, "Staying
-	                            awake"); 0: half the CPUs the process may
-	                            use, at least 1 */
+	                            awake"); 0: as many as the CPUs the process
+	                            may use */
 } co_sched_opts;
 
 /* A group as the scheduler keeps it (private). */
