@@ -20,11 +20,10 @@
 
 #include <ck_ring.h>
 
-#include <coring/engine.h>
-#include "internal.h"
+#include "engine_internal.h"
 #include "fault.h"
-#include "list.h"
-#include "trace.h"
+#include "spin.h"
+#include "tsan.h"
 
 /* The live count and the "spawns refused" bit share one word, so that a
  * spawn is either counted before a stop (and runs) or refused: never both. */
@@ -34,7 +33,7 @@
 #define STOP_NONE (-1)
 #define CANCEL_GRACE_NS 1000000000ull
 
-/* The engine running on this thread; lib/io.c reads it directly (internal.h)
+/* The engine running on this thread; lib/io.c reads it directly (engine_internal.h)
  * rather than through co_engine_current's PLT call. */
 _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")));
 
@@ -49,32 +48,6 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The spinlock (internal.h)                                                */
-/* ------------------------------------------------------------------------ */
-
-void co__spin_lock(atomic_uint *l)
-{
-	unsigned spins = 0;
-
-	for (;;) {
-		/* acquire: pairs with the release in co__spin_unlock */
-		if (!atomic_exchange_explicit(l, 1, memory_order_acquire))
-			return;
-		while (atomic_load_explicit(l, memory_order_relaxed)) {
-			if (++spins < 128)
-				co__cpu_relax();
-			else
-				sched_yield();
-		}
-	}
-}
-
-void co__spin_unlock(atomic_uint *l)
-{
-	atomic_store_explicit(l, 0, memory_order_release); /* pairs with co__spin_lock */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -216,7 +189,7 @@ static int stealable(co_engine *e)
 
 /* A frame made ready on the owner thread while thieves may look: into the
  * ring, or behind the overflow. (Without stealing, co__engine_push_owner
- * in internal.h queues it locally and never comes here.) */
+ * in engine_internal.h queues it locally and never comes here.) */
 void co__engine_push_ring(co_engine *e, co_frame *f)
 {
 	if (co__likely(e->local_n == 0) && co__likely(ring_push(e, f)))
@@ -389,7 +362,7 @@ enum {
 	CX_FINISHED = 1u << 5,  /* the frame finished (its on_done may wait for a
 	                           queued request) */
 	CX_MOVING = 1u << 6,    /* another engine is taking it (runner_move) */
-	/* 1u << 7: CO__CX_PINNED (internal.h), a time limit's */
+	/* 1u << 7: CO__CX_PINNED (engine_internal.h), a time limit's */
 };
 
 static unsigned char cx_load(co_frame *f)
@@ -503,7 +476,7 @@ int co__engine_park_unlink(co_engine *e, co_parking *p)
  * taken off the list and marked as visited under the park lock; whoever
  * ends a wait first (a release on another thread, or p->cancel here)
  * decides its result, and a releaser that finds the wait visited waits
- * until p->cancel is done before it lets the frame go (lib/wait.c), so
+ * until p->cancel is done before it lets the frame go (lib/waiter.c), so
  * the primitive behind the wait outlives the visit.
  */
 static void park_cancel_all(co_engine *e)
@@ -546,10 +519,9 @@ static void wake_arm(co_engine *e)
 }
 
 /* The eventfd read completed: a waker wrote, or a cancel-all hit it. */
-static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void wake_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
-	co_engine *e = co__container_of(info, co_engine, wake_info);
-
+	(void)info;
 	(void)res;
 	(void)cqe_flags;
 	(void)tag;
@@ -1006,7 +978,7 @@ static void run_posts(co_engine *e)
 /* SQEs                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* co__engine_sqe (internal.h) found the SQ too full to keep room for a
+/* co__engine_sqe (engine_internal.h) found the SQ too full to keep room for a
  * linked timeout: submit what is queued, then take a slot. */
 struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 {
@@ -1158,7 +1130,7 @@ static unsigned reap(co_engine *e)
 				continue;
 			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
 				e->inflight--;
-			info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+			info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
 		} while (++head != tail);
 		/* release: the kernel may reuse the slots once it sees the head */
 		io_uring_smp_store_release(cq->khead, head);
@@ -1181,7 +1153,7 @@ static void reap_all(co_engine *e)
  * A cancel stop begins (owner thread, once): cancel every operation in
  * flight and every listed parked wait. From then on each frame the loop
  * resumes is marked cancelled, and a cancelled frame's later waits end at
- * once: sync waits refuse to park (lib/wait.c), and an I/O await asks the
+ * once: sync waits refuse to park (lib/waiter.c), and an I/O await asks the
  * kernel to cancel its operation right after it (lib/io.c), behind
  * anything that completes at once, like a close on the way out.
  */

@@ -31,8 +31,7 @@
 
 #include <coring/loop.h>
 #include <coring/trace.h>
-#include "internal.h"
-#include "trace.h"
+#include "engine_internal.h"
 #include "fault.h"
 
 /* co_loop's hook passes its own values to co_trace_frame */

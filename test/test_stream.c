@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "internal.h"
+#include "base.h"
 #include "fault.h"
 #include "helpers.h"
 

@@ -25,6 +25,7 @@
 #ifndef CORING_IO_H
 #define CORING_IO_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>

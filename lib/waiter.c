@@ -9,9 +9,8 @@
 #include <errno.h>
 #include <time.h>
 
-#include "wait.h"
-#include "list.h"
-#include "trace.h"
+#include "waiter_internal.h"
+#include "limit.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
@@ -216,10 +215,11 @@ static void timed_done(co_waiter *w)
 /* The timer's CQE: -ETIME (it fired), or -ECANCELED (removed after a claim,
  * or the engine cancelled all its I/O). If nobody claimed the waiter, the
  * timer decides the result. */
-static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_waiter *w = co__container_of(info, co_waiter, info);
 
+	(void)e; /* w->engine */
 	(void)cqe_flags;
 	(void)tag;
 	w->timer_done = 1;

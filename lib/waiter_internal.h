@@ -4,11 +4,13 @@
  * FIFO wait queues, parking, claiming and waking, timed waits. Not
  * installed. See docs/sync.md for the protocol.
  */
-#ifndef CORING_WAIT_H
-#define CORING_WAIT_H
+#ifndef CORING_LIB_WAITER_INTERNAL_H
+#define CORING_LIB_WAITER_INTERNAL_H
 
 #include <coring/waiter.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
+#include "spin.h"
 
 /* Every primitive's fields are read and written under its spinlock only. */
 #define co__lock(p) co__spin_lock(&(p)->lock)
