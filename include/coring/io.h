@@ -141,6 +141,7 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
 typedef struct co_signals {
 	co_io io;                       /* private */
 	int fd;                         /* read-only: the signalfd, -1 if closed */
+	unsigned magic;                 /* private: set while open */
 	struct signalfd_siginfo info;   /* read-only: the last signal's details */
 } co_signals;
 
