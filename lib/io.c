@@ -748,6 +748,7 @@ static void acceptor_done(co_engine *e, co_io_info *info, int res, unsigned cqe_
 	co_acceptor *a = co__container_of(info, co_acceptor, info);
 
 	(void)e; /* a->engine */
+	(void)tag;
 	CO__TRACE_COMPLETE(NULL, info, res, tag);
 	if (res >= 0)
 		a->accepted++;
