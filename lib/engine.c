@@ -32,7 +32,7 @@
 #define LIVE_COUNT(v) ((v) & ~LIVE_STOPPED)
 
 #define STOP_NONE (-1)
-#define CANCEL_GRACE_NS 1000000000ull
+#define CANCEL_GRACE_NS CO__NS_PER_S
 
 /* The engine running on this thread; lib/io.c reads it directly (engine_internal.h)
  * rather than through co_engine_current's PLT call. */
@@ -1257,8 +1257,8 @@ static int idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
 			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
+	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
+			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
 	int ret = io_uring_submit(&e->ring);
 
 	if (ret < 0)

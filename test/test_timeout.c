@@ -442,6 +442,24 @@ static int value_at_once(co_awaiter *aw, co_frame *child)
 	return o.res;
 }
 
+/* A prep that failed (its kind says so): it ends at once with -ENOSPC. */
+static int failed_ready(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 1;
+}
+
+static int failed_resume(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return -ENOSPC;
+}
+
+static const co_awaiter_ops failed_ops = { failed_ready, failed_ready, failed_resume, NULL,
+					    CO__AW_FAILED };
+
 /* What cannot be limited: given arguments that are not NULL, the await
  * ends with -EINVAL, in a debug build too (this program's: a NULL awaiter
  * would trap here), and nothing is started. NULL arguments give NULL. */
@@ -454,7 +472,7 @@ static void test_cannot_be_limited(void **state)
 	co_waiter w;
 	co_event ev;
 	co_io io;
-	co_awaiter zero = { NULL };
+	co_awaiter zero = { NULL }, failed = { &failed_ops };
 	struct sleeper sl;
 
 	(void)state;
@@ -487,7 +505,10 @@ static void test_cannot_be_limited(void **state)
 	assert_int_equal(value_at_once(co_wait_for(co_nop(&io), CO_S), NULL), -EINVAL);
 	assert_int_equal(value_at_once(co_wait_for(&zero, CO_S), NULL), -EINVAL);
 	/* a failed prep keeps its own error through each of them */
-	assert_int_equal(value_at_once(co_deadline(co_event_wait(&w, NULL), CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_deadline(&failed, CO_S), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_fixed_file(&failed), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_wait_for(&failed, CO_S), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_timeout(&l, &failed, CO_S), NULL), -ENOSPC);
 	assert_int_equal(value_at_once(co_deadline(co_nop(&io), CO_S), NULL), -ENXIO);
 	assert_int_equal(value_at_once(co_timeout(&l, co_nop(&io), CO_S), NULL), -ENXIO);
 	/* NULL arguments: NULL (awaiting it: -EINVAL, a debug build traps) */

@@ -296,6 +296,7 @@ static void test_echo_exchange(void **state)
 
 struct streamer {
 	co_frame co;
+	co_io io;
 	co_bufring ring;
 	co_stream st;
 	co_acceptor acc;
@@ -316,11 +317,18 @@ static void streamer_conn(co_acceptor *a, int fd)
 	}
 }
 
+static void prep_nop(struct io_uring_sqe *sqe, void *arg)
+{
+	(void)arg;
+	io_uring_prep_nop(sqe);
+}
+
 static int streamer_fn(co_frame *f)
 {
 	struct streamer *s = (struct streamer *)f;
 
 	CO_BEGIN(f);
+	CO_AWAIT(f, co_sqe(&s->io, prep_nop, NULL));
 	co_acceptor_start(&s->acc, s->lfd, SOCK_CLOEXEC, streamer_conn, s);
 	CO_AWAIT(f, co_event_wait(&s->w, &s->ev));
 	co_bufring_init(&s->ring, co_engine_current(), 8, 64);
@@ -345,11 +353,12 @@ static const struct tev *find_op(const struct tfile *tf, unsigned k, const void 
 	return NULL;
 }
 
-/* A multishot accept and a stream's multishot recv: each arming is a
- * SUBMIT (opcode, descriptor), each CQE a COMPLETE with its result (a
- * descriptor, a byte count, the cancel that ended it); the frame's wait
- * in co_stream_recv is a WAIT on a stream (sub CO__AW_STREAM). */
-static void test_multishot_recorded(void **state)
+/* Any SQE (co_sqe), a multishot accept and a stream's multishot recv:
+ * the SQE and each arming are a SUBMIT (opcode, descriptor), each CQE a
+ * COMPLETE with its result (a descriptor, a byte count, the cancel that
+ * ended it); the frame's wait in co_stream_recv is a WAIT on a stream
+ * (sub CO__AW_STREAM). */
+static void test_sqe_and_multishot_recorded(void **state)
 {
 	const char *path = tmp_path("multi.trace");
 	struct streamer s;
@@ -381,6 +390,13 @@ static void test_multishot_recorded(void **state)
 	close(s.lfd);
 	assert_int_equal(s.n, 4);
 
+	t = find_op(&tf, SUBMIT, &s.io.info, &at); /* co_sqe's nop */
+	assert_non_null(t);
+	assert_int_equal(t->sub, IORING_OP_NOP);
+	assert_int_equal(t->frame, P(&s.co));
+	t = find_op(&tf, COMPLETE, &s.io.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, 0);
 	t = find_op(&tf, SUBMIT, &s.acc.info, &at); /* the accept, armed by the frame */
 	assert_non_null(t);
 	assert_int_equal(t->sub, IORING_OP_ACCEPT);
@@ -1135,7 +1151,7 @@ static void test_compiled_out(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_generator),
 	cmocka_unit_test(test_echo_exchange),
-	cmocka_unit_test(test_multishot_recorded),
+	cmocka_unit_test(test_sqe_and_multishot_recorded),
 	cmocka_unit_test(test_transfer),
 	cmocka_unit_test(test_cancelled_wait),
 	cmocka_unit_test(test_time_limits),
