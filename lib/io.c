@@ -574,9 +574,11 @@ void co_period_init(co_period *p, uint64_t period_ns)
 }
 
 /* The wait ends at the first tick still to come: the ticks whose time has
- * come (next <= now) went by while nobody waited, and are counted. Their
- * product with the period stays below now - next + period, so only the
- * sums can overflow, and they saturate. */
+ * come (next <= now) went by while nobody waited, and are counted. The
+ * skip cannot overflow: next <= now there, and next is at least the
+ * period past co_period_init's now, so the period and late * period
+ * (below now - next + period) are below now, and next + late * period
+ * below 2 now. The next tick's sum saturates (a huge period). */
 co_awaiter *co_period_wait(co_period *p)
 {
 	uint64_t now;
@@ -589,7 +591,7 @@ co_awaiter *co_period_wait(co_period *p)
 	if (now >= p->next) {
 		uint64_t late = (now - p->next) / p->period + 1;
 		p->missed += late;
-		p->next = co__time_add(p->next, late * p->period);
+		p->next += late * p->period;
 	}
 	co_sleep_until(&p->io, p->next);
 	p->next = co__time_add(p->next, p->period);

@@ -521,6 +521,36 @@ static int stall_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* The same for a wait less than one period late: the first wait, called
+ * 15 ms after the start, skips the tick of 10 ms and sleeps until 20. */
+static int late_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	o->t[0] = co_now_ns();
+	co_period_init(&o->tick, PERIOD);
+	o->t[1] = co_now_ns();
+	while (co_now_ns() < o->t[1] + PERIOD + PERIOD / 2)
+		;
+	o->t[2] = co_now_ns();
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[2] = co_result(f);
+	o->t[3] = co_now_ns();
+	CO_END(f);
+}
+
+/* The wait that ended at tick k (of the grid T0 + k P, T0 between t[0]
+ * and t[1]) was called at t[2] and ended at t[3]: tick k was the first
+ * still to come. */
+static void on_the_grid(const struct ops *o, uint64_t k)
+{
+	if (o->t[1] + k * PERIOD <= o->t[2])
+		fail_msg("tick %llu had come before the wait: not the next one",
+			 (unsigned long long)k);
+	if (o->t[3] < o->t[0] + k * PERIOD)
+		fail_msg("the wait ended before tick %llu", (unsigned long long)k);
+}
+
 static void test_period_after_a_stall(void **state)
 {
 	struct ops o;
@@ -532,11 +562,15 @@ static void test_period_after_a_stall(void **state)
 	assert_int_equal(o.r[0] | o.r[1] | o.r[2], 0);
 	k = 3 + o.tick.missed; /* the tick the third wait ended at */
 	assert_true(k >= 9);   /* 90 ms at the earliest: 85 ms had gone by */
-	if (o.t[1] + k * PERIOD <= o.t[2])
-		fail_msg("tick %llu had come before the wait: not the next one",
-			 (unsigned long long)k);
-	if (o.t[3] < o.t[0] + k * PERIOD)
-		fail_msg("the wait ended before tick %llu", (unsigned long long)k);
+	on_the_grid(&o, k);
+
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, late_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[2], 0);
+	k = 1 + o.tick.missed;
+	assert_true(k >= 2); /* the tick of 10 ms had come */
+	on_the_grid(&o, k);
 }
 
 /* Periods whose sums with the clock wrap: the wait never ends by itself

@@ -540,21 +540,22 @@ static uint64_t huge_ns(int k)
 #define HUGE_KINDS 6
 
 /* A frame that awaits under limits near UINT64_MAX, and a partner that
- * ends each of those awaits by completing what it waits for: a limit that
- * took a wrapped sum for "now" would end it with -ETIME first. */
+ * ends each of those awaits by completing what it waits for, 2 ms after
+ * the await began: a limit that took a wrapped sum for a time already
+ * past would have ended it with -ETIME by then. */
 enum huge_act { H_NONE, H_BYTE, H_GATE, H_EVENT };
 
 struct huge {
 	co_frame co, partner;
 	co_limit lim, lim2;
-	co_io io;
+	co_io io, pio;
 	co_waiter w;
 	co_event ev;
 	struct gate g;
 	struct gated { co_frame co; struct gate *g; } kid;
 	int pipe[2];
 	char c;
-	int k, i, want, end, r[12];
+	int k, want, end, r[12];
 };
 
 static int gated_fn(co_frame *f)
@@ -575,8 +576,7 @@ static int partner_fn(co_frame *f)
 			CO_YIELD(f);
 		if (h->end)
 			break;
-		for (h->i = 0; h->i < 3; h->i++)
-			CO_YIELD(f); /* the read's SQE goes in */
+		CO_AWAIT(f, co_sleep(&h->pio, SHORT)); /* the await's SQEs went in */
 		if (h->want == H_BYTE) {
 			assert_int_equal(write(h->pipe[1], "x", 1), 1);
 		} else if (h->want == H_EVENT) {
