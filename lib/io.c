@@ -11,7 +11,7 @@
 #include "awaiter.h"
 #include "clock.h"
 #include "engine_internal.h"
-#include "limit.h"
+#include "io_internal.h"
 
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
@@ -647,7 +647,7 @@ uint64_t co_now_ns(void)
 	return co__now_ns();
 }
 
-/* ---- transfer helpers ------------------------------------------------------ */
+/* ---- whole transfers: the *_all calls ------------------------------------- */
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 

@@ -24,7 +24,8 @@
 #include "clock.h"
 #include "engine_internal.h"
 #include "fault.h"
-#include "limit.h"
+#include "io_internal.h"
+#include "waiter_internal.h"
 
 struct co__limit_timer {
 	co_io_info info;              /* the timeout SQE's user_data (tag 0) */

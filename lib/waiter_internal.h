@@ -77,4 +77,9 @@ void co__wait_wake_frame(co_waiter *w);
 /* Queue operations, under the owning lock. */
 void co__waitq_push(co_waitq *q, co_waiter *w);
 
+/* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
+ * (what a time limit, lib/timeout.c, asks of a wait); an earlier limit
+ * already set holds. */
+void co__wait_limit(co_awaiter *aw, uint64_t deadline);
+
 #endif
