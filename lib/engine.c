@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "spin.h"
 #include "tsan.h"
@@ -23,14 +24,6 @@ _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")
 co_engine *co_engine_current(void)
 {
 	return co__tls_engine;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -546,7 +539,7 @@ int co_engine_stop(co_engine *e, int mode)
 
 int co_engine_stop_timed(co_engine *e, uint64_t ns)
 {
-	uint64_t at = now_ns() + ns;
+	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
 
 	return stop(e, CO_STOP_DRAIN, at ? at : 1);
 }
@@ -698,7 +691,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 
 	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
-			if (f->label == 0 || now_ns() >= cancel_deadline) {
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
 			}
@@ -781,7 +774,7 @@ static void reap_all(co_engine *e)
 static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
-	uint64_t now = now_ns();
+	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
@@ -885,8 +878,8 @@ static int idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
 			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
+	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
+			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
 	int ret = io_uring_submit(&e->ring);
 
 	if (ret < 0)
@@ -984,9 +977,9 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	if (idle && co__unlikely(co__under_valgrind())) {
 		ret = idle_sleep(e, ns);
 	} else if (ns) {
-		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
-						.tv_nsec = (long long)(ns % 1000000000ull) };
+		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
+		co__ns_to_ts(&ts, ns);
 		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
 	} else {
 		ret = io_uring_submit_and_wait(&e->ring, 1);
@@ -1015,7 +1008,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = co__now_ns();
 		if (now < at) {
 			*wait_ns = at - now;
 			return 0;
@@ -1025,7 +1018,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return e->cancel_since + e->cancel_grace;
+	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
 }
 
 /* The first half of every turn, looping or ticking: take in what other

@@ -177,7 +177,8 @@ CO_API int co_sched_poll(co_sched *s);
  * spawns are refused from now on, for good. CO_STOP_DRAIN lets every
  * frame finish; CO_STOP_CANCEL ends every wait with -ECANCELED (see
  * co_engine_stop: bounded even against a coroutine that retries).
- * co_sched_stop_timed drains, and cancels what is still live after ns.
+ * co_sched_stop_timed drains, and cancels what is still live after ns
+ * (near UINT64_MAX: never).
  * 0, or -EINVAL (NULL, bad mode, destroyed). Asking again is harmless; a
  * drain may be turned into a cancel.
  */
