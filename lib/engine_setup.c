@@ -207,6 +207,9 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		o.cq_entries = 4 * o.sq_entries;
 	if (o.cancel_grace_ns == 0)
 		o.cancel_grace_ns = CO__CANCEL_GRACE_NS;
+	for (unsigned i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++)
+		if (o.reserved[i] != 0)
+			return -EINVAL; /* a later version's option: refused, not ignored */
 	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
 	    o.cq_entries < o.sq_entries || (o.setup_flags & ~(SETUP_TAKEN | SETUP_REFUSED)))
 		return -EINVAL;

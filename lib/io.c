@@ -626,7 +626,7 @@ uint64_t co_now_ns(void)
 	return (uint64_t)ts.tv_sec * CO_S + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- transfer helpers ------------------------------------------------------ */
+/* ---- whole transfers: the *_all calls ------------------------------------- */
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 

@@ -61,6 +61,8 @@ typedef struct co_engine_opts {
 	                          when a frame's resume returns (a read at
 	                          queue depth 32 on a disk starts sooner; see
 	                          docs/engine.md) */
+	unsigned reserved[4];  /* zero: room for options of later versions
+	                          (docs/abi.md); co_engine_init refuses others */
 } co_engine_opts;
 
 /* Counters, owned by the engine thread (read them from it, or after run). */
@@ -183,6 +185,8 @@ struct co_engine {
 	                                   to cancel (co_frame.cancel_next) */
 	CO__ATOMIC(unsigned) park_lock; /* private: over park_head */
 	co_parking *park_head;          /* private: cancellable parked waits */
+	void *reserved[4];              /* private: room for fields of later
+	                                   versions (docs/abi.md) */
 };
 
 /*
@@ -193,7 +197,7 @@ struct co_engine {
  * _SQE128, _CQE32, _COOP_TASKRUN, _TASKRUN_FLAG, _SINGLE_ISSUER and
  * _DEFER_TASKRUN (_CQSIZE and _R_DISABLED are set by the engine anyway).
  * Errors: -EINVAL (NULL e, ready_size not a power of two >= 2, zero batch,
- * cq_entries < sq_entries, an unknown setup flag), -EOPNOTSUPP (a setup
+ * cq_entries < sq_entries, an unknown setup flag, a reserved field not 0), -EOPNOTSUPP (a setup
  * flag the engine cannot honour: _IOPOLL, _ATTACH_WQ), -ENOMEM, eventfd's
  * errors, or io_uring_setup's (-ENOSYS when the kernel lacks io_uring,
  * -EPERM when it is disabled, -EMFILE ...). Nothing leaks on an error.
