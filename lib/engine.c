@@ -7,12 +7,6 @@
  */
 #include <errno.h>
 #include <poll.h>
-#ifdef CO_HAVE_VALGRIND_H
-#include <valgrind/valgrind.h>
-#define under_valgrind() RUNNING_ON_VALGRIND
-#else
-#define under_valgrind() 0
-#endif
 #include <string.h>
 #include <sched.h>
 #include <time.h>
@@ -318,6 +312,29 @@ static void engine_wake(co_runner *r, co_frame *f)
 		return;
 	}
 	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
+}
+
+void co__engine_wake_parked(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	int remote;
+
+	if (r == NULL) { /* release builds: a frame woken twice is not queued */
+		co_engine_unpark(e);
+		return;
+	}
+	remote = remote_begin(e);
+	CO__TRACE_WAKE(e, r);
+	if (!remote) {
+		owner_push(e, r);
+		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		return;
+	}
+	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	/* release: after the push, so the engine that sees the count drop
+	 * sees the frame (as in co_engine_unpark after co_wake) */
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	remote_end(e, remote);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -881,17 +898,89 @@ static int idle_sleep(co_engine *e, uint64_t ns)
 	return 0;
 }
 
+/*
+ * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
+ * the engine can only be waiting for another thread (a wake of a parked
+ * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
+ * hands it work an eventfd write and a thread wake-up; so before it sleeps
+ * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
+ * While it polls, sleeping is 0: a hand-off sees it awake and writes
+ * nothing. spin_cur adapts: a poll that finds nothing halves it (below
+ * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
+ * and a sleep that a hand-off ended after t < spin_max (a poll of t would
+ * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
+ * that gets no work from other threads never polls, and after the last
+ * hand-off it polls once, for at most spin_max, then sleeps.
+ */
+#define SPIN_MIN_NS 2000u
+
+/* Raise the budget to at least 2 * t, within spin_max. */
+static void spin_grow(co_engine *e, uint64_t t)
+{
+	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
+
+	if (c > e->spin_max)
+		c = e->spin_max;
+	if (c > e->spin_cur)
+		e->spin_cur = c;
+}
+
+/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
+ * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
+static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+{
+	uint64_t budget = e->spin_cur, start;
+	int found = 0;
+
+	if (wait_ns && wait_ns < budget)
+		budget = wait_ns;
+	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
+		return 0; /* enough contexts poll already */
+	e->stats.spins++;
+	start = now_ns();
+	for (unsigned i = 1;; i++) {
+		/* relaxed: a hint; the next turn reads epoch seq_cst */
+		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
+			found = 1;
+			break;
+		}
+		co__cpu_relax();
+		if (i % 64 == 0) {
+			if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
+				found = 1;
+				break;
+			}
+			if (now_ns() - start >= budget)
+				break;
+		}
+	}
+	if (e->hooks && e->hooks->spin)
+		e->hooks->spin(e, e->hook_arg, 0);
+	if (found) {
+		e->stats.spin_hits++;
+		spin_grow(e, e->spin_cur);
+	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
+		e->spin_cur = 0;
+	}
+	return found;
+}
+
 static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
+	uint64_t slept = 0;
 	int ret;
 
+	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
+		return 0;
+	if (e->spin_max != 0 && e->inflight == 0)
+		slept = now_ns();
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
-	if (idle && co__unlikely(under_valgrind())) {
+	if (idle && co__unlikely(co__under_valgrind())) {
 		ret = idle_sleep(e, ns);
 	} else if (ns) {
 		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
@@ -902,6 +991,10 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
+	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
+	    (slept = now_ns() - slept) < e->spin_max)
+		spin_grow(e, slept);
 	return ret;
 }
 

@@ -120,20 +120,20 @@ void co__wake_all(co__wake_list *l)
 }
 
 /*
- * Wake first, unpark second. Between the two the engine sees a parked
- * frame, so it cannot find itself idle and stop with the frame about to
- * be pushed (the push may come from another thread). After the unpark it
- * may stop and be destroyed: co_engine_unpark counts itself as a visitor
- * so destroy waits for it to return, and nothing is touched after.
+ * Wake first, unpark second, in one visit of the engine
+ * (co__engine_wake_parked): the engine never finds itself idle with the
+ * frame about to be pushed, and destroy waits for the visit to end;
+ * nothing is touched after. w may be gone once the frame is pushed.
  */
 void co__wait_wake_frame(co_waiter *w)
 {
 	co_engine *e = w->engine;
 	co_frame *f = w->frame;
 
-	co_wake(f); /* w may be gone from here on */
 	if (e)
-		co_engine_unpark(e);
+		co__engine_wake_parked(e, f);
+	else
+		co_wake(f);
 }
 
 /*
