@@ -443,7 +443,7 @@ int main(int argc, char **argv)
 
 	args = handoff_parse(argc, argv);
 	handoff_check_shapes(&args, shapes, argv[0]);
-	err = co_sched_init(&sched, &(co_sched_opts){ .contexts = 2 });
+	err = co_sched_init(&sched, &(co_sched_opts){ .contexts = 2, .spinners = getenv("SPINNERS") ? (unsigned)atoi(getenv("SPINNERS")) : 0 });
 	if (err < 0) {
 		fprintf(stderr, "handoff: co_sched_init: %s\n", strerror(-err));
 		return 1;

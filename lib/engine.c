@@ -6,13 +6,6 @@
  * and the threading rule.
  */
 #include <errno.h>
-#include <poll.h>
-#ifdef CO_HAVE_VALGRIND_H
-#include <valgrind/valgrind.h>
-#define under_valgrind() RUNNING_ON_VALGRIND
-#else
-#define under_valgrind() 0
-#endif
 #include <string.h>
 #include <sched.h>
 #include <time.h>
@@ -311,6 +304,29 @@ static void engine_wake(co_runner *r, co_frame *f)
 		return;
 	}
 	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
+}
+
+void co__engine_wake_parked(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	int remote;
+
+	if (r == NULL) { /* release builds: a frame woken twice is not queued */
+		co_engine_unpark(e);
+		return;
+	}
+	remote = remote_begin(e);
+	CO__TRACE_WAKE(e, r);
+	if (!remote) {
+		owner_push(e, r);
+		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		return;
+	}
+	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	/* release: after the push, so the engine that sees the count drop
+	 * sees the frame (as in co_engine_unpark after co_wake) */
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	remote_end(e, remote);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -838,66 +854,6 @@ static void quiet_set(co_engine *e, unsigned snap)
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
-/*
- * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless another thread changed something since
- * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time.
- */
-/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
- * can end it, by writing the wake eventfd whose read is armed in the ring.
- * The ring is submitted, then the ring and the eventfd are polled: the
- * ring is readable once a completion is posted; the eventfd is readable
- * while the ring's read of it still waits for this thread to run the
- * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
- * completions do not wake pollers of the ring). The same wake-up as
- * waiting in io_uring_enter, but in a call that valgrind, which runs one
- * thread at a time, knows to block in, so the visitor's thread gets to run
- * (valgrind 3.19 holds its lock through io_uring_enter). Used under
- * valgrind only: natively it costs a syscall more per sleep than
- * io_uring_enter (a cross-context mutex hand-off runs at about half the
- * rate). An engine with I/O in flight always waits in io_uring_enter. */
-static int idle_sleep(co_engine *e, uint64_t ns)
-{
-	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
-			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
-			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
-	int ret = io_uring_submit(&e->ring);
-
-	if (ret < 0)
-		return ret;
-	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
-		return -errno;
-	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
-		return io_uring_get_events(&e->ring); /* completions run in the caller */
-	return 0;
-}
-
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
-{
-	int ret;
-
-	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-		return 0;
-	}
-	e->stats.waits++;
-	if (idle && co__unlikely(under_valgrind())) {
-		ret = idle_sleep(e, ns);
-	} else if (ns) {
-		struct __kernel_timespec ts;
-		struct io_uring_cqe *cqe;
-		co__ns_to_ts(&ts, ns);
-		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
-	} else {
-		ret = io_uring_submit_and_wait(&e->ring, 1);
-	}
-	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	return ret;
-}
-
 /* The stop state at the start of a turn: escalates a timed drain to a
  * cancel when its time came, begins the cancel once, and returns the
  * time after which frames still running are finished for them (0: no
@@ -979,13 +935,13 @@ static int loop(co_engine *e, int mode)
 			/* The common wait, one syscall: submit + wait. What other
 			 * threads sent meanwhile (inbox, posts, cancels) is seen
 			 * by engine_wait, which then does not sleep. */
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else if (ready_nonempty(e)) {
 			ret = io_uring_submit(&e->ring); /* other threads sent work */
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
@@ -1004,7 +960,7 @@ static int loop(co_engine *e, int mode)
 				}
 				quiet_set(e, snap); /* a scheduler decides */
 			}
-			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
+			ret = co__engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)

@@ -187,6 +187,21 @@ static void engine_free(co_engine *e)
 	e->ts = NULL;
 }
 
+/* The longest poll for work before a sleep: none where it cannot help
+ * (the process may use one CPU only, so the thread that would hand work
+ * over cannot run while we poll; valgrind, which runs one thread at a
+ * time) or where it is turned off. */
+static uint64_t spin_max(const co_engine_opts *o)
+{
+	cpu_set_t cpus;
+
+	if (o->no_spin || co__under_valgrind())
+		return 0;
+	if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2)
+		return 0;
+	return o->spin_ns ? o->spin_ns : CO__SPIN_DEFAULT_NS;
+}
+
 int co_engine_init(co_engine *e, const co_engine_opts *opts)
 {
 	co_engine_opts o = { .ready_size = 4096, .sq_entries = 256, .batch = 256 };
@@ -219,6 +234,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	memset(e, 0, sizeof *e);
 	co__engine_runner_init(e);
 	e->batch = o.batch;
+	e->spin_max = spin_max(&o);
 	e->submit_batch = o.submit_batch;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;

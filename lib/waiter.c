@@ -28,6 +28,36 @@ void co__waitq_push(co_waitq *q, co_waiter *w)
 	q->tail = w;
 }
 
+static void timer_remove_post(co_post *p);
+
+int co__wait_repark(co_waiter *w)
+{
+	co_engine *e = w->engine;
+	co_waitq *q = w->q;
+
+	if (co_await_cancelled(w->frame) || (e && co__engine_cancelling(e))) {
+		w->res = -ECANCELED;
+		return 0;
+	}
+	w->prev = NULL; /* at the head: it is the oldest */
+	w->next = q->head;
+	if (q->head)
+		q->head->prev = w;
+	else
+		q->tail = w;
+	q->head = w;
+	if (w->deadline) {
+		w->timed = 1;
+		w->timer_done = 0;
+		w->post.fn = timer_remove_post;
+		atomic_store_explicit(&w->pend, 1, memory_order_relaxed); /* the timer's CQE */
+	}
+	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
+	if (e)
+		co__engine_park_link(e, &w->park);
+	return 1;
+}
+
 /* ---- awaiters that fail at once ---------------------------------------------- */
 
 static int fail_suspend(co_awaiter *a, co_frame *f)
@@ -101,20 +131,20 @@ void co__wake_all(co__wake_list *l)
 }
 
 /*
- * Wake first, unpark second. Between the two the engine sees a parked
- * frame, so it cannot find itself idle and stop with the frame about to
- * be pushed (the push may come from another thread). After the unpark it
- * may stop and be destroyed: co_engine_unpark counts itself as a visitor
- * so destroy waits for it to return, and nothing is touched after.
+ * Wake first, unpark second, in one visit of the engine
+ * (co__engine_wake_parked): the engine never finds itself idle with the
+ * frame about to be pushed, and destroy waits for the visit to end;
+ * nothing is touched after. w may be gone once the frame is pushed.
  */
 void co__wait_wake_frame(co_waiter *w)
 {
 	co_engine *e = w->engine;
 	co_frame *f = w->frame;
 
-	co_wake(f); /* w may be gone from here on */
 	if (e)
-		co_engine_unpark(e);
+		co__engine_wake_parked(e, f);
+	else
+		co_wake(f);
 }
 
 /*
@@ -167,6 +197,12 @@ static void timed_arm(co_waiter *w, co_engine *e)
 
 	co__ns_to_ts(ts, w->deadline);
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
+}
+
+void co__wait_rearm(co_waiter *w)
+{
+	if (w->timed)
+		timed_arm(w, w->engine);
 }
 
 /* One engine-side event of a timed wait is done; the last one wakes. */
@@ -237,6 +273,7 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 		return co__einval_awaiter();
 	w->deadline = 0;
 	w->timed = 0;
+	w->timer_done = 0;
 	w->next = w->prev = NULL;
 	w->q = NULL;
 	w->frame = NULL;

@@ -62,6 +62,12 @@ typedef struct co_engine_opts {
 	                          when a frame's resume returns (a read at
 	                          queue depth 32 on a disk starts sooner; see
 	                          docs/engine.md) */
+	uint64_t spin_ns;      /* with nothing to run and no I/O in flight, poll
+	                          for work other threads hand over at most this
+	                          long before sleeping (an adaptive budget, only
+	                          after such hand-offs: docs/engine.md, "Staying
+	                          awake"); 0: the default, 50 us */
+	int no_spin;           /* nonzero: never poll, sleep at once */
 	unsigned reserved[4];  /* zero: room for options of later versions
 	                          (docs/abi.md); co_engine_init refuses others */
 } co_engine_opts;
@@ -81,6 +87,10 @@ typedef struct co_engine_stats {
 	                          were flushed back in (none are lost) */
 	uint64_t cancelled;    /* frames a cancel stop finished without running
 	                          them (never started, or past the grace) */
+	uint64_t spins;        /* times it polled for work before sleeping */
+	uint64_t spin_hits;    /* ... and work came while it polled (these
+	                          two may be read from any thread, with a
+	                          relaxed atomic load) */
 } co_engine_stats;
 
 /* co_engine_state() */
@@ -146,6 +156,9 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
+	uint64_t spin_max;              /* read-only: the longest poll before a
+	                                   sleep (0: it never polls) */
+	uint64_t spin_cur;              /* private: the adaptive poll budget */
 	unsigned seen_epoch;            /* private: epoch when the owner last
 	                                   looked at the lists below */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */

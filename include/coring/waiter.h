@@ -39,6 +39,7 @@ struct co_waiter {
 	union {
 		void *item;           /* channel: the item to copy */
 		struct co_mutex *mutex; /* condition variable: its mutex */
+		unsigned long mark;   /* mutex lock: its barges when it parked */
 	} u;
 	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
