@@ -533,44 +533,6 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	return 0;
 }
 
-static int stop(co_engine *e, int mode, uint64_t at)
-{
-	int remote, cur;
-
-	if (e == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
-		return -EINVAL;
-	if (call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
-		return -EINVAL;
-	atomic_fetch_or_explicit(&e->live, CO__LIVE_STOPPED, memory_order_acq_rel);
-	if (at) { /* the earliest time asked for */
-		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
-		while ((cur_at == 0 || at < cur_at) &&
-		       !atomic_compare_exchange_weak(&e->stop_at, &cur_at, at))
-			;
-	}
-	/* the mode only rises: none < drain < cancel */
-	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
-	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
-		;
-	co__engine_transition(e, CO__T_STOP);
-	if (!remote) /* the owner may be about to sleep in this turn */
-		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
-	remote_end(e, remote);
-	return 0;
-}
-
-int co_engine_stop(co_engine *e, int mode)
-{
-	return stop(e, mode, 0);
-}
-
-int co_engine_stop_timed(co_engine *e, uint64_t ns)
-{
-	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
-
-	return stop(e, CO_STOP_DRAIN, at ? at : 1);
-}
-
 int co_engine_park(co_engine *e)
 {
 	if (e == NULL || !co__engine_alive(e))
@@ -718,8 +680,10 @@ static void submit_soon(co_engine *e)
 	unsigned want = e->submit_batch ? e->submit_batch : 1;
 
 	e->submit_soon = 0;
-	if (io_uring_sq_ready(&e->ring) >= want)
+	if (io_uring_sq_ready(&e->ring) >= want) {
 		io_uring_submit(&e->ring);
+		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
+	}
 }
 
 /* Resume up to batch ready frames; a yield goes to the back of the queue.
@@ -1211,6 +1175,11 @@ co_frame *co__engine_ring_pop(co_engine *e)
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+int co__engine_call_begin(co_engine *e, int *visit)
+{
+	return call_begin(e, visit);
 }
 
 void co__engine_enqueue(co_engine *e, int visit, co_frame *f)

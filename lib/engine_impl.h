@@ -81,6 +81,10 @@ co_frame *co__engine_ring_pop(co_engine *e);
 /* Queue root f, made ready, on e inside a visit of e (visit: what
  * co__engine_visit_begin returned; 0 on e's own thread). */
 void co__engine_enqueue(co_engine *e, int visit, co_frame *f);
+/* Begin a call that may come from another thread: the visit, then the
+ * check that e is set up (inside the visit). 0 (end it with
+ * co__engine_visit_end), or -EINVAL with no visit left. */
+int co__engine_call_begin(co_engine *e, int *visit);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */
 int co__engine_live_get(co_engine *e);
 /* Cancel stop: finish f for it without running it (status -ECANCELED). */
