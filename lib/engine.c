@@ -6,12 +6,12 @@
  * and the threading rule.
  */
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "spin.h"
 #include "tsan.h"
@@ -23,14 +23,6 @@ _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")
 co_engine *co_engine_current(void)
 {
 	return co__tls_engine;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -337,6 +329,34 @@ void co__engine_wake_parked(co_engine *e, co_frame *f)
 	remote_end(e, remote);
 }
 
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked)
+{
+	int remote = remote_begin(e);
+
+	if (first && !remote) {
+		/* the owner: its own queue, oldest first (the chain is newest first) */
+		co_frame *fifo = NULL, *next;
+
+		for (co_frame *r = first; r; r = next) {
+			next = r->next;
+			r->next = fifo;
+			fifo = r;
+		}
+		for (co_frame *r = fifo; r; r = next) {
+			next = r->next;
+			CO__TRACE_WAKE(e, r);
+			owner_push(e, r);
+		}
+	} else if (first) {
+		for (co_frame *r = first; r; r = r->next)
+			CO__TRACE_WAKE(e, r);
+		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
+	}
+	/* release: after the pushes (see co__engine_wake_parked) */
+	atomic_fetch_sub_explicit(&e->parked, parked, memory_order_release);
+	remote_end(e, remote);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cancel requests from other threads                                       */
 /* ------------------------------------------------------------------------ */
@@ -513,44 +533,6 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	return 0;
 }
 
-static int stop(co_engine *e, int mode, uint64_t at)
-{
-	int remote, cur;
-
-	if (e == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
-		return -EINVAL;
-	if (call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
-		return -EINVAL;
-	atomic_fetch_or_explicit(&e->live, CO__LIVE_STOPPED, memory_order_acq_rel);
-	if (at) { /* the earliest time asked for */
-		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
-		while ((cur_at == 0 || at < cur_at) &&
-		       !atomic_compare_exchange_weak(&e->stop_at, &cur_at, at))
-			;
-	}
-	/* the mode only rises: none < drain < cancel */
-	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
-	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
-		;
-	co__engine_transition(e, CO__T_STOP);
-	if (!remote) /* the owner may be about to sleep in this turn */
-		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
-	remote_end(e, remote);
-	return 0;
-}
-
-int co_engine_stop(co_engine *e, int mode)
-{
-	return stop(e, mode, 0);
-}
-
-int co_engine_stop_timed(co_engine *e, uint64_t ns)
-{
-	uint64_t at = now_ns() + ns;
-
-	return stop(e, CO_STOP_DRAIN, at ? at : 1);
-}
-
 int co_engine_park(co_engine *e)
 {
 	if (e == NULL || !co__engine_alive(e))
@@ -690,6 +672,20 @@ void co__engine_abandon(co_engine *e, co_frame *f)
 	finish_frame(e, f);
 }
 
+/* After a frame's resume, with SQEs that should not wait for the turn's
+ * end: a read or write prepared (submit_batch 0), or submit_batch of any
+ * kind waiting. */
+static void submit_soon(co_engine *e)
+{
+	unsigned want = e->submit_batch ? e->submit_batch : 1;
+
+	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
+	if (io_uring_sq_ready(&e->ring) >= want) {
+		io_uring_submit(&e->ring);
+		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
+	}
+}
+
 /* Resume up to batch ready frames; a yield goes to the back of the queue.
  * Under a cancel stop, every frame resumed is marked cancelled first. */
 static void run_ready(co_engine *e, uint64_t cancel_deadline)
@@ -698,7 +694,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 
 	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
-			if (f->label == 0 || now_ns() >= cancel_deadline) {
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
 			}
@@ -720,8 +716,8 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 		}
 		/* opts.submit_batch: the frame is suspended, so whatever it
 		 * prepared (an operation and a timeout linked to it) is whole */
-		if (co__unlikely(e->submit_batch) && io_uring_sq_ready(&e->ring) >= e->submit_batch)
-			io_uring_submit(&e->ring);
+		if (co__unlikely(e->submit_soon))
+			submit_soon(e);
 	}
 }
 
@@ -781,7 +777,7 @@ static void reap_all(co_engine *e)
 static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
-	uint64_t now = now_ns();
+	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
@@ -868,112 +864,10 @@ static void quiet_set(co_engine *e, unsigned snap)
  * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
  * when nothing came in time.
  */
-/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
- * can end it, by writing the wake eventfd whose read is armed in the ring.
- * The ring is submitted, then the ring and the eventfd are polled: the
- * ring is readable once a completion is posted; the eventfd is readable
- * while the ring's read of it still waits for this thread to run the
- * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
- * completions do not wake pollers of the ring). The same wake-up as
- * waiting in io_uring_enter, but in a call that valgrind, which runs one
- * thread at a time, knows to block in, so the visitor's thread gets to run
- * (valgrind 3.19 holds its lock through io_uring_enter). Used under
- * valgrind only: natively it costs a syscall more per sleep than
- * io_uring_enter (a cross-context mutex hand-off runs at about half the
- * rate). An engine with I/O in flight always waits in io_uring_enter. */
-static int idle_sleep(co_engine *e, uint64_t ns)
+static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
-	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
-			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
-	int ret = io_uring_submit(&e->ring);
-
-	if (ret < 0)
-		return ret;
-	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
-		return -errno;
-	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
-		return io_uring_get_events(&e->ring); /* completions run in the caller */
-	return 0;
-}
-
-/*
- * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
- * the engine can only be waiting for another thread (a wake of a parked
- * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
- * hands it work an eventfd write and a thread wake-up; so before it sleeps
- * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
- * While it polls, sleeping is 0: a hand-off sees it awake and writes
- * nothing. spin_cur adapts: a poll that finds nothing halves it (below
- * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
- * and a sleep that a hand-off ended after t < spin_max (a poll of t would
- * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
- * that gets no work from other threads never polls, and after the last
- * hand-off it polls once, for at most spin_max, then sleeps.
- */
-#define SPIN_MIN_NS 2000u
-
-/* Raise the budget to at least 2 * t, within spin_max. */
-static void spin_grow(co_engine *e, uint64_t t)
-{
-	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
-
-	if (c > e->spin_max)
-		c = e->spin_max;
-	if (c > e->spin_cur)
-		e->spin_cur = c;
-}
-
-/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
- * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
-static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
-{
-	uint64_t budget = e->spin_cur, start;
-	int found = 0;
-
-	if (wait_ns && wait_ns < budget)
-		budget = wait_ns;
-	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
-		return 0; /* enough contexts poll already */
-	e->stats.spins++;
-	start = now_ns();
-	for (unsigned i = 1;; i++) {
-		/* relaxed: a hint; the next turn reads epoch seq_cst */
-		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
-			found = 1;
-			break;
-		}
-		co__cpu_relax();
-		if (i % 64 == 0) {
-			if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
-				found = 1;
-				break;
-			}
-			if (now_ns() - start >= budget)
-				break;
-		}
-	}
-	if (e->hooks && e->hooks->spin)
-		e->hooks->spin(e, e->hook_arg, 0);
-	if (found) {
-		e->stats.spin_hits++;
-		spin_grow(e, e->spin_cur);
-	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
-		e->spin_cur = 0;
-	}
-	return found;
-}
-
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
-{
-	uint64_t slept = 0;
 	int ret;
 
-	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
-		return 0;
-	if (e->spin_max != 0 && e->inflight == 0)
-		slept = now_ns();
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
@@ -981,21 +875,32 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	}
 	e->stats.waits++;
 	if (idle && co__unlikely(co__under_valgrind())) {
-		ret = idle_sleep(e, ns);
+		ret = co__engine_idle_sleep(e, ns);
 	} else if (ns) {
-		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
-						.tv_nsec = (long long)(ns % 1000000000ull) };
+		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
+		co__ns_to_ts(&ts, ns);
 		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
 	} else {
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
-	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
-	    (slept = now_ns() - slept) < e->spin_max)
-		spin_grow(e, slept);
 	return ret;
+}
+
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	return engine_sleep(e, snap, ns, idle);
+}
+
+/* Wait for work. With nothing in flight the engine can only be waiting for
+ * another thread: it polls for that first (lib/engine_wait.c); with I/O in
+ * flight, a server's every turn, it sleeps at once. */
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	if (co__unlikely(e->inflight == 0) && e->spin_max != 0)
+		return co__engine_wait_idle(e, snap, ns, idle);
+	return engine_sleep(e, snap, ns, idle);
 }
 
 /* The stop state at the start of a turn: escalates a timed drain to a
@@ -1014,7 +919,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = co__now_ns();
 		if (now < at) {
 			*wait_ns = at - now;
 			return 0;
@@ -1024,7 +929,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return e->cancel_since + e->cancel_grace;
+	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
 }
 
 /* The first half of every turn, looping or ticking: take in what other
@@ -1276,4 +1181,18 @@ co_frame *co__engine_ring_pop(co_engine *e)
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+int co__engine_call_begin(co_engine *e, int *visit)
+{
+	return call_begin(e, visit);
+}
+
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f)
+{
+	CO__TRACE_WAKE(e, f);
+	if (!visit)
+		owner_push(e, f);
+	else
+		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
 }

@@ -3,7 +3,8 @@
  * What the engine's own files share (not installed): lib/engine.c (the
  * hot path: ready queue, visits and wake-ups, cancel requests, the loop),
  * lib/engine_setup.c (set-up, the probe, registration, destroy),
- * lib/engine_park.c (the cancel stop's list of parked waits) and
+ * lib/engine_park.c (the cancel stop's list of parked waits),
+ * lib/engine_wait.c (polling for work, then sleeping) and
  * lib/engine_move.c (stealing, moving frames, the cancel of frames that
  * never ran). No other file includes it: the layers above see the engine
  * through lib/engine_internal.h.
@@ -77,12 +78,26 @@ int co__engine_has_work(co_engine *e);
 void co__engine_wake_disarm(co_engine *e);
 /* Take a frame from e's ready ring (the owner or a thief); NULL if empty. */
 co_frame *co__engine_ring_pop(co_engine *e);
+/* Queue root f, made ready, on e inside a visit of e (visit: what
+ * co__engine_visit_begin returned; 0 on e's own thread). */
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f);
+/* Begin a call that may come from another thread: the visit, then the
+ * check that e is set up (inside the visit). 0 (end it with
+ * co__engine_visit_end), or -EINVAL with no visit left. */
+int co__engine_call_begin(co_engine *e, int *visit);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */
 int co__engine_live_get(co_engine *e);
 /* Cancel stop: finish f for it without running it (status -ECANCELED). */
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
+/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off,
+ * then sleep; the sleep under valgrind. co__engine_sleep is the loop's
+ * sleep (engine.c). Each returns 0 or io_uring's error (-ETIME: ns ran
+ * out). */
+int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle);
+int co__engine_idle_sleep(co_engine *e, uint64_t ns);
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
 

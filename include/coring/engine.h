@@ -54,13 +54,17 @@ typedef struct co_engine_opts {
 	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
 	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
 	                          after it are finished for them (status
-	                          -ECANCELED); default 1 s */
-	unsigned submit_batch; /* 0 (the default): the SQEs of a loop turn go
-	                          to the kernel together, at the turn's end (one
-	                          syscall). N: also as soon as N of them wait
-	                          when a frame's resume returns (a read at
-	                          queue depth 32 on a disk starts sooner; see
-	                          docs/engine.md) */
+	                          -ECANCELED); default 1 s; near UINT64_MAX:
+	                          never (the stop waits for their end) */
+	unsigned submit_batch; /* 0 (the default): a read or write (the
+	                          read/write family, fsync) goes to the kernel as
+	                          soon as its frame suspends, so a disk starts it
+	                          at once; every other SQE of a loop turn goes at
+	                          the turn's end, together (one syscall for a
+	                          server's sockets). N: any SQEs, as soon as N of
+	                          them wait when a frame's resume returns (the SQ
+	                          size or more: all at the turn's end); see
+	                          docs/engine.md, "The loop" */
 	uint64_t spin_ns;      /* with nothing to run and no I/O in flight, poll
 	                          for work other threads hand over at most this
 	                          long before sleeping (an adaptive budget, only
@@ -87,7 +91,9 @@ typedef struct co_engine_stats {
 	uint64_t cancelled;    /* frames a cancel stop finished without running
 	                          them (never started, or past the grace) */
 	uint64_t spins;        /* times it polled for work before sleeping */
-	uint64_t spin_hits;    /* ... and work came while it polled */
+	uint64_t spin_hits;    /* ... and work came while it polled (these
+	                          two may be read from any thread, with a
+	                          relaxed atomic load) */
 } co_engine_stats;
 
 /* co_engine_state() */
@@ -153,6 +159,9 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
+	unsigned char submit_soon;      /* private: look at the SQ after this
+	                                   resume (a read or write waits in it,
+	                                   or submit_batch is set) */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
 	uint64_t spin_cur;              /* private: the adaptive poll budget */
@@ -280,7 +289,8 @@ CO_API int co_engine_tick(co_engine *e);
 CO_API int co_engine_stop(co_engine *e, int mode);
 
 /* A drain stop that becomes a cancel stop if frames are still live ns
- * nanoseconds from now. Returns 0 or -EINVAL as co_engine_stop. */
+ * nanoseconds from now (an ns whose sum with the clock would wrap, near
+ * UINT64_MAX: never). Returns 0 or -EINVAL as co_engine_stop. */
 CO_API int co_engine_stop_timed(co_engine *e, uint64_t ns);
 
 /* enum co_engine_state of e (a snapshot), or -EINVAL for NULL. */
@@ -354,7 +364,8 @@ CO_API int co_engine_unregister_buffers(co_engine *e);
  * when the SQ is full (never fails for that). NULL unless e runs on the
  * calling thread. With info set, the CQE is counted as in flight until it
  * arrives (a multishot until its last CQE); info NULL means
- * fire-and-forget.
+ * fire-and-forget. Never set IOSQE_IO_DRAIN: the engine keeps its own
+ * wake-up read in flight, so a drained SQE would never start.
  */
 CO_API struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
 

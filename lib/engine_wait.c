@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How an engine waits for work once it has nothing to run: it polls for a
+ * hand-off from another thread for a while (docs/engine.md, "Staying
+ * awake"), then sleeps in the kernel until a completion arrives, or, under
+ * valgrind with nothing in flight, in ppoll. The loop's wait (engine_wait
+ * in lib/engine.c) comes here only with nothing in flight: a server's turn
+ * pays two tests for it.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include "clock.h"
+#include "engine_impl.h"
+#include "spin.h"
+
+/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
+ * can end it, by writing the wake eventfd whose read is armed in the ring.
+ * The ring is submitted, then the ring and the eventfd are polled: the
+ * ring is readable once a completion is posted; the eventfd is readable
+ * while the ring's read of it still waits for this thread to run the
+ * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
+ * completions do not wake pollers of the ring). The same wake-up as
+ * waiting in io_uring_enter, but in a call that valgrind, which runs one
+ * thread at a time, knows to block in, so the visitor's thread gets to run
+ * (valgrind 3.19 holds its lock through io_uring_enter). Used under
+ * valgrind only: natively it costs a syscall more per sleep than
+ * io_uring_enter (a cross-context mutex hand-off runs at about half the
+ * rate). An engine with I/O in flight always waits in io_uring_enter. */
+int co__engine_idle_sleep(co_engine *e, uint64_t ns)
+{
+	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
+			       { .fd = e->wake_fd, .events = POLLIN } };
+	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
+			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
+	int ret = io_uring_submit(&e->ring);
+
+	if (ret < 0)
+		return ret;
+	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
+		return -errno;
+	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
+		return io_uring_get_events(&e->ring); /* completions run in the caller */
+	return 0;
+}
+
+/*
+ * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
+ * the engine can only be waiting for another thread (a wake of a parked
+ * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
+ * hands it work an eventfd write and a thread wake-up; so before it sleeps
+ * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
+ * While it polls, sleeping is 0: a hand-off sees it awake and writes
+ * nothing. spin_cur adapts: a poll that finds nothing halves it (below
+ * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
+ * and a sleep that a hand-off ended after t < spin_max (a poll of t would
+ * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
+ * that gets no work from other threads never polls, and after the last
+ * hand-off it polls once, for at most spin_max, then sleeps.
+ */
+#define SPIN_MIN_NS 2000u
+
+/* Raise the budget to at least 2 * t, within spin_max. */
+static void spin_grow(co_engine *e, uint64_t t)
+{
+	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
+
+	if (c > e->spin_max)
+		c = e->spin_max;
+	if (c > e->spin_cur)
+		e->spin_cur = c;
+}
+
+/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
+ * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
+static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+{
+	uint64_t budget = e->spin_cur, start;
+	int found = 0;
+
+	if (wait_ns && wait_ns < budget)
+		budget = wait_ns;
+	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
+		return 0; /* enough contexts poll already */
+	/* a single writer; readable from any thread (engine.h) */
+	__atomic_store_n(&e->stats.spins, e->stats.spins + 1, __ATOMIC_RELAXED);
+	start = co__now_ns();
+	for (unsigned i = 1;; i++) {
+		/* relaxed: a hint; the next turn reads epoch seq_cst */
+		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
+			found = 1;
+			break;
+		}
+		co__cpu_relax();
+		if (i % 64 == 0) {
+			if (e->stealing && e->hooks->steal(e, e->hook_arg) > 0) {
+				found = 1;
+				break;
+			}
+			if (co__now_ns() - start >= budget)
+				break;
+		}
+	}
+	if (e->hooks && e->hooks->spin)
+		e->hooks->spin(e, e->hook_arg, 0);
+	if (found) {
+		__atomic_store_n(&e->stats.spin_hits, e->stats.spin_hits + 1, __ATOMIC_RELAXED);
+		spin_grow(e, e->spin_cur);
+	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
+		e->spin_cur = 0;
+	}
+	return found;
+}
+
+/* Nothing in flight and polling allowed: poll while the budget lasts,
+ * then sleep; a hand-off that ended the sleep sooner than spin_max says a
+ * poll would have caught it: poll next time. */
+int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	uint64_t since, t;
+	int ret;
+
+	if (e->spin_cur != 0 && spin_poll(e, snap, ns))
+		return 0;
+	since = co__now_ns();
+	ret = co__engine_sleep(e, snap, ns, idle);
+	if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
+	    (t = co__now_ns() - since) < e->spin_max)
+		spin_grow(e, t);
+	return ret;
+}
