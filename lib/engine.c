@@ -462,16 +462,36 @@ static void run_cancels(co_engine *e)
 /* The cancel stop's list of parked waits                                   */
 /* ------------------------------------------------------------------------ */
 
-void co__engine_park_link(co_engine *e, co_parking *p)
+/* co_parking.linked: which list holds it */
+enum { PARK_NONE = 0, PARK_LISTED = 1, PARK_LINGER = 2 };
+
+static co_parking **park_list(co_engine *e, unsigned which)
 {
+	return which == PARK_LINGER ? &e->linger_head : &e->park_head;
+}
+
+static void park_add(co_engine *e, co_parking *p, unsigned which)
+{
+	co_parking **head = park_list(e, which);
+
 	co__spin_lock(&e->park_lock);
 	p->prev = NULL;
-	p->next = e->park_head;
-	if (e->park_head)
-		e->park_head->prev = p;
-	e->park_head = p;
-	p->linked = 1;
+	p->next = *head;
+	if (*head)
+		(*head)->prev = p;
+	*head = p;
+	p->linked = (unsigned char)which;
 	co__spin_unlock(&e->park_lock);
+}
+
+void co__engine_park_link(co_engine *e, co_parking *p)
+{
+	park_add(e, p, PARK_LISTED);
+}
+
+void co__engine_park_linger(co_engine *e, co_parking *p)
+{
+	park_add(e, p, PARK_LINGER);
 }
 
 static void park_remove(co_engine *e, co_parking *p)
@@ -479,11 +499,11 @@ static void park_remove(co_engine *e, co_parking *p)
 	if (p->prev)
 		p->prev->next = p->next;
 	else
-		e->park_head = p->next;
+		*park_list(e, p->linked) = p->next;
 	if (p->next)
 		p->next->prev = p->prev;
 	p->next = p->prev = NULL;
-	p->linked = 0;
+	p->linked = PARK_NONE;
 }
 
 int co__engine_park_unlink(co_engine *e, co_parking *p)
@@ -506,19 +526,75 @@ int co__engine_park_unlink(co_engine *e, co_parking *p)
  * until p->cancel is done before it lets the frame go (lib/wait.c), so
  * the primitive behind the wait outlives the visit.
  */
-static void park_cancel_all(co_engine *e)
+static void park_visit_all(co_engine *e, unsigned which)
 {
 	co_parking *p;
 
 	co__spin_lock(&e->park_lock);
-	while ((p = e->park_head) != NULL) {
+	while ((p = *park_list(e, which)) != NULL) {
 		park_remove(e, p);
 		atomic_store_explicit(&p->visit, 1, memory_order_seq_cst);
 		co__spin_unlock(&e->park_lock);
-		p->cancel(p);
+		if (which == PARK_LINGER)
+			p->give_up(p);
+		else
+			p->cancel(p); /* may put p on the linger list */
 		co__spin_lock(&e->park_lock);
 	}
 	co__spin_unlock(&e->park_lock);
+}
+
+static void park_cancel_all(co_engine *e)
+{
+	park_visit_all(e, PARK_LISTED);
+}
+
+/*
+ * The cancel stop's turn with waits lingering (a pool job that has
+ * started cannot be interrupted): until the grace runs out the turn may
+ * sleep no longer than that; then each is given up, its frame woken to be
+ * finished for it (run_ready: past the grace), while the work goes on
+ * elsewhere, held (co__engine_hold).
+ */
+static void linger_turn(co_engine *e, uint64_t deadline, uint64_t *wait_ns)
+{
+	uint64_t now;
+	int any;
+
+	co__spin_lock(&e->park_lock);
+	any = e->linger_head != NULL;
+	co__spin_unlock(&e->park_lock);
+	if (!any)
+		return;
+	now = now_ns();
+	if (now < deadline)
+		*wait_ns = deadline - now;
+	else
+		park_visit_all(e, PARK_LINGER);
+}
+
+void co__engine_hold(co_engine *e)
+{
+	atomic_fetch_add_explicit(&e->held, 1, memory_order_relaxed);
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+}
+
+/* Never refused: a held engine cannot be destroyed, so it is there; a
+ * destroy in progress gives up (-EBUSY) and the visit is tried again. */
+void co__engine_unhold(co_engine *e)
+{
+	int remote;
+
+	while (call_begin(e, &remote) < 0)
+		sched_yield();
+	atomic_fetch_sub_explicit(&e->held, 1, memory_order_release);
+	remote_end(e, remote);
+}
+
+int co__engine_held(co_engine *e)
+{
+	return atomic_load_explicit(&e->bufrings, memory_order_acquire) != 0 ||
+	       atomic_load_explicit(&e->held, memory_order_acquire) != 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -703,7 +779,7 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
 	/* a group id of our own: of bufrings + 1 ids in a row, one is free
 	 * (unless the user took ids behind our back: then the kernel's
 	 * -EEXIST) */
-	for (unsigned i = 0; i <= e->bufrings; i++) {
+	for (unsigned i = 0; i <= atomic_load_explicit(&e->bufrings, memory_order_relaxed); i++) {
 		memset(&reg, 0, sizeof reg);
 		reg.ring_addr = (uint64_t)(uintptr_t)ring;
 		reg.ring_entries = entries;
@@ -714,8 +790,30 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
 	}
 	if (err == 0) {
 		*bgid = reg.bgid;
-		e->bufrings++;
+		atomic_fetch_add_explicit(&e->bufrings, 1, memory_order_release);
 	}
+	return err;
+}
+
+/* A thread that may not unregister (the kernel takes registrations from
+ * the ring's own thread only) on a stopped engine with no frame left: its
+ * thread may be gone for good (a context that ended). The ring stays
+ * registered until the engine's destroy closes the io_uring, which
+ * releases it; the engine stops counting it. -EPERM otherwise. */
+static int buf_ring_drop(co_engine *e)
+{
+	int remote, err = -EPERM;
+	unsigned live;
+
+	if (call_begin(e, &remote) < 0)
+		return -EINVAL;
+	live = atomic_load_explicit(&e->live, memory_order_acquire);
+	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_STOPPED &&
+	    LIVE_COUNT(live) == 0) {
+		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
+		err = 0;
+	}
+	remote_end(e, remote);
 	return err;
 }
 
@@ -723,10 +821,12 @@ int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
 {
 	int err = register_check(e);
 
+	if (err == -EPERM || err == -EBUSY)
+		return buf_ring_drop(e);
 	if (err == 0)
 		err = io_uring_unregister_buf_ring(&e->ring, bgid);
 	if (err == 0)
-		e->bufrings--;
+		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
 	return err;
 }
 
@@ -856,7 +956,7 @@ int co_engine_destroy(co_engine *e)
 	 * a spawn counted itself meanwhile) or posts are pending. */
 	live = atomic_load_explicit(&e->live, memory_order_acquire);
 	if ((LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
-	    e->bufrings != 0 ||
+	    co__engine_held(e) ||
 	    !atomic_compare_exchange_strong(&e->live, &live, live | LIVE_STOPPED)) {
 		/* Busy after all. A stop that came meanwhile set the refusal
 		 * bit but could not move the state: STOPPED then. */
@@ -1355,7 +1455,9 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return e->cancel_since + e->cancel_grace;
+	at = e->cancel_since + e->cancel_grace;
+	linger_turn(e, at, wait_ns);
+	return at;
 }
 
 /* The first half of every turn, looping or ticking: take in what other

@@ -232,12 +232,29 @@ enum {
 void co__engine_park_link(co_engine *e, co_parking *p);
 int co__engine_park_unlink(co_engine *e, co_parking *p);
 
+/* A wait the cancel stop's p->cancel could not end (a pool job that has
+ * started), on e's thread from inside p->cancel: the engine keeps it on a
+ * second list (unlink takes it off as from the first), and once the
+ * stop's grace has run out calls p->give_up on its thread, which ends the
+ * wait: the frame is then finished for it (-ECANCELED). */
+void co__engine_park_linger(co_engine *e, co_parking *p);
+/* From p->give_up, on e's thread: the frame's wait is given up while
+ * what it waited for goes on elsewhere; e no longer counts it as parked
+ * but as held (co_engine_destroy refuses) until co__engine_unhold, from
+ * any thread, once that work has ended. */
+void co__engine_hold(co_engine *e);
+void co__engine_unhold(co_engine *e);
+/* e holds what its destroy refuses for though no frame may be live: a
+ * co_bufring, or a hold (any thread; a snapshot). */
+int co__engine_held(co_engine *e);
+
 /* A parking not on any list yet, whose cancel stop call is cancel. */
 static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p))
 {
 	p->next = p->prev = NULL;
 	p->linked = 0;
 	p->cancel = cancel;
+	p->give_up = NULL;
 	atomic_store_explicit(&p->visit, 0, memory_order_relaxed);
 }
 

@@ -54,6 +54,9 @@ typedef struct co_context {
 	unsigned kind;               /* read-only: its scheduler's group */
 	int manual;                  /* read-only: no thread; co_context_tick */
 	struct co_sched *sched;      /* read-only: NULL for a lone context */
+	pthread_t ticker;            /* private: the thread that ticks it (manual) */
+	CO__ATOMIC(int) ticked;      /* private: ticker is set */
+	CO__ATOMIC(int) joining;     /* private: a join has claimed the thread */
 } co_context;
 
 /* Errors: -EINVAL (NULL), then as co_engine_init. */

@@ -97,8 +97,10 @@ typedef struct co_parking co_parking;
 struct co_parking {
 	co_parking *next, *prev;      /* private: under the engine's park lock */
 	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
+	void (*give_up)(co_parking *p); /* private: a wait the cancel could not
+	                                 end, past the stop's grace (a pool job) */
 	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
-	unsigned char linked;         /* private: on the list */
+	unsigned char linked;         /* private: on a list (which one) */
 };
 
 typedef struct co_engine_opts {
@@ -215,8 +217,6 @@ struct co_engine {
 	co_engine_stats stats;          /* read-only */
 	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
 	void *hook_arg;                 /* private */
-	unsigned bufrings;              /* private: provided buffer rings
-	                                   registered (coring/stream.h) */
 	unsigned short bgid_next;       /* private: the next buffer group id to try */
 
 	/* Written by other threads: one cache line apart from the above. */
@@ -241,8 +241,14 @@ struct co_engine {
 	                                   ready, newest first */
 	CO__ATOMIC(void *) cancels;     /* private: co_frames other threads asked
 	                                   to cancel (co_frame.cancel_next) */
-	CO__ATOMIC(unsigned) park_lock; /* private: over park_head */
+	CO__ATOMIC(unsigned) park_lock; /* private: over park_head, linger_head */
 	co_parking *park_head;          /* private: cancellable parked waits */
+	co_parking *linger_head;        /* private: waits a cancel stop could not
+	                                   end (a pool job that has started) */
+	CO__ATOMIC(unsigned) bufrings;  /* private: provided buffer rings
+	                                   registered (coring/stream.h) */
+	CO__ATOMIC(unsigned) held;      /* private: pool jobs still running for
+	                                   frames a cancel stop finished */
 };
 
 /*

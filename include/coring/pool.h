@@ -30,17 +30,27 @@ extern "C" {
 #endif
 
 typedef struct co_pool_job co_pool_job;
+typedef struct co_pool co_pool;
+
+/* A worker thread (private). */
+struct co__pool_worker {
+	pthread_t thread;
+	co_pool *pool;
+	co_pool_job *job;              /* the job it runs; NULL once given up */
+	co_engine *held;               /* a given-up job's engine, held until
+	                                  the job ends */
+};
 
 /* All fields are private. */
-typedef struct co_pool {
+struct co_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work;           /* a job was queued, or the pool stops */
 	co_pool_job *head, *tail;      /* queued jobs, first in first out */
-	pthread_t *threads;
+	struct co__pool_worker *workers;
 	unsigned nthreads;
 	unsigned busy;                 /* jobs queued or running */
 	int stopping;
-} co_pool;
+};
 
 /* All fields are private. */
 struct co_pool_job {

@@ -103,6 +103,11 @@ typedef struct co_sched {
 	unsigned *epochs;              /* private: co_sched_run's two looks */
 	struct co__sched_group *groups; /* private: kind -> contexts */
 	unsigned ngroups;              /* read-only: kinds */
+	int closing;                   /* private: a co_sched_destroy is
+	                                  releasing the contexts */
+	/* private: threads inside a call on s; top bit: destroyed, calls
+	 * that come now answer -EINVAL and touch nothing else of s */
+	CO__ATOMIC(unsigned) visitors;
 	/* (tasks << 1) | ACCEPTING, in one word: a spawn counts itself only
 	 * while the scheduler accepts (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
