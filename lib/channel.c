@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include <coring/channel.h>
-#include "wait.h"
+#include "waiter_internal.h"
 #include "fault.h"
 
 

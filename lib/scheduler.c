@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include <coring/scheduler.h>
-#include "internal.h"
+#include "context_internal.h"
+#include "engine_internal.h"
 #include "fault.h"
 
 #define ACCEPTING 1ul
@@ -161,8 +162,9 @@ static void ended_locked(co_sched *s, co_context *c)
 	pthread_cond_broadcast(&s->cond);
 }
 
-/* A context's thread returned (lib/context.c), or a manual context ended. */
-void co__sched_context_ended(co_context *c)
+/* A context's thread returned, or a manual context ended: the notice this
+ * scheduler installs on its contexts (co__context_on_end). */
+static void context_ended(co_context *c)
 {
 	co_sched *s = c->sched;
 
@@ -293,6 +295,7 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 			c->index = i;
 			c->kind = k;
 			c->sched = s;
+			co__context_on_end(c, context_ended);
 			c->manual = g->manual;
 			co__engine_set_hooks(&c->engine, g->steal && sg->n > 1 ? &hooks_stealing
 									  : &hooks_plain, s);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # What a user of the library does, on a machine with liburing and ck:
 #  1. install coring to a prefix, build a strict -std=c11 program (every
-#     header, co_statx included) through pkg-config, and run it; check that
+#     header, co_statx included) through pkg-config with no feature macro,
+#     and run it; every header alone under -std=c11; check that
 #     libcoring exports nothing but the API and that the .pc brings no
 #     stray flags;
 #  2. take coring as a meson subproject of a -std=c11, warning_level=3
@@ -16,11 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "packaging: $*" >&2; exit 1; }
 
 cat > "$tmp/user.c" <<'C'
-#define _POSIX_C_SOURCE 200809L
+#include <coring/coring.h> /* first, with no feature macro: it sets what it needs */
 #include <fcntl.h>
 #include <linux/stat.h> /* struct statx without _GNU_SOURCE */
 #include <stdio.h>
-#include <coring/coring.h>
 
 struct probe {
 	co_frame co;
@@ -75,6 +75,23 @@ extra=$(nm -D --defined-only "$so" | awk '{ print $3 }' | grep -v '^co_[a-z]' ||
 cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags "$tmp/user.c" -o "$tmp/user" $libs \
 	-Wl,-rpath,"$(dirname "$so")" || fail "a strict C11 program does not build"
 "$tmp/user" || fail "the installed library does not run"
+# every installed header on its own, first in a strict C11 file with no
+# feature macro; and after a libc header without one, the error that says
+# what to add (not an error deep inside liburing.h)
+for h in $(find "$tmp/prefix" -path "*/include/coring/*.h"); do
+	name=$(basename "$h")
+	printf '#include <coring/%s>\nint main(void) { return 0; }\n' "$name" > "$tmp/one.c"
+	# shellcheck disable=SC2086
+	cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags -c "$tmp/one.c" -o "$tmp/one.o" ||
+		fail "coring/$name alone does not build under -std=c11"
+done
+printf '#include <stdio.h>\n#include <coring/engine.h>\nint main(void) { return 0; }\n' > "$tmp/late.c"
+# shellcheck disable=SC2086
+if cc -std=c11 $cflags -c "$tmp/late.c" -o "$tmp/late.o" 2> "$tmp/late.log"; then
+	fail "coring/engine.h after a libc header with no feature macro built: its check is gone"
+fi
+grep -q "coring: liburing needs POSIX.1-2008" "$tmp/late.log" ||
+	{ cat "$tmp/late.log"; fail "coring/engine.h after a libc header: not coring's error"; }
 unset PKG_CONFIG_PATH
 
 # 2. a meson subproject

@@ -20,7 +20,7 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "internal.h"
+#include "base.h"
 #include "fault.h"
 #include "helpers.h"
 

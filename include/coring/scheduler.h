@@ -31,6 +31,7 @@
 #ifndef CORING_SCHEDULER_H
 #define CORING_SCHEDULER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <pthread.h>
 #include <coring/context.h>
 
