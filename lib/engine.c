@@ -76,6 +76,16 @@ int co__engine_transition(co_engine *e, enum co__transition t)
 	return s;
 }
 
+int co__engine_take(co_engine *e)
+{
+	while (co__engine_transition(e, CO__T_RUN) < 0) {
+		if (!atomic_load_explicit(&e->borrowers, memory_order_acquire))
+			return -1;
+		sched_yield();
+	}
+	return 0;
+}
+
 int co_engine_state(co_engine *e)
 {
 	return e ? atomic_load_explicit(&e->state, memory_order_acquire) : -EINVAL;
@@ -188,6 +198,25 @@ static void inbox_drain(co_engine *e)
 		next = f->next; /* owner_push reuses the link */
 		owner_push(e, f);
 	}
+}
+
+int co__engine_unqueue_unstarted(co_engine *e, co_frame *f)
+{
+	co_frame **p = &e->local_head, *prev = NULL;
+
+	inbox_drain(e);
+	for (; *p; prev = *p, p = &(*p)->next) {
+		if (*p != f)
+			continue;
+		if (f->label != 0)
+			return 0; /* started: its engine's next turn */
+		*p = f->next;
+		if (e->local_tail == f)
+			e->local_tail = prev;
+		e->local_n--;
+		return 1;
+	}
+	return 0;
 }
 
 /* The next frame to resume, on the owner thread. */
@@ -382,6 +411,26 @@ void co__engine_run_cancels(co_engine *e)
 			finish_now(e, f);
 		} else
 			co__cancel_here(f);
+	}
+}
+
+void co__engine_settle_finishes(co_engine *e)
+{
+	while (e->deferred) {
+		co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
+
+		for (; f; f = next) {
+			next = f->cancel_next;
+			if (!(co__cx_load(f) & CO__CX_FINISHED)) { /* for the owner's next turn */
+				co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+				continue;
+			}
+			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
+			e->deferred--;
+			finish_now(e, f);
+		}
+		if (e->deferred)
+			sched_yield(); /* a requester is about to push */
 	}
 }
 
@@ -1061,7 +1110,7 @@ static int enter(co_engine *e)
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	if (co__engine_transition(e, CO__T_RUN) < 0)
+	if (co__engine_take(e) < 0)
 		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {

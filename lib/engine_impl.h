@@ -40,6 +40,10 @@ enum co__transition {
 
 /* Apply t; returns the state it was applied to, or -1 (nothing changed). */
 int co__engine_transition(co_engine *e, enum co__transition t);
+/* co__engine_transition(e, CO__T_RUN) for a run, a tick or a cancel stop
+ * of frames never run, waiting out a thread that borrows e (see
+ * co__engine_cancel_unstarted: it is short). */
+int co__engine_take(co_engine *e);
 
 static inline int co__engine_alive(co_engine *e)
 {
@@ -76,6 +80,14 @@ int co__engine_live_get(co_engine *e);
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
+/* e's owner, or a thread that took e while it does not run: queue what
+ * other threads pushed, then take f out of the queue if it is there and
+ * has not started: 1 if it did. */
+int co__engine_unqueue_unstarted(co_engine *e, co_frame *f);
+/* The same: finish the frames whose finish waits for a cancel request,
+ * once their requests are in (their requesters are inside co_cancel);
+ * other requests stay for the owner's next turn. */
+void co__engine_settle_finishes(co_engine *e);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
 /* Cancel stop, owner thread: whether waits linger that the stop could not

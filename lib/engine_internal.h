@@ -138,6 +138,13 @@ unsigned co__engine_live(co_engine *e);
 int co__engine_quiet(co_engine *e, unsigned *epoch);
 /* A cancel stop's work on an engine that never ran (lib/context.c). */
 int co__engine_cancel_unrun(co_engine *e);
+/* A cancel was asked for f, a frame of e that may not have started, and e
+ * may not run (lib/when.c: co_spawn_on's child, whose await must end): if
+ * e does not run and f has not started, finish f for it now, on the
+ * calling thread (status -ECANCELED, its on_done runs here), rather than
+ * at e's next turn, which may never come. 0 if it did; -EBUSY if e runs
+ * (its next turn handles the request), steals, or f has started. */
+int co__engine_cancel_unstarted(co_engine *e, co_frame *f);
 unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max);
 /* Move a waiting root to target and wake it there: 0, -ESHUTDOWN (target
  * refuses), -ECANCELED (asked to cancel), -EBUSY (pinned by a time limit). */

@@ -96,7 +96,7 @@ int co__engine_cancel_unrun(co_engine *e)
 {
 	co_frame *f, *next;
 
-	if (co__engine_transition(e, CO__T_RUN) < 0)
+	if (co__engine_take(e) < 0)
 		return -EBUSY;
 	if (e->has_owner) {
 		co__engine_transition(e, CO__T_RUN_END);
@@ -113,4 +113,25 @@ int co__engine_cancel_unrun(co_engine *e)
 	co__engine_run_cancels(e); /* requests for them: each finishes its frame */
 	co__engine_transition(e, CO__T_RUN_END);
 	return 0;
+}
+
+int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
+{
+	int visit = co__engine_visit_begin(e), err = -EBUSY;
+
+	/* A visit: e outlives the call. Borrowed as a run would take it: a
+	 * run or a tick that comes meanwhile waits (co__engine_take); while
+	 * e does not run, its queues are the borrower's. */
+	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_acq_rel);
+	if (co__engine_alive(e) && !e->stealing && co__engine_transition(e, CO__T_RUN) >= 0) {
+		if (co__engine_unqueue_unstarted(e, f)) {
+			co__engine_abandon(e, f); /* its finish waits for the request... */
+			co__engine_settle_finishes(e); /* ...which is in (or on its way) */
+			err = 0;
+		}
+		co__engine_transition(e, CO__T_RUN_END);
+	}
+	atomic_fetch_sub_explicit(&e->borrowers, 1, memory_order_release);
+	co__engine_visit_end(e, visit);
+	return err;
 }

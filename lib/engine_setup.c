@@ -169,10 +169,11 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
  * the ring's own thread only) on a stopped engine with no frame left: its
  * thread may be gone for good (a context that ended). The ring stays
  * registered until the engine's destroy closes the io_uring, which
- * releases it; the engine stops counting it. -EPERM otherwise. */
-static int buf_ring_drop(co_engine *e)
+ * releases it; the engine stops counting it. Otherwise err, the
+ * refusal (-EBUSY: it runs elsewhere, -EPERM: another thread owns it). */
+static int buf_ring_drop(co_engine *e, int err)
 {
-	int visit = co__engine_visit_begin(e), err = -EPERM;
+	int visit = co__engine_visit_begin(e);
 
 	if (!co__engine_alive(e))
 		err = -EINVAL;
@@ -190,7 +191,7 @@ int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
 	int err = register_check(e);
 
 	if (err == -EPERM || err == -EBUSY)
-		return buf_ring_drop(e);
+		return buf_ring_drop(e, err);
 	if (err == 0)
 		err = io_uring_unregister_buf_ring(&e->ring, bgid);
 	if (err == 0)
@@ -286,7 +287,9 @@ int co_engine_destroy(co_engine *e)
 
 	if (e == NULL)
 		return -EINVAL;
-	was = co__engine_transition(e, CO__T_DESTROY);
+	while ((was = co__engine_transition(e, CO__T_DESTROY)) < 0 &&
+	       atomic_load_explicit(&e->borrowers, memory_order_acquire))
+		sched_yield(); /* a borrow (co__engine_cancel_unstarted) is short */
 	if (was < 0) {
 		int s = atomic_load_explicit(&e->state, memory_order_acquire);
 		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;

@@ -141,6 +141,12 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 	(void)f;
 	w->cancelled = 1;
 	cancel_others(w, NULL);
+	/* co_spawn_on's child on an engine that does not run (a context not
+	 * started, a manual one not ticked) would wait for that engine's next
+	 * turn, and the await with it: if it has not started, it is finished
+	 * for it now (-ECANCELED, never run; kid_done wakes us) */
+	if (w->target && w->spawned == 1)
+		co__engine_cancel_unstarted(w->target, w->kids[0]);
 	return 0;
 }
 

@@ -185,6 +185,8 @@ struct co_engine {
 	                                   end (a pool job that has started) */
 	CO__ATOMIC(unsigned) bufrings;  /* private: provided buffer rings
 	                                   registered (coring/stream.h) */
+	CO__ATOMIC(unsigned) borrowers; /* private: threads taking the engine while
+	                                   it does not run (a run waits for them) */
 	CO__ATOMIC(unsigned) held;      /* private: pool jobs still running for
 	                                   frames a cancel stop finished */
 };
