@@ -890,9 +890,6 @@ static void test_manual_context_named(void **state)
 	while (!co_done(&t.co))
 		assert_true(co_context_tick(manual) >= 0);
 	stop_and_read(path, &tf);
-	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
-	assert_int_equal(co_sched_run(&s), 0);
-	assert_int_equal(co_sched_destroy(&s), 0);
 	for (unsigned i = 0; i < tf.nth; i++)
 		if (tf.th[i].tid == gettid())
 			me = i;
@@ -900,6 +897,9 @@ static void test_manual_context_named(void **state)
 	assert_int_equal(tf.th[me].context, (int)manual->index);
 	assert_int_equal(thread_of_context(&tf, manual->index), tf.th[me].index);
 	tfile_free(&tf);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
 /* ---- errors -------------------------------------------------------------- */
