@@ -65,6 +65,10 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 
 	if (w->err || w->n == 0)
 		return 0;
+	if (co_await_cancelled(f)) {
+		w->cancelled = 1; /* -ECANCELED at once, nothing spawned (co.h's rule) */
+		return 0;
+	}
 	if (e == NULL || co_root(f)->runner != &e->runner) {
 		w->err = -ENXIO;
 		return 0;

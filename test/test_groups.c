@@ -374,7 +374,9 @@ static void spawn_on_idle(co_engine *on, uint64_t limit_ns)
 	assert_int_equal(co_engine_spawn(&e, &p.co), 0);
 	co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
 	if (!limit_ns) {
-		WAIT_UNTIL(atomic_load(&p.waiting) && co_waiting(&p.co));
+		/* its engine takes the request at a turn after the one that
+		 * runs the frame into its await */
+		WAIT_UNTIL(atomic_load(&p.waiting));
 		assert_int_equal(co_cancel(&p.co), 0);
 	}
 	assert_int_equal(co_test_runner_join(&r), 0);
@@ -397,6 +399,21 @@ static void test_spawn_on_engine_not_running(void **state)
 	assert_int_equal(co_engine_init(&idle, NULL), 0); /* never run */
 	spawn_on_idle(&idle, 20 * CO_MS);
 	spawn_on_idle(&idle, 0);
+	/* a frame cancelled before the await: -ECANCELED at once, the
+	 * child not spawned */
+	{
+		struct limited_parent q;
+
+		memset(&q, 0, sizeof q);
+		q.on = &idle;
+		co_init(&q.kid.co, child_fn);
+		co_init(&q.co, limited_parent_fn);
+		assert_int_equal(co_cancel(&q.co), 0); /* not run anywhere: at once */
+		co_test_run1(&q.co);
+		assert_int_equal(q.res, -ECANCELED);
+		assert_false(co_done(&q.kid.co));
+		assert_int_equal(q.kid.co.state & CO__ST_SPAWNED, 0);
+	}
 	assert_int_equal(co_engine_state(&idle), CO_ENGINE_READY);
 	assert_int_equal(co_engine_destroy(&idle), 0); /* nothing left on it */
 

@@ -209,8 +209,9 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
 /*
  * Release the engine's ring and memory; afterwards the library never
  * touches *e again. Refuses (-EBUSY) while a run is in progress, while
- * spawned frames have not finished, posts have not run or a co_bufring
- * (coring/stream.h) is registered, so nothing is
+ * spawned frames have not finished, posts have not run, a co_bufring
+ * (coring/stream.h) is registered or a pool job whose frame a cancel stop
+ * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
  * returned -EDEADLK with nothing changed since: its stuck frames are
  * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
@@ -263,8 +264,13 @@ CO_API int co_engine_tick(co_engine *e);
  * true, so later waits end at once; frames that never started do not start
  * (their on_done sees -ECANCELED), and frames still running after the
  * grace (opts.cancel_grace_ns) are finished for them the same way, so the
- * stop is bounded even against a coroutine that retries. A close or a
- * file write that completes at once on the way out still completes.
+ * stop is bounded even against a coroutine that retries. A frame waiting
+ * for a pool job that has started (coring/pool.h: it cannot be
+ * interrupted) is finished for it with -ECANCELED once the grace has run
+ * out (its on_done may free it); the job runs on to its end and its
+ * result is dropped, and until then co_engine_destroy answers -EBUSY.
+ * A close or a file write that completes at once on the way out still
+ * completes.
  * A second stop may turn a drain into a cancel, never the reverse.
  * Returns 0, or -EINVAL for NULL, a bad mode or an engine not set up.
  */
