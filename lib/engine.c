@@ -7,17 +7,12 @@
  */
 #include <errno.h>
 #include <poll.h>
-#ifdef CO_HAVE_VALGRIND_H
-#include <valgrind/valgrind.h>
-#define under_valgrind() RUNNING_ON_VALGRIND
-#else
-#define under_valgrind() 0
-#endif
 #include <string.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "spin.h"
 #include "tsan.h"
@@ -29,14 +24,6 @@ _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")
 co_engine *co_engine_current(void)
 {
 	return co__tls_engine;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -349,6 +336,29 @@ static void engine_wake(co_runner *r, co_frame *f)
 	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
 }
 
+void co__engine_wake_parked(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	int remote;
+
+	if (r == NULL) { /* release builds: a frame woken twice is not queued */
+		co_engine_unpark(e);
+		return;
+	}
+	remote = remote_begin(e);
+	CO__TRACE_WAKE(e, r);
+	if (!remote) {
+		owner_push(e, r);
+		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		return;
+	}
+	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	/* release: after the push, so the engine that sees the count drop
+	 * sees the frame (as in co_engine_unpark after co_wake) */
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	remote_end(e, remote);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cancel requests from other threads                                       */
 /* ------------------------------------------------------------------------ */
@@ -578,7 +588,7 @@ int co_engine_stop(co_engine *e, int mode)
 
 int co_engine_stop_timed(co_engine *e, uint64_t ns)
 {
-	uint64_t at = now_ns() + ns;
+	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
 
 	return stop(e, CO_STOP_DRAIN, at ? at : 1);
 }
@@ -730,7 +740,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 
 	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
-			if (f->label == 0 || now_ns() >= cancel_deadline) {
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
 			}
@@ -813,7 +823,7 @@ static void reap_all(co_engine *e)
 static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
-	uint64_t now = now_ns();
+	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
@@ -917,8 +927,8 @@ static int idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
 			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
+	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
+			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
 	int ret = io_uring_submit(&e->ring);
 
 	if (ret < 0)
@@ -930,27 +940,104 @@ static int idle_sleep(co_engine *e, uint64_t ns)
 	return 0;
 }
 
+/*
+ * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
+ * the engine can only be waiting for another thread (a wake of a parked
+ * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
+ * hands it work an eventfd write and a thread wake-up; so before it sleeps
+ * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
+ * While it polls, sleeping is 0: a hand-off sees it awake and writes
+ * nothing. spin_cur adapts: a poll that finds nothing halves it (below
+ * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
+ * and a sleep that a hand-off ended after t < spin_max (a poll of t would
+ * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
+ * that gets no work from other threads never polls, and after the last
+ * hand-off it polls once, for at most spin_max, then sleeps.
+ */
+#define SPIN_MIN_NS 2000u
+
+/* Raise the budget to at least 2 * t, within spin_max. */
+static void spin_grow(co_engine *e, uint64_t t)
+{
+	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
+
+	if (c > e->spin_max)
+		c = e->spin_max;
+	if (c > e->spin_cur)
+		e->spin_cur = c;
+}
+
+/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
+ * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
+static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+{
+	uint64_t budget = e->spin_cur, start;
+	int found = 0;
+
+	if (wait_ns && wait_ns < budget)
+		budget = wait_ns;
+	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
+		return 0; /* enough contexts poll already */
+	/* a single writer; readable from any thread (engine.h) */
+	__atomic_store_n(&e->stats.spins, e->stats.spins + 1, __ATOMIC_RELAXED);
+	start = co__now_ns();
+	for (unsigned i = 1;; i++) {
+		/* relaxed: a hint; the next turn reads epoch seq_cst */
+		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
+			found = 1;
+			break;
+		}
+		co__cpu_relax();
+		if (i % 64 == 0) {
+			if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
+				found = 1;
+				break;
+			}
+			if (co__now_ns() - start >= budget)
+				break;
+		}
+	}
+	if (e->hooks && e->hooks->spin)
+		e->hooks->spin(e, e->hook_arg, 0);
+	if (found) {
+		__atomic_store_n(&e->stats.spin_hits, e->stats.spin_hits + 1, __ATOMIC_RELAXED);
+		spin_grow(e, e->spin_cur);
+	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
+		e->spin_cur = 0;
+	}
+	return found;
+}
+
 static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
+	uint64_t slept = 0;
 	int ret;
 
+	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
+		return 0;
+	if (e->spin_max != 0 && e->inflight == 0)
+		slept = co__now_ns();
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
-	if (idle && co__unlikely(under_valgrind())) {
+	if (idle && co__unlikely(co__under_valgrind())) {
 		ret = idle_sleep(e, ns);
 	} else if (ns) {
-		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
-						.tv_nsec = (long long)(ns % 1000000000ull) };
+		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
+		co__ns_to_ts(&ts, ns);
 		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
 	} else {
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
+	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
+	    (slept = co__now_ns() - slept) < e->spin_max)
+		spin_grow(e, slept);
 	return ret;
 }
 
@@ -970,7 +1057,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = co__now_ns();
 		if (now < at) {
 			*wait_ns = at - now;
 			return 0;
@@ -980,9 +1067,9 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	at = e->cancel_since + e->cancel_grace;
-	if (co__unlikely(co__engine_park_lingering(e))) {
-		uint64_t now = now_ns();
+	at = co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
+	if (co__unlikely(co__engine_park_lingering(e)) && at != UINT64_MAX) {
+		uint64_t now = co__now_ns();
 
 		if (now < at)
 			*wait_ns = at - now; /* wake when the grace runs out */

@@ -12,6 +12,12 @@
 #define CORING_LIB_ENGINE_IMPL_H
 
 #include <ck_ring.h>
+#ifdef CO_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#define co__under_valgrind() RUNNING_ON_VALGRIND
+#else
+#define co__under_valgrind() 0
+#endif
 
 #include "engine_internal.h"
 
@@ -22,6 +28,7 @@
 
 #define CO__STOP_NONE (-1)
 #define CO__CANCEL_GRACE_NS 1000000000ull
+#define CO__SPIN_DEFAULT_NS 50000ull  /* opts.spin_ns 0 */
 
 /* The ready ring (ck_ring, kept out of the public header) and its slots. */
 struct co__ready_ring {

@@ -30,6 +30,10 @@ struct co__engine_hooks {
 	/* the engine became quiet (1: idle with nothing that can progress,
 	 * about to sleep) or stopped being so (0; from any thread) */
 	void (*quiet)(co_engine *e, void *arg, int quiet);
+	/* the engine would poll for work before it sleeps (begin 1): 1 if
+	 * it may (the scheduler caps how many poll at once); its poll ended
+	 * (begin 0) */
+	int (*spin)(co_engine *e, void *arg, int begin);
 };
 
 /* The engine running on the calling thread (co_engine_current without the
@@ -120,12 +124,21 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	}
 }
 
+/* A cancel stop has begun on e (its owner thread reads it). */
+static inline int co__engine_cancelling(const co_engine *e)
+{
+	return e->cancel_since != 0;
+}
+
 /* Install hooks (before the engine first runs). */
 void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
 /* Bracket a change made to e from any thread (see remote_begin in
  * engine.c): begin returns what end needs. */
 int co__engine_visit_begin(co_engine *e);
 void co__engine_visit_end(co_engine *e, int visit);
+/* co_wake(f), then co_engine_unpark(e), in one visit: f waits parked on
+ * e (co_engine_park), so e runs it (any thread). */
+void co__engine_wake_parked(co_engine *e, co_frame *f);
 /* Wake e if it sleeps (any thread). */
 void co__engine_kick(co_engine *e);
 int co__engine_sleeping(co_engine *e);

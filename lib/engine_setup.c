@@ -210,6 +210,21 @@ static void engine_free(co_engine *e)
 	e->ts = NULL;
 }
 
+/* The longest poll for work before a sleep: none where it cannot help
+ * (the process may use one CPU only, so the thread that would hand work
+ * over cannot run while we poll; valgrind, which runs one thread at a
+ * time) or where it is turned off. */
+static uint64_t spin_max(const co_engine_opts *o)
+{
+	cpu_set_t cpus;
+
+	if (o->no_spin || co__under_valgrind())
+		return 0;
+	if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) < 2)
+		return 0;
+	return o->spin_ns ? o->spin_ns : CO__SPIN_DEFAULT_NS;
+}
+
 int co_engine_init(co_engine *e, const co_engine_opts *opts)
 {
 	co_engine_opts o = { .ready_size = 4096, .sq_entries = 256, .batch = 256 };
@@ -230,6 +245,9 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		o.cq_entries = 4 * o.sq_entries;
 	if (o.cancel_grace_ns == 0)
 		o.cancel_grace_ns = CO__CANCEL_GRACE_NS;
+	for (unsigned i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++)
+		if (o.reserved[i] != 0)
+			return -EINVAL; /* a later version's option: refused, not ignored */
 	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
 	    o.cq_entries < o.sq_entries || (o.setup_flags & ~(SETUP_TAKEN | SETUP_REFUSED)))
 		return -EINVAL;
@@ -239,6 +257,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	memset(e, 0, sizeof *e);
 	co__engine_runner_init(e);
 	e->batch = o.batch;
+	e->spin_max = spin_max(&o);
 	e->submit_batch = o.submit_batch;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
