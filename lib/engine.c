@@ -1187,6 +1187,11 @@ co_frame *co__engine_ring_pop(co_engine *e)
 	return ring_pop(e);
 }
 
+co_frame *co__engine_local_pop(co_engine *e)
+{
+	return local_pop(e);
+}
+
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);

@@ -80,6 +80,9 @@ void co__engine_runner_init(co_engine *e);
 int co__engine_has_work(co_engine *e);
 /* Reap the armed eventfd read before the ring goes (invariant 6). */
 void co__engine_wake_disarm(co_engine *e);
+/* Take the oldest frame of e's local FIFO (its owner, or a thread that
+ * took e while it does not run); NULL if empty. */
+co_frame *co__engine_local_pop(co_engine *e);
 /* Take a frame from e's ready ring (the owner or a thief); NULL if empty. */
 co_frame *co__engine_ring_pop(co_engine *e);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */

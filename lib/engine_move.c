@@ -106,6 +106,9 @@ int co__engine_cancel_unrun(co_engine *e)
 	 * finish their push. */
 	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
 		sched_yield();
+	/* the local FIFO holds what a borrower queued (co__engine_cancel_unstarted) */
+	while ((f = co__engine_local_pop(e)) != NULL)
+		co__engine_abandon(e, f);
 	for (f = co__lifo_take(&e->inbox, offsetof(co_frame, next)); f; f = next) {
 		next = f->next;
 		co__engine_abandon(e, f);

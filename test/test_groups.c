@@ -417,10 +417,24 @@ static void test_spawn_on_engine_not_running(void **state)
 	assert_int_equal(co_engine_state(&idle), CO_ENGINE_READY);
 	assert_int_equal(co_engine_destroy(&idle), 0); /* nothing left on it */
 
-	assert_int_equal(co_context_init(&c, NULL), 0); /* not started */
-	spawn_on_idle(&c.engine, 20 * CO_MS);
-	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
-	assert_int_equal(co_context_destroy(&c), 0); /* no frame queued */
+	/* a context not started, with a frame queued before: that one stays
+	 * queued, and a cancel stop of the context still finishes it */
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	{
+		struct child before;
+
+		memset(&before, 0, sizeof before);
+		before.kind = 1234;
+		co_init(&before.co, child_fn);
+		assert_int_equal(co_context_spawn(&c, &before.co), 0);
+		spawn_on_idle(&c.engine, 20 * CO_MS);
+		assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+		assert_int_equal(co_context_destroy(&c), -EBUSY); /* `before` is queued */
+		assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0);
+		assert_int_equal(co_status(&before.co), -ECANCELED);
+		assert_int_equal(before.kind, 1234); /* never ran */
+	}
+	assert_int_equal(co_context_destroy(&c), 0);
 
 	/* a manual context not ticked: ticked afterwards, it has nothing left */
 	assert_int_equal(co_sched_init(&s, &o), 0);
