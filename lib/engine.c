@@ -62,16 +62,6 @@ int co__engine_transition(co_engine *e, enum co__transition t)
 	return s;
 }
 
-int co__engine_take(co_engine *e)
-{
-	while (co__engine_transition(e, CO__T_RUN) < 0) {
-		if (!atomic_load_explicit(&e->borrowers, memory_order_acquire))
-			return -1;
-		sched_yield();
-	}
-	return 0;
-}
-
 int co_engine_state(co_engine *e)
 {
 	return e ? atomic_load_explicit(&e->state, memory_order_acquire) : -EINVAL;
@@ -184,25 +174,6 @@ static void inbox_drain(co_engine *e)
 		next = f->next; /* owner_push reuses the link */
 		owner_push(e, f);
 	}
-}
-
-int co__engine_unqueue_unstarted(co_engine *e, co_frame *f)
-{
-	co_frame **p = &e->local_head, *prev = NULL;
-
-	inbox_drain(e);
-	for (; *p; prev = *p, p = &(*p)->next) {
-		if (*p != f)
-			continue;
-		if (f->label != 0)
-			return 0; /* started: its engine's next turn */
-		*p = f->next;
-		if (e->local_tail == f)
-			e->local_tail = prev;
-		e->local_n--;
-		return 1;
-	}
-	return 0;
 }
 
 /* The next frame to resume, on the owner thread. */
@@ -451,26 +422,6 @@ void co__engine_run_cancels(co_engine *e)
 	}
 }
 
-void co__engine_settle_finishes(co_engine *e)
-{
-	while (e->deferred) {
-		co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
-
-		for (; f; f = next) {
-			next = f->cancel_next;
-			if (!(co__cx_load(f) & CO__CX_FINISHED)) { /* for the owner's next turn */
-				co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
-				continue;
-			}
-			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
-			e->deferred--;
-			finish_now(e, f);
-		}
-		if (e->deferred)
-			sched_yield(); /* a requester is about to push */
-	}
-}
-
 /* ------------------------------------------------------------------------ */
 /* Wake-up                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -637,49 +588,6 @@ struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 	e->stats.sq_full++;
 	io_uring_submit(&e->ring);
 	return sqe_get(e);
-}
-
-struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
-{
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	return co__engine_sqe(e, info, tag);
-}
-
-struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
-{
-	struct io_uring_sqe *sqe;
-
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
-	e->last_info = NULL;
-	if (sqe == NULL)
-		return NULL;
-	co__sqe_tag(e, sqe, info, tag);
-	return sqe;
-}
-
-struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
-{
-	struct io_uring_sq *sq;
-
-	if (e == NULL || e != co__tls_engine || info == NULL || e->last_info != info)
-		return NULL;
-	sq = &e->ring.sq; /* last_info's SQE is the one before the tail */
-	return &sq->sqes[((sq->sqe_tail - 1) & sq->ring_mask) << e->sqe_shift];
-}
-
-struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
-{
-	size_t i;
-
-	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes)
-		return NULL;
-	i = (size_t)(sqe - e->ring.sq.sqes) >> e->sqe_shift; /* SQE128: two per slot */
-	if (i >= e->ring.sq.ring_entries)
-		return NULL;
-	return &e->ts[i];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1244,6 +1152,16 @@ co_frame *co__engine_local_pop(co_engine *e)
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+void co__engine_inbox_drain(co_engine *e)
+{
+	inbox_drain(e);
+}
+
+void co__engine_finish_now(co_engine *e, co_frame *f)
+{
+	finish_now(e, f);
 }
 
 int co__engine_call_begin(co_engine *e, int *visit)

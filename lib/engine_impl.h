@@ -4,7 +4,8 @@
  * hot path: ready queue, visits and wake-ups, cancel requests, the loop),
  * lib/engine_setup.c (set-up, the probe, registration, destroy),
  * lib/engine_park.c (the cancel stop's list of parked waits),
- * lib/engine_wait.c (polling for work, then sleeping) and
+ * lib/engine_wait.c (polling for work, then sleeping), lib/engine_sqe.c
+ * (the SQE calls of engine.h) and
  * lib/engine_move.c (stealing, moving frames, the cancel of frames that
  * never ran). No other file includes it: the layers above see the engine
  * through lib/engine_internal.h.
@@ -106,6 +107,9 @@ int co__engine_unqueue_unstarted(co_engine *e, co_frame *f);
  * once their requests are in (their requesters are inside co_cancel);
  * other requests stay for the owner's next turn. */
 void co__engine_settle_finishes(co_engine *e);
+/* Queue what other threads pushed; finish f now (its on_done, the counts). */
+void co__engine_inbox_drain(co_engine *e);
+void co__engine_finish_now(co_engine *e, co_frame *f);
 /* Waiting with nothing in flight (engine_wait.c): poll for a hand-off,
  * then sleep; the sleep under valgrind. co__engine_sleep is the loop's
  * sleep (engine.c). Each returns 0 or io_uring's error (-ETIME: ns ran

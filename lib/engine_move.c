@@ -142,3 +142,52 @@ int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
 	co__engine_visit_end(e, visit);
 	return err;
 }
+
+int co__engine_take(co_engine *e)
+{
+	while (co__engine_transition(e, CO__T_RUN) < 0) {
+		if (!atomic_load_explicit(&e->borrowers, memory_order_acquire))
+			return -1;
+		sched_yield();
+	}
+	return 0;
+}
+
+int co__engine_unqueue_unstarted(co_engine *e, co_frame *f)
+{
+	co_frame **p = &e->local_head, *prev = NULL;
+
+	co__engine_inbox_drain(e);
+	for (; *p; prev = *p, p = &(*p)->next) {
+		if (*p != f)
+			continue;
+		if (f->label != 0)
+			return 0; /* started: its engine's next turn */
+		*p = f->next;
+		if (e->local_tail == f)
+			e->local_tail = prev;
+		e->local_n--;
+		return 1;
+	}
+	return 0;
+}
+
+void co__engine_settle_finishes(co_engine *e)
+{
+	while (e->deferred) {
+		co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
+
+		for (; f; f = next) {
+			next = f->cancel_next;
+			if (!(co__cx_load(f) & CO__CX_FINISHED)) { /* for the owner's next turn */
+				co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+				continue;
+			}
+			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
+			e->deferred--;
+			co__engine_finish_now(e, f);
+		}
+		if (e->deferred)
+			sched_yield(); /* a requester is about to push */
+	}
+}

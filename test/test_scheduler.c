@@ -586,12 +586,14 @@ struct server_task {
 	int p[2];
 	char c;
 	int res;
+	atomic_int started;
 };
 
 static int server_task_fn(co_frame *f)
 {
 	struct server_task *t = (struct server_task *)f;
 	CO_BEGIN(f);
+	atomic_store(&t->started, 1);
 	CO_AWAIT(f, co_read(&t->io, t->p[0], &t->c, 1, (uint64_t)-1)); /* never comes */
 	t->res = co_result(f);
 	CO_END(f);
@@ -601,12 +603,17 @@ struct shutter {
 	co_frame co;
 	co_io io;
 	co_sched *s;
+	struct server_task *t;
 };
 
 static int shutter_fn(co_frame *f)
 {
 	struct shutter *sh = (struct shutter *)f;
 	CO_BEGIN(f);
+	/* the stop must find both blocked in their reads (a task that never
+	 * started would be finished without running: its value untouched) */
+	while (!atomic_load(&sh->t[0].started) || !atomic_load(&sh->t[1].started))
+		CO_AWAIT(f, co_sleep(&sh->io, CO_MS));
 	CO_AWAIT(f, co_sleep(&sh->io, 10 * CO_MS));
 	co_sched_stop(sh->s, CO_STOP_CANCEL);
 	CO_END(f);
@@ -617,7 +624,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	struct server_task t[2];
-	struct shutter sh = { .s = &s };
+	struct shutter sh = { .s = &s, .t = t };
 	struct tiny late;
 	atomic_uchar ran[1] = { 0 };
 	(void)state;
@@ -625,6 +632,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pipe(t[i].p), 0);
 		t[i].res = 1;
+		atomic_init(&t[i].started, 0);
 		co_init(&t[i].co, server_task_fn);
 		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i, &t[i].co), 0);
 	}

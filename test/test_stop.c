@@ -337,7 +337,9 @@ static void test_cancel_stop_bounded(void **state)
 	for (int k = 0; k < R_KINDS; k++) {
 		assert_int_equal(r[k].done, 1);
 		assert_int_equal(r[k].status, -ECANCELED);
-		assert_true(r[k].tries > 1); /* it did retry */
+		/* started, then retried as often as its engine ran it before the
+		 * grace ended (on a loaded machine that may be no time at all) */
+		assert_true(r[k].tries >= 1);
 	}
 	for (unsigned i = 0; i < s.n; i++)
 		cancelled += s.ctx[i].engine.stats.cancelled;
