@@ -244,7 +244,7 @@ static inline void co_loop_init(co_loop *l)
  */
 static inline int co_loop_spawn(co_loop *l, co_frame *f)
 {
-	if (l == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
+	if (l == NULL || f == NULL || f->fn == NULL || CO__IS_CHILD(f) || f->label != 0 ||
 	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
 		return -EINVAL;
 	f->state |= CO__ST_SPAWNED;
