@@ -28,13 +28,18 @@
  * with -std=c99 -ffreestanding -nostdlib and the object needs no symbol.
  *
  * Label backends (identical user code, chosen before including this header):
- *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values, the default there.
- *                             Suspension points inside a user `switch` work.
+ *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values, their default
+ *                             under an operating system (Unix, macOS,
+ *                             Windows). Suspension points inside a user
+ *                             `switch` work.
  *   CO_USE_COMPUTED_GOTO=0    switch on the frame's label (portable C99), the
- *                             default elsewhere. A suspension point inside a
- *                             user `switch` cannot work here; it traps on
- *                             resume with a message (never skips or
- *                             restarts code), a co_tiny's as a co_frame's.
+ *                             default elsewhere, bare metal included: there
+ *                             it is the smaller code for the tiny profile
+ *                             (docs/firmware.md, "Cost"). A suspension
+ *                             point inside a user `switch` cannot work
+ *                             here; it traps on resume with a message (never
+ *                             skips or restarts code), a co_tiny's as a
+ *                             co_frame's.
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -68,12 +73,23 @@ extern "C" {
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Resume labels: computed goto (labels as values) wherever the compiler
- * has it, GCC and Clang: a suspension point may then sit anywhere,
- * inside a user's switch too. Elsewhere, or with CO_USE_COMPUTED_GOTO
- * defined to 0, a portable switch (see "Label backends" below). */
+/* CO__OS: built for an operating system (Unix, macOS, Windows); 0 on bare
+ * metal, where what a core lacks decides some defaults below. */
+#if defined(__unix__) || defined(__APPLE__) || defined(_WIN32)
+#define CO__OS 1
+#else
+#define CO__OS 0
+#endif
+
+/* Resume labels: computed goto (labels as values) where the compiler has
+ * it, GCC and Clang, under an operating system: a suspension point may then
+ * sit anywhere, inside a user's switch too. Elsewhere, bare metal included
+ * (where it gives the tiny profile's bodies their smallest code, within
+ * 1.2x of a hand-written state machine, and a co_frame's within a few
+ * bytes of computed goto's), or with CO_USE_COMPUTED_GOTO defined to 0, a
+ * portable switch (see "Label backends" below). */
 #ifndef CO_USE_COMPUTED_GOTO
-#if defined(__GNUC__)
+#if defined(__GNUC__) && CO__OS
 #define CO_USE_COMPUTED_GOTO 1
 #else
 #define CO_USE_COMPUTED_GOTO 0
@@ -140,8 +156,7 @@ extern "C" {
  * firmware fault handler, a logger). It must not return.
  */
 #ifndef CO_HOSTED_TRAP
-#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC) && \
-	(defined(__unix__) || defined(__APPLE__) || defined(_WIN32))
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC) && CO__OS
 #define CO_HOSTED_TRAP 1
 #else
 #define CO_HOSTED_TRAP 0
