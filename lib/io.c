@@ -8,8 +8,9 @@
 #include <sys/signalfd.h>
 
 #include <coring/io.h>
-#include "internal.h"
-#include "trace.h"
+#include "awaiter.h"
+#include "engine_internal.h"
+#include "io_internal.h"
 
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
@@ -90,7 +91,7 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 /* No ready op: the suspend op tells, which saves a call per await. */
 static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO };
 
-static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_io *io = co__container_of(info, co_io, info);
 
@@ -108,7 +109,7 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 		io->pending++;
 	}
 	if (--io->pending == 0 && io->frame)
-		co__engine_wake_here(co__tls_engine, io->frame);
+		co__engine_wake_here(e, io->frame);
 }
 
 /* An await that completes at once with err (bad arguments, no engine):
@@ -625,7 +626,7 @@ uint64_t co_now_ns(void)
 	return (uint64_t)ts.tv_sec * CO_S + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- transfer helpers ------------------------------------------------------ */
+/* ---- whole transfers: the *_all calls ------------------------------------- */
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 
@@ -722,10 +723,11 @@ static void acceptor_arm(co_acceptor *a)
 	a->armed = 1;
 }
 
-static void acceptor_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void acceptor_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_acceptor *a = co__container_of(info, co_acceptor, info);
 
+	(void)e; /* a->engine */
 	(void)tag;
 	if (res >= 0)
 		a->accepted++;

@@ -2,14 +2,14 @@
 /*
  * Mutex, event, latch, wait group, semaphore, condition variable. Each is a
  * spinlock, a little state and a FIFO of co_waiters; the waiter core
- * (lib/wait.c) parks, claims and wakes. See docs/sync.md.
+ * (lib/waiter.c) parks, claims and wakes. See docs/sync.md.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 
 #include <coring/sync.h>
-#include "wait.h"
+#include "waiter_internal.h"
 
 
 /* Claim every waiter of q with result res (the lock is held). */

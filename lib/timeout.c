@@ -20,9 +20,11 @@
 
 #include <coring/io.h>
 #include <coring/timeout.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
 #include "fault.h"
-#include "trace.h"
+#include "io_internal.h"
+#include "waiter_internal.h"
 
 struct co__limit_timer {
 	co_io_info info;              /* the timeout SQE's user_data (tag 0) */
@@ -52,11 +54,12 @@ static void limit_fire(co_limit *l, co_frame *root)
 
 /* The timer's CQE: -ETIME when it ran out, -ECANCELED when removed (the
  * await ended first) or when the engine cancelled all its I/O. */
-static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	struct co__limit_timer *t = co__container_of(info, struct co__limit_timer, info);
 	co_limit *l = t->owner;
 
+	(void)e;
 	(void)cqe_flags;
 	(void)tag;
 	if (l) {

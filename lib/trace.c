@@ -31,8 +31,7 @@
 
 #include <coring/loop.h>
 #include <coring/trace.h>
-#include "internal.h"
-#include "trace.h"
+#include "trace_hooks.h"
 #include "fault.h"
 
 /* co_loop's hook passes its own values to co_trace_frame */
@@ -241,7 +240,7 @@ void co__trace_wake(co_engine *e, co_frame *f)
 {
 	if (f == me.cur)
 		snapshot(f); /* woken inside its own suspend: a thief may take it */
-	record(CO_TRACE_WAKE, 0, 0, co__tls_engine, f, P(e), P(f->fn), 0, 0);
+	record(CO_TRACE_WAKE, 0, 0, co_engine_current(), f, P(e), P(f->fn), 0, 0);
 }
 
 /*
@@ -299,13 +298,13 @@ void co__trace_transfer(co_frame *root, co_engine *from, co_engine *to)
 
 void co__trace_submit(const struct io_uring_sqe *sqe)
 {
-	record(CO_TRACE_SUBMIT, sqe->opcode, sqe->fd, co__tls_engine, me.cur,
+	record(CO_TRACE_SUBMIT, sqe->opcode, sqe->fd, co_engine_current(), me.cur,
 	       sqe->user_data & ~(uint64_t)CO_IO_TAG_MASK, sqe->user_data & CO_IO_TAG_MASK, 0, 0);
 }
 
 void co__trace_complete(co_frame *leaf, const void *info, int res, unsigned tag)
 {
-	record(CO_TRACE_COMPLETE, tag, res, co__tls_engine, leaf ? co_root(leaf) : NULL, P(info), 0,
+	record(CO_TRACE_COMPLETE, tag, res, co_engine_current(), leaf ? co_root(leaf) : NULL, P(info), 0,
 	       0, 0);
 }
 
@@ -314,7 +313,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind)
 	me.context = (int)index + 1; /* for its thread record too */
 	if (me.b)
 		atomic_store_explicit(&me.b->context, (int)index, memory_order_relaxed);
-	record(CO_TRACE_CONTEXT, 0, (int)index, co__tls_engine, NULL, P(c), index, kind, 0);
+	record(CO_TRACE_CONTEXT, 0, (int)index, co_engine_current(), NULL, P(c), index, kind, 0);
 }
 
 void co_trace_frame(co_frame *f, int kind)

@@ -26,34 +26,6 @@
 #include <coring/coring.h>
 #include "helpers.h"
 
-/* A task that counts its runs and records its status in on_done. */
-struct task {
-	co_frame co;
-	atomic_int ran, done, status;
-};
-
-static int task_fn(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	CO_BEGIN(f);
-	atomic_fetch_add(&t->ran, 1);
-	CO_END(f);
-}
-
-static void task_done(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	atomic_store(&t->status, co_status(f));
-	atomic_fetch_add(&t->done, 1);
-}
-
-static void task_init(struct task *t)
-{
-	memset(t, 0, sizeof *t);
-	co_init(&t->co, task_fn);
-	t->co.on_done = task_done;
-}
-
 /* ---- a cancel stop ends every wait ------------------------------------------------ */
 
 enum wait_kind {
@@ -379,11 +351,11 @@ static void test_cancel_stop_bounded(void **state)
 static void test_cancel_stop_unstarted(void **state)
 {
 	co_engine e;
-	struct task t[16];
+	struct co_test_counted t[16];
 	(void)state;
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	for (int i = 0; i < 16; i++) {
-		task_init(&t[i]);
+		co_test_counted_init(&t[i]);
 		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
 	}
 	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
@@ -404,13 +376,13 @@ static void test_cross_thread_cancel(void **state)
 	co_context c;
 	struct world wd;
 	struct blocked rd, evw;
-	struct task fin;
+	struct co_test_counted fin;
 	(void)state;
 	world_init(&wd);
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	blocked_init(&rd, &wd, W_READ);
 	blocked_init(&evw, &wd, W_EVENT);
-	task_init(&fin);
+	co_test_counted_init(&fin);
 	assert_int_equal(co_context_spawn(&c, &rd.co), 0);
 	assert_int_equal(co_context_spawn(&c, &evw.co), 0);
 	assert_int_equal(co_context_spawn(&c, &fin.co), 0);
@@ -571,7 +543,7 @@ static void test_cancel_while_not_running(void **state)
 	co_engine e;
 	struct world wd;
 	struct blocked b;
-	struct task t;
+	struct co_test_counted t;
 	(void)state;
 	world_init(&wd);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
@@ -582,7 +554,7 @@ static void test_cancel_while_not_running(void **state)
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(b.res, -ECANCELED); /* its sleep was cut short */
 
-	task_init(&t);
+	co_test_counted_init(&t);
 	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
 	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0); /* no way back */
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);

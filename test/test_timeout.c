@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "internal.h"
+#include "awaiter.h"
 #include "fault.h"
 #include "helpers.h"
 

@@ -30,7 +30,7 @@
 
 #include "helpers.h"
 #include "trace_file.h"
-#include "internal.h"
+#include "awaiter.h"
 #include "fault.h"
 
 #define NEED_TRACE()                                                           \

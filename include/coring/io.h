@@ -25,6 +25,7 @@
 #ifndef CORING_IO_H
 #define CORING_IO_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
@@ -226,8 +227,10 @@ CO_API co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
 CO_API uint64_t co_now_ns(void);
 
 /*
- * Transfer helpers that loop over short reads and writes: child
- * coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). The child's status (co_result after the
+ * Whole transfers (the *_all calls) that loop over short reads and
+ * writes: child coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). (Not
+ * to be mixed up with co_transfer_to, which moves a coroutine to another
+ * context.) The child's status (co_result after the
  * await) is the byte count (less than len only at end of file for reads),
  * or the first error; x->done holds the bytes moved before an error.
  * len must not exceed INT_MAX.

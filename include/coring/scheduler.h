@@ -31,6 +31,7 @@
 #ifndef CORING_SCHEDULER_H
 #define CORING_SCHEDULER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <pthread.h>
 #include <coring/context.h>
 
@@ -67,9 +68,13 @@ typedef struct co_sched_opts {
 	int steal;               /* nonzero: idle contexts take ready frames from
 	                            busy ones */
 	co_engine_opts engine;   /* for every context (zeros: defaults) */
-	/* Or job types: kind i is groups[i], i < ngroups. */
+	/* Or groups: kind i is groups[i], i < ngroups. */
 	const co_sched_group *groups;
 	unsigned ngroups;
+	unsigned spinners;       /* how many contexts may poll for work at once
+	                            before they sleep (docs/engine.md, "Staying
+	                            awake"); 0: half the CPUs the process may
+	                            use, at least 1 */
 } co_sched_opts;
 
 /* A group as the scheduler keeps it (private). */
@@ -107,6 +112,11 @@ typedef struct co_sched {
 	 * while the scheduler accepts (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
 	CO__ATOMIC(int) quiet;         /* private: engines reporting quiet */
+	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) spinning; /* private:
+	                                  contexts polling for work now */
+	unsigned spinners;             /* read-only: how many may at once */
+	unsigned spin_peak;            /* read-only: the most that polled at
+	                                  once (a high-water mark) */
 } co_sched;
 
 /* Set up the contexts and start their threads (manual ones have none);

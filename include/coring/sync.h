@@ -38,6 +38,7 @@
 #ifndef CORING_SYNC_H
 #define CORING_SYNC_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 

@@ -47,6 +47,7 @@
 #ifndef CORING_TIMEOUT_H
 #define CORING_TIMEOUT_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 
 #include <coring/engine.h>

@@ -9,9 +9,10 @@
 #ifndef CORING_WAITER_H
 #define CORING_WAITER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 
-#include <coring/engine.h>
+#include <coring/engine_types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,7 +43,7 @@ struct co_waiter {
 	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
 	uint64_t deadline;            /* CLOCK_MONOTONIC ns; 0: none */
-	CO__ATOMIC(unsigned) state;   /* lib/wait.h: CO__W_* */
+	CO__ATOMIC(unsigned) state;   /* lib/waiter_internal.h: CO__W_* */
 	CO__ATOMIC(unsigned) pend;    /* timed: the timer's CQE and the removal
 	                                 post still due before the frame wakes */
 	int res;                      /* the await's value */

@@ -9,9 +9,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "wait.h"
-#include "list.h"
-#include "trace.h"
+#include "waiter_internal.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
@@ -36,19 +34,6 @@ void co__waitq_push(co_waitq *q, co_waiter *w)
 	else
 		q->head = w;
 	q->tail = w;
-}
-
-static void waitq_remove(co_waitq *q, co_waiter *w)
-{
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		q->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		q->tail = w->prev;
-	w->next = w->prev = NULL;
 }
 
 /* ---- awaiters that fail at once ---------------------------------------------- */
@@ -98,7 +83,7 @@ static void deliver(co_waiter *w)
  * lock (visit) sees everything before it. */
 static void leave(co_waiter *w, int res)
 {
-	waitq_remove(w->q, w);
+	co__dlist_unlink(&w->q->head, &w->q->tail, w);
 	w->res = res;
 	if (w->engine)
 		co__engine_park_unlink(w->engine, &w->park);
@@ -135,20 +120,20 @@ void co__wake_all(co__wake_list *l)
 }
 
 /*
- * Wake first, unpark second. Between the two the engine sees a parked
- * frame, so it cannot find itself idle and stop with the frame about to
- * be pushed (the push may come from another thread). After the unpark it
- * may stop and be destroyed: co_engine_unpark counts itself as a visitor
- * so destroy waits for it to return, and nothing is touched after.
+ * Wake first, unpark second, in one visit of the engine
+ * (co__engine_wake_parked): the engine never finds itself idle with the
+ * frame about to be pushed, and destroy waits for the visit to end;
+ * nothing is touched after. w may be gone once the frame is pushed.
  */
 void co__wait_wake_frame(co_waiter *w)
 {
 	co_engine *e = w->engine;
 	co_frame *f = w->frame;
 
-	co_wake(f); /* w may be gone from here on */
 	if (e)
-		co_engine_unpark(e);
+		co__engine_wake_parked(e, f);
+	else
+		co_wake(f);
 }
 
 /*
@@ -216,10 +201,11 @@ static void timed_done(co_waiter *w)
 /* The timer's CQE: -ETIME (it fired), or -ECANCELED (removed after a claim,
  * or the engine cancelled all its I/O). If nobody claimed the waiter, the
  * timer decides the result. */
-static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_waiter *w = co__container_of(info, co_waiter, info);
 
+	(void)e; /* w->engine */
 	(void)cqe_flags;
 	(void)tag;
 	w->timer_done = 1;

@@ -4,11 +4,13 @@
  * FIFO wait queues, parking, claiming and waking, timed waits. Not
  * installed. See docs/sync.md for the protocol.
  */
-#ifndef CORING_WAIT_H
-#define CORING_WAIT_H
+#ifndef CORING_LIB_WAITER_INTERNAL_H
+#define CORING_LIB_WAITER_INTERNAL_H
 
 #include <coring/waiter.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
+#include "spin.h"
 
 /* Every primitive's fields are read and written under its spinlock only. */
 #define co__lock(p) co__spin_lock(&(p)->lock)
@@ -74,5 +76,10 @@ void co__wait_wake_frame(co_waiter *w);
 
 /* Queue operations, under the owning lock. */
 void co__waitq_push(co_waitq *q, co_waiter *w);
+
+/* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
+ * (what a time limit, lib/timeout.c, asks of a wait); an earlier limit
+ * already set holds. */
+void co__wait_limit(co_awaiter *aw, uint64_t deadline);
 
 #endif
