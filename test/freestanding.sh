@@ -25,7 +25,9 @@
 #              Cortex-M0, M0+, M4 (PRIMASK and CO_IRQ_BASEPRI) with
 #              arm-none-eabi-gcc, and for Cortex-M0 and rv32imac with
 #              clang and ld.lld: a helper call (a division, an atomic)
-#              is an undefined reference and fails the link.
+#              is an undefined reference and fails the link. And
+#              CO_IRQ_BASEPRI where it cannot work (Cortex-M0/M0+, a value
+#              of 0 or over 255) must be a compile error naming it.
 # Exit 77 (skip) when the tools of a mode are absent.
 set -u
 mode=$1 src=$2
@@ -182,6 +184,18 @@ link)
 				fi
 			done
 		done
+	done
+	# CO_IRQ_BASEPRI where it cannot work does not compile: a core without
+	# BASEPRI, a value that would mask nothing or does not fit
+	for bad in cortex-m0:0x40 cortex-m0plus:0x40 cortex-m4:0 cortex-m4:256; do
+		if arm-none-eabi-gcc -mcpu=${bad%%:*} -mthumb -std=c99 -ffreestanding \
+			-DCO_IRQ_BASEPRI=${bad#*:} -I"$src/include" -c "$demo" -o "$tmp/bad.o" 2>"$tmp/log"; then
+			echo "FAIL: CO_IRQ_BASEPRI=${bad#*:} compiled for ${bad%%:*}"; fail=1
+		elif grep -q 'CO_IRQ_BASEPRI' "$tmp/log"; then
+			echo "ok: CO_IRQ_BASEPRI=${bad#*:} for ${bad%%:*} is a compile error naming it"
+		else
+			echo "FAIL: CO_IRQ_BASEPRI=${bad#*:} for ${bad%%:*} failed otherwise:"; cat "$tmp/log"; fail=1
+		fi
 	done
 	if command -v clang >/dev/null 2>&1 && command -v ld.lld >/dev/null 2>&1; then
 		for t in "--target=thumbv6m-none-eabi -mcpu=cortex-m0" \

@@ -247,6 +247,10 @@ static void test_init_resets_every_field(void **state)
 	assert_null(c.co.parent);
 	c.co.on_done = count_done; /* the right order: set after */
 	assert_ptr_equal(c.co.on_done, count_done);
+#if CO_LEAN_FRAME
+	/* the lean frame is 8 words: 32 bytes on a 32-bit core */
+	assert_int_equal(sizeof(co_frame), 8 * sizeof(void *));
+#endif
 }
 
 /* co_waiting: true exactly while the chain waits on an awaiter. */
