@@ -84,6 +84,8 @@ static void test_return_status(void **state)
 	(void)state;
 	co_init(&e.co, early_fn);
 	assert_int_equal(co_resume(&e.co), CO_YIELDED);
+	assert_int_equal(co_status(&e.co), 0); /* before the end (the lean frame's
+						  label word holds the label) */
 	assert_int_equal(co_resume(&e.co), CO_DONE);
 	assert_int_equal(co_status(&e.co), -EINVAL);
 	assert_int_equal(e.after, 0);
