@@ -77,9 +77,11 @@ native)
 		fi
 	done
 	if command -v c++ >/dev/null 2>&1; then
-		c++ -std=c++11 -x c++ $warn -I"$src/include" -c "$demo" -o "$tmp/all_cxx.o" ||
-			{ echo "FAIL: C++11 compile"; fail=1; }
-		[ $fail = 0 ] && echo "ok: compiles as C++11 with -Wpedantic"
+		for lean in 0 1; do
+			c++ -std=c++11 -x c++ $warn -DCO_LEAN_FRAME=$lean -I"$src/include" -c "$demo" \
+				-o "$tmp/all_cxx.o" || { echo "FAIL: C++11 compile (lean frame $lean)"; fail=1; }
+		done
+		[ $fail = 0 ] && echo "ok: compiles as C++11 with -Wpedantic, both frame layouts"
 	fi
 	;;
 cortex-m)
