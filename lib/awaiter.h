@@ -8,6 +8,8 @@
 #ifndef CORING_LIB_AWAITER_H
 #define CORING_LIB_AWAITER_H
 
+#include <coring/co.h>
+
 enum {
 	CO__AW_USER = 0,
 	CO__AW_IO,        /* lib/io.c */
@@ -19,5 +21,29 @@ enum {
 	CO__AW_STREAM,    /* co_stream_recv (lib/stream.c) */
 	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
 };
+
+/*
+ * An awaiter that ends at once with -EINVAL, in every build: what a call
+ * returns for a mistake it found in arguments that are not NULL
+ * (co_deadline given a sync wait, co_timeout given its own limit ...), so
+ * that the await says so instead of CO_AWAIT's debug trap for a NULL
+ * awaiter. Stateless and read-only, so one serves every thread.
+ */
+static inline co_awaiter *co__einval_awaiter(void)
+{
+	static const co_awaiter_ops ops = { co__einval_ready, co__einval_ready, co__einval_resume,
+					    NULL, CO__AW_FAILED };
+	static const co_awaiter aw = { &ops };
+
+	return (co_awaiter *)(uintptr_t)&aw; /* never written: its ops ignore it */
+}
+
+/* What a call made for one kind of awaiter (co_deadline, co_wait_for ...)
+ * returns for another: a failed prep as it is (its own error), anything
+ * else the -EINVAL awaiter. */
+static inline co_awaiter *co__wrong_kind(co_awaiter *aw)
+{
+	return aw->ops != NULL && aw->ops->kind == CO__AW_FAILED ? aw : co__einval_awaiter();
+}
 
 #endif

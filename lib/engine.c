@@ -6,12 +6,12 @@
  * and the threading rule.
  */
 #include <errno.h>
-#include <poll.h>
 #include <string.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "spin.h"
 #include "tsan.h"
@@ -23,14 +23,6 @@ _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")
 co_engine *co_engine_current(void)
 {
 	return co__tls_engine;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -546,7 +538,7 @@ int co_engine_stop(co_engine *e, int mode)
 
 int co_engine_stop_timed(co_engine *e, uint64_t ns)
 {
-	uint64_t at = now_ns() + ns;
+	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
 
 	return stop(e, CO_STOP_DRAIN, at ? at : 1);
 }
@@ -698,7 +690,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 
 	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
-			if (f->label == 0 || now_ns() >= cancel_deadline) {
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
 			}
@@ -781,7 +773,7 @@ static void reap_all(co_engine *e)
 static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
-	uint64_t now = now_ns();
+	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
@@ -862,142 +854,6 @@ static void quiet_set(co_engine *e, unsigned snap)
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
-/*
- * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless another thread changed something since
- * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time.
- */
-/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
- * can end it, by writing the wake eventfd whose read is armed in the ring.
- * The ring is submitted, then the ring and the eventfd are polled: the
- * ring is readable once a completion is posted; the eventfd is readable
- * while the ring's read of it still waits for this thread to run the
- * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
- * completions do not wake pollers of the ring). The same wake-up as
- * waiting in io_uring_enter, but in a call that valgrind, which runs one
- * thread at a time, knows to block in, so the visitor's thread gets to run
- * (valgrind 3.19 holds its lock through io_uring_enter). Used under
- * valgrind only: natively it costs a syscall more per sleep than
- * io_uring_enter (a cross-context mutex hand-off runs at about half the
- * rate). An engine with I/O in flight always waits in io_uring_enter. */
-static int idle_sleep(co_engine *e, uint64_t ns)
-{
-	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
-			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
-	int ret = io_uring_submit(&e->ring);
-
-	if (ret < 0)
-		return ret;
-	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
-		return -errno;
-	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
-		return io_uring_get_events(&e->ring); /* completions run in the caller */
-	return 0;
-}
-
-/*
- * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
- * the engine can only be waiting for another thread (a wake of a parked
- * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
- * hands it work an eventfd write and a thread wake-up; so before it sleeps
- * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
- * While it polls, sleeping is 0: a hand-off sees it awake and writes
- * nothing. spin_cur adapts: a poll that finds nothing halves it (below
- * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
- * and a sleep that a hand-off ended after t < spin_max (a poll of t would
- * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
- * that gets no work from other threads never polls, and after the last
- * hand-off it polls once, for at most spin_max, then sleeps.
- */
-#define SPIN_MIN_NS 2000u
-
-/* Raise the budget to at least 2 * t, within spin_max. */
-static void spin_grow(co_engine *e, uint64_t t)
-{
-	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
-
-	if (c > e->spin_max)
-		c = e->spin_max;
-	if (c > e->spin_cur)
-		e->spin_cur = c;
-}
-
-/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
- * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
-static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
-{
-	uint64_t budget = e->spin_cur, start;
-	int found = 0;
-
-	if (wait_ns && wait_ns < budget)
-		budget = wait_ns;
-	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
-		return 0; /* enough contexts poll already */
-	e->stats.spins++;
-	start = now_ns();
-	for (unsigned i = 1;; i++) {
-		/* relaxed: a hint; the next turn reads epoch seq_cst */
-		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
-			found = 1;
-			break;
-		}
-		co__cpu_relax();
-		if (i % 64 == 0) {
-			if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
-				found = 1;
-				break;
-			}
-			if (now_ns() - start >= budget)
-				break;
-		}
-	}
-	if (e->hooks && e->hooks->spin)
-		e->hooks->spin(e, e->hook_arg, 0);
-	if (found) {
-		e->stats.spin_hits++;
-		spin_grow(e, e->spin_cur);
-	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
-		e->spin_cur = 0;
-	}
-	return found;
-}
-
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
-{
-	uint64_t slept = 0;
-	int ret;
-
-	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
-		return 0;
-	if (e->spin_max != 0 && e->inflight == 0)
-		slept = now_ns();
-	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-		return 0;
-	}
-	e->stats.waits++;
-	if (idle && co__unlikely(co__under_valgrind())) {
-		ret = idle_sleep(e, ns);
-	} else if (ns) {
-		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
-						.tv_nsec = (long long)(ns % 1000000000ull) };
-		struct io_uring_cqe *cqe;
-		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
-	} else {
-		ret = io_uring_submit_and_wait(&e->ring, 1);
-	}
-	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
-	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
-	    (slept = now_ns() - slept) < e->spin_max)
-		spin_grow(e, slept);
-	return ret;
-}
-
 /* The stop state at the start of a turn: escalates a timed drain to a
  * cancel when its time came, begins the cancel once, and returns the
  * time after which frames still running are finished for them (0: no
@@ -1014,7 +870,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = co__now_ns();
 		if (now < at) {
 			*wait_ns = at - now;
 			return 0;
@@ -1024,7 +880,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return e->cancel_since + e->cancel_grace;
+	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
 }
 
 /* The first half of every turn, looping or ticking: take in what other
@@ -1079,13 +935,13 @@ static int loop(co_engine *e, int mode)
 			/* The common wait, one syscall: submit + wait. What other
 			 * threads sent meanwhile (inbox, posts, cancels) is seen
 			 * by engine_wait, which then does not sleep. */
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else if (ready_nonempty(e)) {
 			ret = io_uring_submit(&e->ring); /* other threads sent work */
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
@@ -1104,7 +960,7 @@ static int loop(co_engine *e, int mode)
 				}
 				quiet_set(e, snap); /* a scheduler decides */
 			}
-			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
+			ret = co__engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)

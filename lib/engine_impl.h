@@ -3,7 +3,8 @@
  * What the engine's own files share (not installed): lib/engine.c (the
  * hot path: ready queue, visits and wake-ups, cancel requests, the loop),
  * lib/engine_setup.c (set-up, the probe, registration, destroy),
- * lib/engine_park.c (the cancel stop's list of parked waits) and
+ * lib/engine_park.c (the cancel stop's list of parked waits),
+ * lib/engine_wait.c (polling for work, then sleeping) and
  * lib/engine_move.c (stealing, moving frames, the cancel of frames that
  * never ran). No other file includes it: the layers above see the engine
  * through lib/engine_internal.h.
@@ -83,6 +84,9 @@ int co__engine_live_get(co_engine *e);
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
+/* Wait for work: poll for a hand-off, then sleep (engine_wait.c); 0, or
+ * io_uring's error (-ETIME when ns > 0 ran out). */
+int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
 

@@ -124,6 +124,12 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	}
 }
 
+/* A cancel stop has begun on e (its owner thread reads it). */
+static inline int co__engine_cancelling(const co_engine *e)
+{
+	return e->cancel_since != 0;
+}
+
 /* Install hooks (before the engine first runs). */
 void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
 /* Bracket a change made to e from any thread (see remote_begin in

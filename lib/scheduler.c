@@ -244,13 +244,16 @@ static int groups_check(const co_sched_opts *o, co_sched_group *one, const co_sc
 	return 0;
 }
 
-/* Half the CPUs the process may use, at least 1. */
+/* As many as the CPUs the process may use: a context polls only while it
+ * has nothing to run, so pollers never take a CPU from a context of this
+ * scheduler with work, and two contexts that hand work back and forth can
+ * both poll (with fewer, every other hand-off finds its target asleep). */
 static unsigned default_spinners(void)
 {
 	cpu_set_t cpus;
-	int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
+	int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
 
-	return n >= 4 ? (unsigned)n / 2 : 1;
+	return n > 1 ? (unsigned)n : 1;
 }
 
 int co_sched_init(co_sched *s, const co_sched_opts *opts)

@@ -160,6 +160,7 @@ static void stream_arm(co_stream *s, co_engine *e)
 	io_uring_prep_recv_multishot(sqe, s->fd, NULL, 0, 0);
 	sqe->flags |= IOSQE_BUFFER_SELECT;
 	sqe->buf_group = s->ring->bgid;
+	CO__TRACE_SUBMIT(sqe);
 	s->armed = 1;
 }
 
@@ -330,6 +331,7 @@ static void stream_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_fla
 	co_bufring *b = s->ring;
 
 	(void)tag;
+	CO__TRACE_COMPLETE(s->frame, info, res, tag); /* each CQE, with its byte count */
 	if (co__likely((cqe_flags & (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE)) ==
 			       (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE) &&
 		       res > 0 && !s->closing && s->qn + 1 < b->stream_limit)) {

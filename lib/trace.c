@@ -31,6 +31,7 @@
 
 #include <coring/loop.h>
 #include <coring/trace.h>
+#include "clock.h"
 #include "trace_hooks.h"
 #include "fault.h"
 
@@ -100,14 +101,6 @@ static int sess_stream;               /* (reg_lock) */
 static int sess_err;                  /* the stream's first write error (reg_lock) */
 static int writer_stop;               /* (reg_lock) */
 static pthread_t writer;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- recording ----------------------------------------------------------- */
 
@@ -199,7 +192,7 @@ static void record(int kind, unsigned sub, int arg, const void *e, const void *f
 	 * acquire fence, so it drops event h - cap, overwritten here */
 	atomic_store_explicit(&t->busy, h + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&s[0], now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&s[0], co__now_ns(), memory_order_relaxed);
 	atomic_store_explicit(&s[1], (uint64_t)(kind & 0xff) | (uint64_t)(sub & 0xff) << 8 |
 					     (uint64_t)(uint32_t)arg << 32,
 			      memory_order_relaxed);
@@ -628,7 +621,7 @@ int co_trace_start(const co_trace_opts *opts)
 	atomic_store_explicit(&lost, 0, memory_order_relaxed);
 	sess_cap = pow2_at_least(o.events);
 	sess_threads = 0;
-	sess_t0 = now_ns();
+	sess_t0 = co__now_ns();
 	sess_fd = fd;
 	sess_stream = o.stream != 0;
 	sess_err = 0;

@@ -7,20 +7,12 @@
  * "Freeing a primitive").
  */
 #include <errno.h>
-#include <time.h>
 
+#include "clock.h"
 #include "waiter_internal.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- queues ------------------------------------------------------------------ */
 
@@ -36,6 +28,36 @@ void co__waitq_push(co_waitq *q, co_waiter *w)
 	q->tail = w;
 }
 
+static void timer_remove_post(co_post *p);
+
+int co__wait_repark(co_waiter *w)
+{
+	co_engine *e = w->engine;
+	co_waitq *q = w->q;
+
+	if (co_await_cancelled(w->frame) || (e && co__engine_cancelling(e))) {
+		w->res = -ECANCELED;
+		return 0;
+	}
+	w->prev = NULL; /* at the head: it is the oldest */
+	w->next = q->head;
+	if (q->head)
+		q->head->prev = w;
+	else
+		q->tail = w;
+	q->head = w;
+	if (w->deadline) {
+		w->timed = 1;
+		w->timer_done = 0;
+		w->post.fn = timer_remove_post;
+		atomic_store_explicit(&w->pend, 1, memory_order_relaxed); /* the timer's CQE */
+	}
+	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
+	if (e)
+		co__engine_park_link(e, &w->park);
+	return 1;
+}
+
 /* ---- awaiters that fail at once ---------------------------------------------- */
 
 static int fail_suspend(co_awaiter *a, co_frame *f)
@@ -45,21 +67,10 @@ static int fail_suspend(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static int einval_resume(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return -EINVAL;
-}
-
-/* Stateless, so one instance serves every thread (a NULL co_waiter). */
-static const co_awaiter_ops einval_ops = { NULL, fail_suspend, einval_resume, NULL,
-						   CO__AW_FAILED };
-static co_awaiter einval_aw = { &einval_ops };
-
+/* A NULL co_waiter. */
 co_awaiter *co__wait_einval(void)
 {
-	return &einval_aw;
+	return co__einval_awaiter();
 }
 
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
@@ -184,9 +195,14 @@ static void timed_arm(co_waiter *w, co_engine *e)
 	struct io_uring_sqe *sqe = co_engine_sqe(e, &w->info, TAG_TIMER);
 	struct __kernel_timespec *ts = co_engine_sqe_ts(e, sqe);
 
-	ts->tv_sec = (long long)(w->deadline / 1000000000ull);
-	ts->tv_nsec = (long long)(w->deadline % 1000000000ull);
+	co__ns_to_ts(ts, w->deadline);
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
+}
+
+void co__wait_rearm(co_waiter *w)
+{
+	if (w->timed)
+		timed_arm(w, w->engine);
 }
 
 /* One engine-side event of a timed wait is done; the last one wakes. */
@@ -254,9 +270,10 @@ static void park_cancel(co_parking *p)
 co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk, void *obj)
 {
 	if (w == NULL)
-		return &einval_aw;
+		return co__einval_awaiter();
 	w->deadline = 0;
 	w->timed = 0;
+	w->timer_done = 0;
 	w->next = w->prev = NULL;
 	w->q = NULL;
 	w->frame = NULL;
@@ -287,14 +304,11 @@ void co__wait_limit(co_awaiter *aw, uint64_t deadline)
 
 co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 {
-	uint64_t now;
-
-	if (aw != NULL && aw->ops->kind == CO__AW_FAILED)
-		return aw; /* the prep failed: it ends at once with its error */
-	if (aw == NULL || aw->ops->kind != CO__AW_WAIT)
-		return NULL; /* not a wait: the await ends with -EINVAL (co_timeout limits any) */
-	now = now_ns();
-	co__wait_limit(aw, ns > UINT64_MAX - now ? UINT64_MAX : now + ns);
+	if (aw == NULL)
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw->ops == NULL || aw->ops->kind != CO__AW_WAIT)
+		return co__wrong_kind(aw); /* not a wait: -EINVAL (co_timeout limits any) */
+	co__wait_limit(aw, co__deadline_after(ns));
 	return aw;
 }
 
@@ -311,7 +325,7 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 		err = -ENXIO;
 	else if (co_await_cancelled(f))
 		err = -ECANCELED;
-	else if (w->deadline && now_ns() >= w->deadline)
+	else if (w->deadline && co__now_ns() >= w->deadline)
 		err = -ETIME;
 	if (err) {
 		co__spin_unlock(w->lk);

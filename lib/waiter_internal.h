@@ -77,6 +77,18 @@ void co__wait_wake_frame(co_waiter *w);
 /* Queue operations, under the owning lock. */
 void co__waitq_push(co_waitq *q, co_waiter *w);
 
+/*
+ * Put w, claimed but not woken (its frame is still counted as parked),
+ * back at the head of its queue: a mutex waiter that was invited to take
+ * the lock found it taken again. On w's engine's thread (with no engine,
+ * the thread that runs its frame), with *w->lk held. Returns 1 (waiting
+ * again: once the lock is released, co__wait_rearm arms a timed wait's
+ * timer again), or 0 with w->res = -ECANCELED when its frame was cancelled
+ * or its engine is in a cancel stop: the caller wakes it.
+ */
+int co__wait_repark(co_waiter *w);
+void co__wait_rearm(co_waiter *w);
+
 /* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
  * (what a time limit, lib/timeout.c, asks of a wait); an earlier limit
  * already set holds. */

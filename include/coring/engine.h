@@ -54,7 +54,8 @@ typedef struct co_engine_opts {
 	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
 	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
 	                          after it are finished for them (status
-	                          -ECANCELED); default 1 s */
+	                          -ECANCELED); default 1 s; near UINT64_MAX:
+	                          never (the stop waits for their end) */
 	unsigned submit_batch; /* 0 (the default): the SQEs of a loop turn go
 	                          to the kernel together, at the turn's end (one
 	                          syscall). N: also as soon as N of them wait
@@ -87,7 +88,9 @@ typedef struct co_engine_stats {
 	uint64_t cancelled;    /* frames a cancel stop finished without running
 	                          them (never started, or past the grace) */
 	uint64_t spins;        /* times it polled for work before sleeping */
-	uint64_t spin_hits;    /* ... and work came while it polled */
+	uint64_t spin_hits;    /* ... and work came while it polled (these
+	                          two may be read from any thread, with a
+	                          relaxed atomic load) */
 } co_engine_stats;
 
 /* co_engine_state() */
@@ -280,7 +283,8 @@ CO_API int co_engine_tick(co_engine *e);
 CO_API int co_engine_stop(co_engine *e, int mode);
 
 /* A drain stop that becomes a cancel stop if frames are still live ns
- * nanoseconds from now. Returns 0 or -EINVAL as co_engine_stop. */
+ * nanoseconds from now (an ns whose sum with the clock would wrap, near
+ * UINT64_MAX: never). Returns 0 or -EINVAL as co_engine_stop. */
 CO_API int co_engine_stop_timed(co_engine *e, uint64_t ns);
 
 /* enum co_engine_state of e (a snapshot), or -EINVAL for NULL. */
@@ -354,7 +358,8 @@ CO_API int co_engine_unregister_buffers(co_engine *e);
  * when the SQ is full (never fails for that). NULL unless e runs on the
  * calling thread. With info set, the CQE is counted as in flight until it
  * arrives (a multishot until its last CQE); info NULL means
- * fire-and-forget.
+ * fire-and-forget. Never set IOSQE_IO_DRAIN: the engine keeps its own
+ * wake-up read in flight, so a drained SQE would never start.
  */
 CO_API struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
 

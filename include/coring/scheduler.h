@@ -73,8 +73,8 @@ typedef struct co_sched_opts {
 	unsigned ngroups;
 	unsigned spinners;       /* how many contexts may poll for work at once
 	                            before they sleep (docs/engine.md, "Staying
-	                            awake"); 0: half the CPUs the process may
-	                            use, at least 1 */
+	                            awake"); 0: as many as the CPUs the process
+	                            may use */
 } co_sched_opts;
 
 /* A group as the scheduler keeps it (private). */
@@ -177,7 +177,8 @@ CO_API int co_sched_poll(co_sched *s);
  * spawns are refused from now on, for good. CO_STOP_DRAIN lets every
  * frame finish; CO_STOP_CANCEL ends every wait with -ECANCELED (see
  * co_engine_stop: bounded even against a coroutine that retries).
- * co_sched_stop_timed drains, and cancels what is still live after ns.
+ * co_sched_stop_timed drains, and cancels what is still live after ns
+ * (near UINT64_MAX: never).
  * 0, or -EINVAL (NULL, bad mode, destroyed). Asking again is harmless; a
  * drain may be turned into a cancel.
  */

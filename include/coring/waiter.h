@@ -39,6 +39,7 @@ struct co_waiter {
 	union {
 		void *item;           /* channel: the item to copy */
 		struct co_mutex *mutex; /* condition variable: its mutex */
+		unsigned long mark;   /* mutex lock: its barges when it parked */
 	} u;
 	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
@@ -62,8 +63,11 @@ struct co_waiter {
  * and a released wait that beat its timer keeps its result. ns == 0 makes
  * it a try: -ETIME at once unless the wait completes at once. The timer is
  * an io_uring timeout on the waiting frame's own engine; error -ENXIO when
- * the frame does not run on an engine. Apply it right after the prep;
- * another awaiter is returned unchanged.
+ * the frame does not run on an engine. Apply it right after the prep. An
+ * ns whose sum with the clock would wrap (near UINT64_MAX) never runs out.
+ * Given another kind of awaiter (I/O, your own), the await ends with
+ * -EINVAL in every build, nothing started (a failed prep keeps its own
+ * error); given NULL it returns NULL (CO_AWAIT: -EINVAL, a debug trap).
  */
 CO_API co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
 
