@@ -329,6 +329,34 @@ void co__engine_wake_parked(co_engine *e, co_frame *f)
 	remote_end(e, remote);
 }
 
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked)
+{
+	int remote = remote_begin(e);
+
+	if (first && !remote) {
+		/* the owner: its own queue, oldest first (the chain is newest first) */
+		co_frame *fifo = NULL, *next;
+
+		for (co_frame *r = first; r; r = next) {
+			next = r->next;
+			r->next = fifo;
+			fifo = r;
+		}
+		for (co_frame *r = fifo; r; r = next) {
+			next = r->next;
+			CO__TRACE_WAKE(e, r);
+			owner_push(e, r);
+		}
+	} else if (first) {
+		for (co_frame *r = first; r; r = r->next)
+			CO__TRACE_WAKE(e, r);
+		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
+	}
+	/* release: after the pushes (see co__engine_wake_parked) */
+	atomic_fetch_sub_explicit(&e->parked, parked, memory_order_release);
+	remote_end(e, remote);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cancel requests from other threads                                       */
 /* ------------------------------------------------------------------------ */
@@ -1132,4 +1160,13 @@ co_frame *co__engine_ring_pop(co_engine *e)
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f)
+{
+	CO__TRACE_WAKE(e, f);
+	if (!visit)
+		owner_push(e, f);
+	else
+		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
 }

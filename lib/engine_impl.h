@@ -78,6 +78,9 @@ int co__engine_has_work(co_engine *e);
 void co__engine_wake_disarm(co_engine *e);
 /* Take a frame from e's ready ring (the owner or a thief); NULL if empty. */
 co_frame *co__engine_ring_pop(co_engine *e);
+/* Queue root f, made ready, on e inside a visit of e (visit: what
+ * co__engine_visit_begin returned; 0 on e's own thread). */
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */
 int co__engine_live_get(co_engine *e);
 /* Cancel stop: finish f for it without running it (status -ECANCELED). */
