@@ -679,7 +679,7 @@ static void submit_soon(co_engine *e)
 {
 	unsigned want = e->submit_batch ? e->submit_batch : 1;
 
-	e->submit_soon = 0;
+	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
 	if (io_uring_sq_ready(&e->ring) >= want) {
 		io_uring_submit(&e->ring);
 		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
@@ -716,7 +716,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 		}
 		/* opts.submit_batch: the frame is suspended, so whatever it
 		 * prepared (an operation and a timeout linked to it) is whole */
-		if (co__unlikely(e->submit_soon | e->submit_batch))
+		if (co__unlikely(e->submit_soon))
 			submit_soon(e);
 	}
 }
@@ -862,19 +862,12 @@ static void quiet_set(co_engine *e, unsigned snap)
  * Sleep in the kernel until a completion arrives (submitting what is
  * queued in the same call), unless another thread changed something since
  * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time. With nothing in flight it can only be waiting
- * for another thread: it polls for that first (lib/engine_wait.c).
+ * when nothing came in time.
  */
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
-	uint64_t slept = 0;
 	int ret;
 
-	if (e->inflight == 0 && e->spin_max != 0) {
-		if (e->spin_cur != 0 && co__engine_spin_poll(e, snap, ns))
-			return 0;
-		slept = co__now_ns();
-	}
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
@@ -892,9 +885,22 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	if (slept)
-		co__engine_spin_learn(e, snap, slept);
 	return ret;
+}
+
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	return engine_sleep(e, snap, ns, idle);
+}
+
+/* Wait for work. With nothing in flight the engine can only be waiting for
+ * another thread: it polls for that first (lib/engine_wait.c); with I/O in
+ * flight, a server's every turn, it sleeps at once. */
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	if (co__unlikely(e->inflight == 0) && e->spin_max != 0)
+		return co__engine_wait_idle(e, snap, ns, idle);
+	return engine_sleep(e, snap, ns, idle);
 }
 
 /* The stop state at the start of a turn: escalates a timed drain to a

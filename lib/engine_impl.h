@@ -91,12 +91,13 @@ int co__engine_live_get(co_engine *e);
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
-/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off
- * until wait_ns (0: none) or the budget runs out (1: one came); learn
- * from a sleep that began at since; the sleep under valgrind. */
-int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns);
-void co__engine_spin_learn(co_engine *e, unsigned snap, uint64_t since);
+/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off,
+ * then sleep; the sleep under valgrind. co__engine_sleep is the loop's
+ * sleep (engine.c). Each returns 0 or io_uring's error (-ETIME: ns ran
+ * out). */
+int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle);
 int co__engine_idle_sleep(co_engine *e, uint64_t ns);
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
 

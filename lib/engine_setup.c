@@ -280,6 +280,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->batch = o.batch;
 	e->spin_max = spin_max(&o);
 	e->submit_batch = o.submit_batch;
+	e->submit_soon = o.submit_batch != 0;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
 	atomic_init(&e->stop_mode, CO__STOP_NONE);

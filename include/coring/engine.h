@@ -159,8 +159,9 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
-	unsigned char submit_soon;      /* private: a read or write waits in the
-	                                   SQ (submit_batch 0) */
+	unsigned char submit_soon;      /* private: look at the SQ after this
+	                                   resume (a read or write waits in it,
+	                                   or submit_batch is set) */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
 	uint64_t spin_cur;              /* private: the adaptive poll budget */
