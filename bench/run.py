@@ -604,8 +604,10 @@ class Run:
         if gone:
             self.say(f"bench: {', '.join(gone)} not found: firmware skipped (tools/deps.sh bench)")
             return
-        self.fw_rows = firmware.measure(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.fw_rows = firmware.measure(src)
         self.say(firmware.table(self.fw_rows))
+        self.say(firmware.report(src, self.fw_rows)[0])
         self.say()
 
     # ---- the other benchmarks --------------------------------------------------------------
