@@ -12,6 +12,12 @@
 #include <coring/co.h>
 #include <coring/version.h>
 
+/* libcoring is built with the full frame; a program that asked co.h for
+ * the lean one would hand it frames of another layout. */
+#if CO_LEAN_FRAME
+#error "coring: the Linux layers need the full co_frame: do not define CO_LEAN_FRAME=1 with them"
+#endif
+
 /* Private fields that other threads touch are atomics in C. C++ code only
  * embeds the structs (it never touches private fields), so it sees plain
  * fields of the same size and alignment. */
