@@ -28,15 +28,15 @@ continuation and a switch on __LINE__ cases) as the baseline. Per program:
     body       the instructions inside the body functions (by the symbol
                qemu names for each), per resume
 Then the targets, each printed met or missed by how much:
-    tiny profile (issue 14): RAM <= 4 B, text within 1.2x of the baseline,
+    tiny profile: RAM <= 4 B, text within 1.2x of the baseline,
                at most 17 instructions per plain resume (the generator's:
                one yield, no condition; the other two programs' resumes do
                more work and are compared with the baseline's), program by
                program and backend by backend;
-    default backend (issue 27): the tiny profile's text within 1.2x with
+    default backend: the tiny profile's text within 1.2x with
                the backend co.h picks when none is asked for (it says which:
                the switch one on bare metal);
-    co_frame (issue 27): RAM <= 32 B, at most 20 instructions per plain
+    co_frame: RAM <= 32 B, at most 20 instructions per plain
                resume, and a resume through an await chain of depth 8
                costing what one through depth 2 (a root awaiting one
                child) does, within half an instruction: constant-cost

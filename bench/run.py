@@ -118,7 +118,7 @@ HANDOFF_ROWS = [
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
                  "chan16": "chan cap 16", "chan256": "chan cap 256", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
-# issue 24's goals: coring's shape against a peer's, the ratio's bound
+# the hand-off targets: coring's shape against a peer's, the ratio's bound
 HANDOFF_GOALS = [
     ("pingpong", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
     ("transfer", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
@@ -751,7 +751,7 @@ class Run:
         return "\n".join(lines)
 
     def handoff_targets(self):
-        """Issue 24's goals, from this run's hand-off rows."""
+        """The hand-off targets, from this run's hand-off rows."""
         def verdict(ok):
             return "met" if ok else "MISSED"
         v = self.handoff_value
