@@ -128,7 +128,7 @@ HANDOFF_ROWS = [
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
                  "chan16": "chan cap 16", "chan256": "chan cap 256", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
-# issue 24's goals: coring's shape against a peer's, the ratio's bound
+# the hand-off targets: coring's shape against a peer's, the ratio's bound
 HANDOFF_GOALS = [
     ("pingpong", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
     ("transfer", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
@@ -647,8 +647,10 @@ class Run:
         if gone:
             self.say(f"bench: {', '.join(gone)} not found: firmware skipped (tools/deps.sh bench)")
             return
-        self.fw_rows = firmware.measure(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.fw_rows = firmware.measure(src)
         self.say(firmware.table(self.fw_rows))
+        self.say(firmware.report(src, self.fw_rows)[0])
         self.say()
 
     # ---- the other benchmarks --------------------------------------------------------------
@@ -792,7 +794,7 @@ class Run:
         return "\n".join(lines)
 
     def handoff_targets(self):
-        """Issue 24's goals, from this run's hand-off rows."""
+        """The hand-off targets, from this run's hand-off rows."""
         def verdict(ok):
             return "met" if ok else "MISSED"
         v = self.handoff_value

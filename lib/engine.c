@@ -590,49 +590,6 @@ struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 	return sqe_get(e);
 }
 
-struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
-{
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	return co__engine_sqe(e, info, tag);
-}
-
-struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
-{
-	struct io_uring_sqe *sqe;
-
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
-	e->last_info = NULL;
-	if (sqe == NULL)
-		return NULL;
-	co__sqe_tag(e, sqe, info, tag);
-	return sqe;
-}
-
-struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
-{
-	struct io_uring_sq *sq;
-
-	if (e == NULL || e != co__tls_engine || info == NULL || e->last_info != info)
-		return NULL;
-	sq = &e->ring.sq; /* last_info's SQE is the one before the tail */
-	return &sq->sqes[((sq->sqe_tail - 1) & sq->ring_mask) << e->sqe_shift];
-}
-
-struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
-{
-	size_t i;
-
-	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes)
-		return NULL;
-	i = (size_t)(sqe - e->ring.sq.sqes) >> e->sqe_shift; /* SQE128: two per slot */
-	if (i >= e->ring.sq.ring_entries)
-		return NULL;
-	return &e->ts[i];
-}
-
 /* ------------------------------------------------------------------------ */
 /* The loop                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -929,7 +886,16 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
+	at = co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
+	if (co__unlikely(co__engine_park_lingering(e)) && at != UINT64_MAX) {
+		uint64_t now = co__now_ns();
+
+		if (now < at)
+			*wait_ns = at - now; /* wake when the grace runs out */
+		else
+			co__engine_park_give_up_all(e);
+	}
+	return at;
 }
 
 /* The first half of every turn, looping or ticking: take in what other
@@ -1050,7 +1016,7 @@ static int enter(co_engine *e)
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	if (co__engine_transition(e, CO__T_RUN) < 0)
+	if (co__engine_take(e) < 0)
 		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
@@ -1178,9 +1144,24 @@ co_frame *co__engine_ring_pop(co_engine *e)
 	return ring_pop(e);
 }
 
+co_frame *co__engine_local_pop(co_engine *e)
+{
+	return local_pop(e);
+}
+
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+void co__engine_inbox_drain(co_engine *e)
+{
+	inbox_drain(e);
+}
+
+void co__engine_finish_now(co_engine *e, co_frame *f)
+{
+	finish_now(e, f);
 }
 
 int co__engine_call_begin(co_engine *e, int *visit)

@@ -19,6 +19,15 @@
 #              a user's CO_TRAP with its message (test/freestanding/trap.c).
 #   clang      clang cross builds for thumbv6m (Cortex-M0+), thumbv7em
 #              (Cortex-M4) and rv32imac: -Wpedantic -Werror, no symbol.
+#   link       the demo, which calls every public entry of loop.h (the
+#              queue included) and co.h, linked from co_freestanding_demo
+#              with -nostdlib (no libc, no libgcc) at -Os, for Cortex-M0
+#              (and at -O0), M0+, M4 (PRIMASK and CO_IRQ_BASEPRI) with
+#              arm-none-eabi-gcc, and for Cortex-M0 and rv32imac with
+#              clang and ld.lld: a helper call (a division, an atomic)
+#              is an undefined reference and fails the link. And
+#              CO_IRQ_BASEPRI where it cannot work (Cortex-M0/M0+, a value
+#              of 0 or over 255) must be a compile error naming it.
 # Exit 77 (skip) when the tools of a mode are absent.
 set -u
 mode=$1 src=$2
@@ -54,20 +63,25 @@ native)
 			check_no_symbols nm "$o"
 		done
 		if [ "$(uname -m)" = x86_64 ]; then
-			$CC -std=c99 -ffreestanding -nostdlib -static -O2 -DCO_USE_COMPUTED_GOTO=$backend \
-				-DCO_FREESTANDING_START -I"$src/include" -Wl,-e,co_start \
-				"$demo" -o "$tmp/demo" || { echo "FAIL: link"; exit 1; }
-			if "$tmp/demo"; then
-				echo "ok: libc-free program ran (backend $backend)"
-			else
-				echo "FAIL: libc-free program exited $?"; fail=1
-			fi
+			for lean in 0 1; do
+				$CC -std=c99 -ffreestanding -nostdlib -static -O2 -DCO_USE_COMPUTED_GOTO=$backend \
+					-DCO_LEAN_FRAME=$lean -DCO_FREESTANDING_START -I"$src/include" \
+					-Wl,-e,co_start "$demo" -o "$tmp/demo" || { echo "FAIL: link"; exit 1; }
+				if "$tmp/demo"; then
+					echo "ok: libc-free program ran (backend $backend, lean frame $lean)"
+				else
+					echo "FAIL: libc-free program exited $? (backend $backend, lean frame $lean)"
+					fail=1
+				fi
+			done
 		fi
 	done
 	if command -v c++ >/dev/null 2>&1; then
-		c++ -std=c++11 -x c++ $warn -I"$src/include" -c "$demo" -o "$tmp/all_cxx.o" ||
-			{ echo "FAIL: C++11 compile"; fail=1; }
-		[ $fail = 0 ] && echo "ok: compiles as C++11 with -Wpedantic"
+		for lean in 0 1; do
+			c++ -std=c++11 -x c++ $warn -DCO_LEAN_FRAME=$lean -I"$src/include" -c "$demo" \
+				-o "$tmp/all_cxx.o" || { echo "FAIL: C++11 compile (lean frame $lean)"; fail=1; }
+		done
+		[ $fail = 0 ] && echo "ok: compiles as C++11 with -Wpedantic, both frame layouts"
 	fi
 	;;
 cortex-m)
@@ -156,7 +170,57 @@ clang)
 		done
 	done
 	;;
+link)
+	need arm-none-eabi-gcc
+	for cpu in cortex-m0 cortex-m0plus cortex-m4 cortex-m4:-DCO_IRQ_BASEPRI=0x40; do
+		# -O0 keeps every call; the cores share the code, so once is enough
+		opts=-Os
+		[ "$cpu" = cortex-m0 ] && opts="-O0 -Os"
+		for backend in 0 1; do
+			for opt in $opts; do
+				# shellcheck disable=SC2086
+				if arm-none-eabi-gcc -mcpu=${cpu%%:*} -mthumb -std=c99 -ffreestanding -nostdlib \
+					-nostartfiles $opt $warn -DCO_USE_COMPUTED_GOTO=$backend \
+					$(case $cpu in *:*) echo "${cpu#*:}" ;; esac) -I"$src/include" \
+					-Wl,-e,co_freestanding_demo "$demo" -o "$tmp/link.elf" 2>"$tmp/log"; then
+					echo "ok: $cpu backend $backend $opt links with -nostdlib"
+				else
+					echo "FAIL: $cpu backend $backend $opt:"; cat "$tmp/log"; fail=1
+				fi
+			done
+		done
+	done
+	# CO_IRQ_BASEPRI where it cannot work does not compile: a core without
+	# BASEPRI, a value that would mask nothing or does not fit
+	for bad in cortex-m0:0x40 cortex-m0plus:0x40 cortex-m4:0 cortex-m4:256; do
+		if arm-none-eabi-gcc -mcpu=${bad%%:*} -mthumb -std=c99 -ffreestanding \
+			-DCO_IRQ_BASEPRI=${bad#*:} -I"$src/include" -c "$demo" -o "$tmp/bad.o" 2>"$tmp/log"; then
+			echo "FAIL: CO_IRQ_BASEPRI=${bad#*:} compiled for ${bad%%:*}"; fail=1
+		elif grep -q 'CO_IRQ_BASEPRI' "$tmp/log"; then
+			echo "ok: CO_IRQ_BASEPRI=${bad#*:} for ${bad%%:*} is a compile error naming it"
+		else
+			echo "FAIL: CO_IRQ_BASEPRI=${bad#*:} for ${bad%%:*} failed otherwise:"; cat "$tmp/log"; fail=1
+		fi
+	done
+	if command -v clang >/dev/null 2>&1 && command -v ld.lld >/dev/null 2>&1; then
+		for t in "--target=thumbv6m-none-eabi -mcpu=cortex-m0" \
+			"--target=riscv32-unknown-elf -march=rv32imac -mabi=ilp32"; do
+			for opt in -O0 -Os; do
+				# shellcheck disable=SC2086
+				if clang $t -std=c99 -ffreestanding -nostdlib -fuse-ld=lld $opt $warn \
+					-I"$src/include" -Wl,-e,co_freestanding_demo "$demo" -o "$tmp/link.elf" \
+					2>"$tmp/log"; then
+					echo "ok: clang $t $opt links with -nostdlib"
+				else
+					echo "FAIL: clang $t $opt:"; cat "$tmp/log"; fail=1
+				fi
+			done
+		done
+	else
+		echo "FAIL: no clang or ld.lld for the rv32imac link (tools/deps.sh test)"; fail=1
+	fi
+	;;
 *)
-	echo "usage: $0 native|cortex-m|newlib|qemu|clang SRCDIR"; exit 2 ;;
+	echo "usage: $0 native|cortex-m|newlib|qemu|clang|link SRCDIR"; exit 2 ;;
 esac
 exit $fail

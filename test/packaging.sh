@@ -104,6 +104,15 @@ for h in $(find "$tmp/prefix" -path "*/include/coring/*.h"); do
 	cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags -c "$tmp/one.c" -o "$tmp/one.o" ||
 		fail "coring/$name alone does not build under -std=c11"
 done
+# the library is built with the full frame: asking co.h for the lean one
+# with a Linux header is coring's error, not a silent mismatch
+printf '#include <coring/engine.h>\nint main(void) { return 0; }\n' > "$tmp/lean.c"
+# shellcheck disable=SC2086
+if cc -std=c11 -DCO_LEAN_FRAME=1 $cflags -c "$tmp/lean.c" -o "$tmp/lean.o" 2> "$tmp/lean.log"; then
+	fail "a lean co_frame with coring/engine.h built"
+fi
+grep -q "the Linux layers need the full co_frame" "$tmp/lean.log" ||
+	{ cat "$tmp/lean.log"; fail "a lean co_frame with coring/engine.h: not coring's error"; }
 # the sync headers need no liburing (coring/engine_types.h, not engine.h)
 printf '#include <coring/sync.h>\n#include <coring/channel.h>\n#include <coring/when.h>\n' > "$tmp/sync.c"
 # shellcheck disable=SC2086

@@ -84,6 +84,8 @@ static void test_return_status(void **state)
 	(void)state;
 	co_init(&e.co, early_fn);
 	assert_int_equal(co_resume(&e.co), CO_YIELDED);
+	assert_int_equal(co_status(&e.co), 0); /* before the end (the lean frame's
+						  label word holds the label) */
 	assert_int_equal(co_resume(&e.co), CO_DONE);
 	assert_int_equal(co_status(&e.co), -EINVAL);
 	assert_int_equal(e.after, 0);
@@ -230,10 +232,14 @@ static void test_init_resets_every_field(void **state)
 	(void)state;
 	memset(&c, 0xa5, sizeof c);
 	c.co.on_done = count_done; /* the wrong order: set first */
+#if !CO_LEAN_FRAME
 	c.co.user = &c;
+#endif
 	co_init(&c.co, counter_fn);
 	assert_null(c.co.on_done);
+#if !CO_LEAN_FRAME
 	assert_null(c.co.user);
+#endif
 	assert_int_equal(c.co.label, 0);
 	assert_int_equal(c.co.state, 0);
 	assert_int_equal(c.co.cancel, 0);
@@ -243,6 +249,10 @@ static void test_init_resets_every_field(void **state)
 	assert_null(c.co.parent);
 	c.co.on_done = count_done; /* the right order: set after */
 	assert_ptr_equal(c.co.on_done, count_done);
+#if CO_LEAN_FRAME
+	/* the lean frame is 8 words: 32 bytes on a 32-bit core */
+	assert_int_equal(sizeof(co_frame), 8 * sizeof(void *));
+#endif
 }
 
 /* co_waiting: true exactly while the chain waits on an awaiter. */

@@ -616,6 +616,26 @@ static void test_isr_queue(void **state)
 	assert_int_equal(k.res, -ETIME);
 	assert_int_equal(loop.live, 0);
 	assert_int_equal(q.count, 0);
+
+	/* the ring wraps in place: the oldest is at slot 1 now, so the third
+	 * put lands in slot 0 (a compare, no division), still first out */
+	assert_int_equal(co_isr_queue_put(&q, (void *)6), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)7), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)8), 1);
+	assert_int_equal(co_isr_queue_put(&q, (void *)9), 0);
+	assert_ptr_equal(slots[0], (void *)8);
+	memset(&k, 0, sizeof k);
+	k.q = &q;
+	k.l = &loop;
+	co_init(&k.co, qtaker_fn);
+	assert_int_equal(co_loop_spawn(&loop, &k.co), 0);
+	co_loop_run(&loop);
+	assert_int_equal(co_isr_queue_put(&q, (void *)10), 1);
+	co_loop_run(&loop);
+	assert_int_equal(k.got[0], 6);
+	assert_int_equal(k.got[1], 7);
+	assert_int_equal(k.got[2], 8);
+	assert_int_equal(k.got[3], 10);
 }
 
 /* Items put by a signal handler (the interrupt) arrive in order, none

@@ -4,7 +4,7 @@
 set -eu
 common="meson ninja-build pkg-config gcc liburing-dev libck-dev"
 case "${1:-test}" in
-test)  want="$common libcmocka-dev clang llvm gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user valgrind" ;;
+test)  want="$common libcmocka-dev clang llvm lld gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user qemu-system-arm valgrind" ;;
 bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go"
        # the peers of bench/peers/: libuv, Boost.Asio (headers only), nginx
        want="$want libuv1-dev libboost-dev nginx-light" ;;

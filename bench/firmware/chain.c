@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* An await chain of depth 8: each level awaits the next; the leaf yields
- * for ever, so every resume goes through the whole chain's root. */
+/* An await chain of depth 8 (or -DDEPTH=n): each level awaits the next;
+ * the leaf yields for ever, so every resume goes through the whole
+ * chain's root. */
 #include "fw.h"
 
+#ifndef DEPTH
 #define DEPTH 8
+#endif
 
 struct level { co_frame co; struct level *next; };
 

@@ -5,7 +5,8 @@
  * FW_BODY marks a coroutine body, kept a function of its own so that its
  * size can be read off the symbol table; fw_frame_size is the size of the
  * frame (FW_FRAME: co_frame, or co_tiny for the tiny profile) as a symbol
- * size; the program resumes its coroutine N times (-DN=...)
+ * size, fw_backend's the label backend; the program resumes its coroutine
+ * N times (-DN=...)
  * and exits through the Linux system call, so qemu-arm's user mode runs it
  * and counts its instructions.
  *
@@ -37,6 +38,8 @@ int fw_nothing(void *obj)
 #define FW_FRAME co_frame
 #endif
 char fw_frame_size[sizeof(FW_FRAME)];
+/* The label backend co.h chose (1 byte: switch, 2: computed goto). */
+char fw_backend[CO_USE_COMPUTED_GOTO + 1];
 
 int fw_run(long n);
 

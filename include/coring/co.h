@@ -28,13 +28,18 @@
  * with -std=c99 -ffreestanding -nostdlib and the object needs no symbol.
  *
  * Label backends (identical user code, chosen before including this header):
- *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values, the default there.
- *                             Suspension points inside a user `switch` work.
+ *   CO_USE_COMPUTED_GOTO=1    GCC/Clang labels-as-values, their default
+ *                             under an operating system (Unix, macOS,
+ *                             Windows). Suspension points inside a user
+ *                             `switch` work.
  *   CO_USE_COMPUTED_GOTO=0    switch on the frame's label (portable C99), the
- *                             default elsewhere. A suspension point inside a
- *                             user `switch` cannot work here; it traps on
- *                             resume with a message (never skips or
- *                             restarts code), a co_tiny's as a co_frame's.
+ *                             default elsewhere, bare metal included: there
+ *                             it is the smaller code for the tiny profile
+ *                             (docs/firmware.md, "Cost"). A suspension
+ *                             point inside a user `switch` cannot work
+ *                             here; it traps on resume with a message (never
+ *                             skips or restarts code), a co_tiny's as a
+ *                             co_frame's.
  * Both backends give the same struct layout, so translation units built with
  * different backends can share frames and link against the same library.
  *
@@ -68,12 +73,23 @@ extern "C" {
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* Resume labels: computed goto (labels as values) wherever the compiler
- * has it, GCC and Clang: a suspension point may then sit anywhere,
- * inside a user's switch too. Elsewhere, or with CO_USE_COMPUTED_GOTO
- * defined to 0, a portable switch (see "Label backends" below). */
+/* CO__OS: built for an operating system (Unix, macOS, Windows); 0 on bare
+ * metal, where what a core lacks decides some defaults below. */
+#if defined(__unix__) || defined(__APPLE__) || defined(_WIN32)
+#define CO__OS 1
+#else
+#define CO__OS 0
+#endif
+
+/* Resume labels: computed goto (labels as values) where the compiler has
+ * it, GCC and Clang, under an operating system: a suspension point may then
+ * sit anywhere, inside a user's switch too. Elsewhere, bare metal included
+ * (where it gives the tiny profile's bodies their smallest code, within
+ * 1.2x of a hand-written state machine, and a co_frame's within a few
+ * bytes of computed goto's), or with CO_USE_COMPUTED_GOTO defined to 0, a
+ * portable switch (see "Label backends" below). */
 #ifndef CO_USE_COMPUTED_GOTO
-#if defined(__GNUC__)
+#if defined(__GNUC__) && CO__OS
 #define CO_USE_COMPUTED_GOTO 1
 #else
 #define CO_USE_COMPUTED_GOTO 0
@@ -82,6 +98,43 @@ extern "C" {
 
 #if CO_USE_COMPUTED_GOTO && !defined(__GNUC__)
 #error "coring: CO_USE_COMPUTED_GOTO needs GCC or Clang (labels as values)"
+#endif
+
+/* Anonymous unions (the lean frame's): C11, C++, or GNU C in any mode
+ * (__extension__ keeps a -std=c99 -Wpedantic build quiet). */
+#if defined(__GNUC__)
+#define CO__ANON_UNION __extension__ union
+#define CO__HAVE_ANON_UNION 1
+#elif defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L)
+#define CO__ANON_UNION union
+#define CO__HAVE_ANON_UNION 1
+#else
+#define CO__HAVE_ANON_UNION 0
+#endif
+
+/*
+ * CO_LEAN_FRAME: the layout of co_frame (see "Types" below). 1: the lean
+ * frame, 8 words (32 bytes on a 32-bit core): fields that are never in
+ * use at the same time share a word, and it has no `user` field. 0: the
+ * frame of the Linux layers (libcoring's engine, scheduler and sync),
+ * every field in its own place, `user` and the engine's list of
+ * cross-thread cancel requests included. The default is 0 on Linux, where
+ * libcoring runs, and 1 elsewhere (bare metal, other systems); the lean
+ * frame needs anonymous unions (GNU C, C11 or C++), without them 0. The
+ * API and the behaviour are the same, except that the lean frame keeps a
+ * CO_RETURN status in the label's word and an await's value in the
+ * awaiter's: read them with co_status() and co_result() (a finished
+ * frame's status, an await's value once it ended).
+ */
+#ifndef CO_LEAN_FRAME
+#if defined(__linux__) || !CO__HAVE_ANON_UNION
+#define CO_LEAN_FRAME 0
+#else
+#define CO_LEAN_FRAME 1
+#endif
+#endif
+#if CO_LEAN_FRAME && !CO__HAVE_ANON_UNION
+#error "coring: CO_LEAN_FRAME needs anonymous unions (GNU C, C11 or C++)"
 #endif
 
 #ifndef CO_DEBUG
@@ -103,8 +156,7 @@ extern "C" {
  * firmware fault handler, a logger). It must not return.
  */
 #ifndef CO_HOSTED_TRAP
-#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC) && \
-	(defined(__unix__) || defined(__APPLE__) || defined(_WIN32))
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ && !defined(CO_NO_LIBC) && CO__OS
 #define CO_HOSTED_TRAP 1
 #else
 #define CO_HOSTED_TRAP 0
@@ -158,8 +210,12 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define CO__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define CO__LIKELY(x) __builtin_expect(!!(x), 1)
+#define CO__NOINLINE __attribute__((__noinline__))
 #else
 #define CO__UNLIKELY(x) (x)
+#define CO__LIKELY(x) (x)
+#define CO__NOINLINE
 #endif
 
 /* A frame's state word is read by co_cancel on the frame's thread while
@@ -202,13 +258,17 @@ typedef struct co_awaiter_ops co_awaiter_ops;
 typedef struct co_runner co_runner;
 
 /* What a body returns to the trampoline (internal; bodies return them via
- * the macros only). The two that suspend are the positive ones, so that
- * co_resume's common case is one test of the sign. */
+ * the macros only). The two that suspend are the nonzero ones, so that
+ * co_resume's common case is one test against zero; a body that ended and
+ * one that starts a child both return 0, told apart by the root's top
+ * frame (co__call_begin makes the child the top). GO_ON is what an
+ * await's first half returns when it does not suspend. */
 enum {                         /* YIELD and WAIT equal CO_YIELDED, CO_WAITING */
 	CO__RET_DONE = 0,      /* finished (CO_END / CO_RETURN) */
 	CO__RET_YIELD = 1,     /* suspended, ready to run again */
 	CO__RET_WAIT = 2,      /* suspended on an awaiter that will co_wake() it */
-	CO__RET_CALL = -1,     /* start the child in frame->u.child */
+	CO__RET_CALL = 0,      /* start the child now at the root's top */
+	CO__GO_ON = -1,        /* not a body's: the await completed at once */
 };
 
 /* What co_resume() reports. */
@@ -218,15 +278,18 @@ enum co_run {
 	CO_WAITING = 2,   /* it waits on an awaiter; co_wake() makes it ready */
 };
 
-/* co_frame.state bits (private to coring). */
+/* co_frame.state bits (private to coring). Those of the low byte each send
+ * co_resume off its fast path, so that it tests the byte against zero;
+ * SPAWNED and TASK, which do not, are above it. */
 enum {
 	CO__ST_DONE = 1u << 0,       /* finished; never runs again */
 	CO__ST_WAITING = 1u << 1,    /* root: suspended on an awaiter */
-	CO__ST_SPAWNED = 1u << 3,    /* root: owned by a runner (loop/engine) */
-	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
-	CO__ST_TASK = 1u << 5,       /* root: a scheduler's top-level task */
-	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
 	CO__ST_RUNNING = 1u << 2,    /* root: inside co_resume (debug builds) */
+	CO__ST_NESTED = 1u << 4,     /* root: top is a child, not the root */
+	CO__ST_CHILD = 1u << 6,      /* child: awaited by a parent right now */
+	CO__ST_SLOW = 0xffu,         /* the low byte: any bit set, the slow path */
+	CO__ST_SPAWNED = 1u << 8,    /* root: owned by a runner (loop/engine) */
+	CO__ST_TASK = 1u << 9,       /* root: a scheduler's top-level task */
 };
 
 /* The RUNNING bit where it is kept: debug builds only, so that release
@@ -253,10 +316,46 @@ enum {
 /*
  * The frame every coroutine struct begins with. Field ownership:
  *   public, read-only: status (after the end), result (after an await);
- *   public, read-write before spawning: on_done, user;
+ *   public, read-write before spawning: on_done, user (not in the lean
+ *   frame);
  *   private: everything else (the trampoline, the awaiters, the runners).
- * 96 bytes on LP64; see bench/memory for the per-coroutine total.
+ * Two layouts (CO_LEAN_FRAME above), with the same field names:
+ *   the lean frame, 32 bytes on a 32-bit core (64 on LP64): a word holds
+ *   the label until the end, then the status; one the parent of a child
+ *   or the runner of a root (the CHILD bit tells which); one the awaiter
+ *   during an await, then its value;
+ *   the full frame, 96 bytes on LP64 (56 on a 32-bit core); see
+ *   bench/memory for the per-coroutine total.
  */
+#if CO_LEAN_FRAME
+struct co_frame {
+	int (*fn)(co_frame *);          /* private: the body */
+	CO__ANON_UNION {
+		uintptr_t label;        /* private: resume point, 0 = not started */
+		int status;             /* public: CO_RETURN status, once finished
+		                           (co_status) */
+	};
+	CO__ANON_UNION {
+		co_frame *parent;       /* private: child: who awaits it */
+		co_runner *runner;      /* private: root: who runs it (NULL: by hand) */
+	};
+	co_frame *top;                  /* private: root: innermost running frame;
+	                                   child: its root */
+	co_frame *next;                 /* private: intrusive link, owned by whichever
+	                                   queue or wait list holds the frame */
+	CO__ANON_UNION {
+		union {                 /* private: the awaiter of an await */
+			co_awaiter *aw;
+		} u;
+		int result;             /* public: the last await's value, once it
+		                           ended (co_result) */
+	};
+	void (*on_done)(co_frame *);    /* public: called by its runner once the
+	                                   root finished; may free the frame */
+	uint16_t state;                 /* private: CO__ST_* bits */
+	unsigned char cancel;           /* private: root: CO__CANCEL_* bits */
+};
+#else
 struct co_frame {
 	int (*fn)(co_frame *);          /* private: the body */
 	uintptr_t label;                /* private: resume point, 0 = not started */
@@ -266,9 +365,8 @@ struct co_frame {
 	co_frame *next;                 /* private: intrusive link, owned by whichever
 	                                   queue or wait list holds the frame */
 	co_runner *runner;              /* private: root: who runs it (NULL: by hand) */
-	union {                         /* private: what the frame is suspended on */
+	union {                         /* private: the awaiter of an await */
 		co_awaiter *aw;
-		co_frame *child;
 	} u;
 	void (*on_done)(co_frame *);    /* public: called by its runner once the
 	                                   root finished; may free the frame */
@@ -283,6 +381,16 @@ struct co_frame {
 	co_frame *cancel_next;          /* private: root: the runner's list of
 	                                   cancel requests from other threads */
 };
+#endif
+
+/* Is f a child (awaited by a parent right now)? Its parent, or NULL. */
+#if CO_LEAN_FRAME
+#define CO__IS_CHILD(f) (((f)->state & CO__ST_CHILD) != 0)
+#define CO__PARENT(f) (CO__IS_CHILD(f) ? (f)->parent : (co_frame *)NULL)
+#else
+#define CO__IS_CHILD(f) ((f)->parent != NULL)
+#define CO__PARENT(f) ((f)->parent)
+#endif
 
 /*
  * The C++20 awaiter protocol. An awaiter is a struct (usually a field of the
@@ -397,19 +505,26 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 {
 	CO__CHECK(f != NULL, "co_init: NULL frame");
 	f->fn = fn;
-	f->label = 0;
-	f->parent = NULL;
 	f->top = f;
 	f->next = NULL;
+	f->on_done = NULL;
+	f->state = 0;
+	f->cancel = 0;
+#if CO_LEAN_FRAME
+	f->label = 0; /* and status 0 */
+	f->parent = NULL; /* and runner NULL */
+	f->u.aw = NULL; /* and result 0 */
+	f->result = 0;
+#else
+	f->label = 0;
+	f->parent = NULL;
 	f->runner = NULL;
 	f->u.aw = NULL;
-	f->on_done = NULL;
 	f->user = NULL;
 	f->status = 0;
 	f->result = 0;
-	f->state = 0;
-	f->cancel = 0;
 	f->cancel_next = NULL;
+#endif
 }
 
 /* True once the coroutine has finished (CO_END or CO_RETURN). */
@@ -419,22 +534,37 @@ static inline int co_done(const co_frame *f)
 	return (f->state & CO__ST_DONE) != 0;
 }
 
+/* The outermost frame of f's await chain (what runners queue). */
+static inline co_frame *co_root(co_frame *f)
+{
+	return CO__IS_CHILD(f) ? f->top : f;
+}
+
+/* co_root for the queries, which take a const frame. */
+static inline const co_frame *co__root_const(const co_frame *f)
+{
+	return CO__IS_CHILD(f) ? f->top : f;
+}
+
 /* True while f's chain is suspended on an awaiter: only a co_wake makes it
  * ready again (a hand-written superloop resumes the frames for which this
  * is false and co_done is false). */
 static inline int co_waiting(const co_frame *f)
 {
 	CO__CHECK(f != NULL, "co_waiting: NULL frame");
-	if (f->parent)
-		f = f->top;
-	return (CO__LOAD_RELAXED(&f->state) & CO__ST_WAITING) != 0;
+	return (CO__LOAD_RELAXED(&co__root_const(f)->state) & CO__ST_WAITING) != 0;
 }
 
 /* The status given to CO_RETURN (0 after CO_END or before the end). */
 static inline int co_status(const co_frame *f)
 {
 	CO__CHECK(f != NULL, "co_status: NULL frame");
+#if CO_LEAN_FRAME
+	/* the status has the label's word: before the end it holds the label */
+	return (f->state & CO__ST_DONE) ? f->status : 0;
+#else
 	return f->status;
+#endif
 }
 
 /* The value of the frame's last CO_AWAIT / CO_AWAIT_TASK. */
@@ -451,7 +581,7 @@ static inline int co_cancelled(const co_frame *f)
 	const co_frame *r;
 
 	CO__CHECK(f != NULL, "co_cancelled: NULL frame");
-	r = f->parent ? f->top : f;
+	r = co__root_const(f);
 	return (CO__LOAD_RELAXED(&r->cancel) & (CO__CANCEL_ASKED | CO__CANCEL_LIMITS)) != 0;
 }
 
@@ -459,7 +589,7 @@ static inline int co_cancelled(const co_frame *f)
  * -ECANCELED now? A shield holds co_cancel's request back, not a limit's. */
 static inline int co_await_cancelled(const co_frame *f)
 {
-	const co_frame *r = f->parent ? f->top : f;
+	const co_frame *r = co__root_const(f);
 	unsigned c = CO__LOAD_RELAXED(&r->cancel);
 
 	return (c & CO__CANCEL_LIMITS) || (c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED;
@@ -488,91 +618,123 @@ static inline int co_await_cancelled(const co_frame *f)
 static inline void co_shield(co_frame *f)
 {
 	CO__CHECK(f != NULL, "co_shield: NULL frame");
-	CO__OR_BYTE(&(f->parent ? f->top : f)->cancel, CO__CANCEL_SHIELD);
+	CO__OR_BYTE(&co_root(f)->cancel, CO__CANCEL_SHIELD);
 }
 
 static inline void co_unshield(co_frame *f)
 {
 	CO__CHECK(f != NULL, "co_unshield: NULL frame");
-	CO__AND_BYTE(&(f->parent ? f->top : f)->cancel, (unsigned char)~CO__CANCEL_SHIELD);
+	CO__AND_BYTE(&co_root(f)->cancel, (unsigned char)~CO__CANCEL_SHIELD);
 }
 
-/* The outermost frame of f's await chain (what runners queue). */
-static inline co_frame *co_root(co_frame *f)
+/* How co_resume returns a suspension r of root's chain (YIELD or WAIT).
+ * After a wait the awaiter may already have handed the frame to another
+ * thread: touch nothing (the await cleared RUNNING before). */
+static inline int co__suspended(co_frame *root, int r)
 {
-	return f->parent ? f->top : f;
-}
-
-/*
- * Run the coroutine, or the innermost child it awaits, until its next
- * suspension point or its end. Children are entered and left by this loop
- * (a trampoline), so the C stack does not grow with the await depth.
- * Returns CO_DONE, CO_YIELDED or CO_WAITING. Give it a root frame (one not
- * awaited by a parent); resuming a finished or waiting frame is a
- * programming error (trap in debug builds, CO_DONE/CO_WAITING otherwise).
- */
-static inline int co_resume(co_frame *f)
-{
-	co_frame *root = f, *cur = f;
-
-	CO__CHECK(f != NULL, "co_resume: NULL frame");
-	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
-	CO__CHECK(f->parent == NULL,
-		  "co_resume: frame is awaited by a parent; resume the root frame");
-	/* One test on the hot path. "Started" is label != 0 (no flag to store
-	 * per resume), and a root that is its own leaf calls its body without
-	 * a dependent load of top: the frame's address is already in hand, so
-	 * the call does not wait for a load (docs/benchmarks.md, "Label backends"). */
-	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
-					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
-		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),
-			  "co_resume: frame is running (resumed from its own body or an "
-			  "interrupt handler)");
-		if (root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
-			CO__CHECK(!(root->state & CO__ST_DONE),
-				  "co_resume: frame already finished");
-			CO__CHECK(!(root->state & CO__ST_WAITING),
-				  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
-			/* release builds: a child runs only when its root resumes */
-			return (root->state & CO__ST_DONE) ? CO_DONE : CO_WAITING;
-		}
-		cur = root->top;
-	}
-	root->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
-	for (;;) {
-		int r = cur->fn(cur);
-
-		/* Fast path, one compare: a yield or a wait returns its own code
-		 * (CO__RET_YIELD == CO_YIELDED, CO__RET_WAIT == CO_WAITING). After a
-		 * wait the awaiter may already have handed the frame to another
-		 * thread: touch nothing (the await cleared RUNNING before). */
-		if (r > 0) {
 #if CO_DEBUG
-			if (r == CO__RET_YIELD)
-				root->state &= ~CO__ST_DBG_RUNNING;
+	if (r == CO__RET_YIELD)
+		root->state &= ~(unsigned)CO__ST_DBG_RUNNING;
+#else
+	(void)root;
 #endif
-			return r;
-		}
-		if (r < 0) { /* CO__RET_CALL */
-			co_frame *c = cur->u.child;
-			c->top = root;
-			root->top = c;
-			root->state |= CO__ST_NESTED;
-			cur = c;
-		} else { /* CO__RET_DONE: symmetric transfer to the parent */
-			co_frame *p = cur->parent;
+	return r;
+}
+
+/* The trampoline: cur, a frame of root's chain, returned 0. If its await
+ * made a child the root's top (co__call_begin), the child starts; else cur
+ * has ended and its parent continues with the child's status as the
+ * await's value (symmetric transfer). Runs on until a body suspends or the
+ * root ends, so the C stack does not grow with the await depth. */
+static inline int co__resume_chain(co_frame *root, co_frame *cur)
+{
+	for (;;) {
+		int r;
+
+		if (root->top != cur) {
+			cur = root->top;
+		} else {
+			co_frame *p = CO__PARENT(cur);
+
 			cur->state = (cur->state | CO__ST_DONE) &
 				     ~(unsigned)(CO__ST_CHILD | CO__ST_DBG_RUNNING);
 			if (p == NULL)
 				return CO_DONE;
 			cur->parent = NULL;
 			cur->top = cur;
+			p->result = cur->status;
 			root->top = p;
 			if (p == root)
 				root->state &= ~(unsigned)CO__ST_NESTED;
 			cur = p;
 		}
+		r = cur->fn(cur);
+		if (r != CO__RET_DONE)
+			return co__suspended(root, r);
 	}
+}
+
+/* co_resume on a misuse (hot: the state's low byte): a trap in debug
+ * builds, an answer in release builds, which run a frame marked RUNNING
+ * by a debug build's resume. Out of line: the resume paths stay short. */
+static CO__NOINLINE int co__resume_odd(co_frame *root, unsigned hot)
+{
+	co_frame *cur = root->top;
+	int r;
+
+	CO__CHECK(!(hot & CO__ST_DBG_RUNNING),
+		  "co_resume: frame is running (resumed from its own body or an "
+		  "interrupt handler)");
+	if (hot & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
+		CO__CHECK(!(hot & CO__ST_DONE), "co_resume: frame already finished");
+		CO__CHECK(!(hot & CO__ST_WAITING),
+			  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
+		/* release builds: a child runs only when its root resumes */
+		return (hot & CO__ST_DONE) ? CO_DONE : CO_WAITING;
+	}
+	r = cur->fn(cur);
+	if (r != CO__RET_DONE)
+		return co__suspended(root, r);
+	return co__resume_chain(root, cur);
+}
+
+/*
+ * Run the coroutine, or the innermost child it awaits, until its next
+ * suspension point or its end. Children are entered and left by a
+ * trampoline, so the C stack does not grow with the await depth, and a
+ * resume costs the same at any depth (the root keeps its innermost frame).
+ * Returns CO_DONE, CO_YIELDED or CO_WAITING. Give it a root frame (one not
+ * awaited by a parent); resuming a finished or waiting frame is a
+ * programming error (trap in debug builds, CO_DONE/CO_WAITING otherwise).
+ */
+static inline int co_resume(co_frame *f)
+{
+	unsigned hot;
+	int r;
+
+	CO__CHECK(f != NULL, "co_resume: NULL frame");
+	CO__CHECK(f->fn != NULL, "co_resume: frame has no body (co_init given NULL)");
+	CO__CHECK(!CO__IS_CHILD(f), "co_resume: frame is awaited by a parent; resume the root frame");
+	/* One load and test of the state's low byte. The common case, a root
+	 * that awaits no child, calls its own body without a load of top (the
+	 * frame's address is already in hand), then tests the returned code
+	 * once. "Started" is label != 0: no flag to store per resume. */
+	hot = f->state & CO__ST_SLOW;
+	if (CO__LIKELY(hot == 0)) {
+		f->state |= CO__ST_DBG_RUNNING; /* nothing in release builds */
+		r = f->fn(f);
+		if (CO__LIKELY(r != CO__RET_DONE))
+			return co__suspended(f, r);
+		return co__resume_chain(f, f);
+	}
+	if (CO__UNLIKELY(hot != CO__ST_NESTED))
+		return co__resume_odd(f, hot);
+	/* a child at the top: resume it, at the same cost at any depth */
+	f->state |= CO__ST_DBG_RUNNING;
+	r = f->top->fn(f->top);
+	if (CO__LIKELY(r != CO__RET_DONE))
+		return co__suspended(f, r);
+	return co__resume_chain(f, f->top);
 }
 
 /* Generator step: resume and tell whether a new value was yielded. */
@@ -722,50 +884,61 @@ static inline int co__await_end(co_frame *f)
 	return a->ops->resume ? a->ops->resume(a, f) : 0;
 }
 
-/* An await of a child that cannot start: it ends at once with err. */
-static inline int co__call_refuse(co_frame *f, int err)
+/* An await of a child that ends at once with value: a finished child's
+ * status, or the error of one that cannot start. */
+static inline int co__call_now(co_frame *f, int value)
 {
-	f->u.child = NULL;
-	f->result = err;
+	f->result = value;
 	return 0;
 }
 
+/* Start an await of child from f: 1, and the child is the root's top, for
+ * the trampoline to start (the body returns CO__RET_CALL); or 0, the
+ * await ended at once. */
 static inline int co__call_begin(co_frame *f, co_frame *child)
 {
+	co_frame *root;
+
 	if (CO__UNLIKELY(child == NULL)) {
 		CO__CHECK(0, "CO_AWAIT: NULL child frame");
-		return co__call_refuse(f, -EINVAL);
+		return co__call_now(f, -EINVAL);
 	}
-	f->u.child = child;
 	/* A finished child completes the await at once: its status is the
 	 * value. Anything else must be fresh. */
 	if (child->state & CO__ST_DONE)
-		return 0;
-	if (CO__UNLIKELY(child->parent != NULL || child->label != 0 || child == co_root(f) ||
+		return co__call_now(f, child->status);
+	root = co_root(f);
+	if (CO__UNLIKELY(CO__IS_CHILD(child) || child->label != 0 || child == root ||
 			 (child->state & CO__ST_SPAWNED))) {
 		CO__CHECK(0, "CO_AWAIT: child already started, awaited twice or spawned");
-		return co__call_refuse(f, -EBUSY); /* release builds */
+		return co__call_now(f, -EBUSY); /* release builds */
 	}
 	child->parent = f;
+	child->top = root;
 	child->state |= CO__ST_CHILD;
-	return 1; /* start it */
+	root->top = child;
+	root->state |= CO__ST_NESTED;
+	return 1;
 }
 
+/* The value of a child's await: the trampoline stored the child's status
+ * when it ended (or co__call_now the value at once). */
 static inline int co__call_end(co_frame *f)
 {
-	return f->u.child ? f->u.child->status : f->result;
+	return f->result;
 }
 
-/* CO_AWAIT's two halves: the begin returns 0 (go on) or the code the body
- * returns to suspend; the end gives the await's value. */
+/* CO_AWAIT's two halves: the begin returns CO__GO_ON (the await completed)
+ * or the code the body returns to suspend (WAIT) or to start the child
+ * (CALL); the end gives the await's value. */
 static inline int co__await_begin_ret(co_frame *f, co_awaiter *a)
 {
-	return co__await_begin(f, a) ? CO__RET_WAIT : 0;
+	return co__await_begin(f, a) ? CO__RET_WAIT : CO__GO_ON;
 }
 
 static inline int co__call_begin_ret(co_frame *f, co_frame *child)
 {
-	return co__call_begin(f, child) ? CO__RET_CALL : 0;
+	return co__call_begin(f, child) ? CO__RET_CALL : CO__GO_ON;
 }
 
 #if defined(__cplusplus)
@@ -876,8 +1049,16 @@ extern "C" {
 #define CO__TINY_ENTER(f)
 #define CO__LEAVE(f) ((void)0)
 #endif
+/* A lean co_frame's status takes the label's word at its end: 0 unless
+ * CO_RETURN stored one (and returned without coming here). */
+#if CO_LEAN_FRAME
+#define CO__FRAME_FINISH(f) ((void)((f)->status = 0))
+#else
+#define CO__FRAME_FINISH(f) ((void)0)
+#endif
 #define CO__FINISH(f)                                                      \
-	(CO__TINY(f) ? (void)((f)->label = CO__END_LABEL, (f)->state = CO__TINY_DONE) : (void)0)
+	(CO__TINY(f) ? (void)((f)->label = CO__END_LABEL, (f)->state = CO__TINY_DONE) \
+		     : CO__FRAME_FINISH(f))
 
 #if CO_USE_COMPUTED_GOTO
 
@@ -1086,7 +1267,7 @@ extern "C" {
 		CO__SET(f);                                                \
 		{                                                          \
 			int co__ret = CO__AWAIT_BEGIN((f), (x));           \
-			if (co__ret)                                       \
+			if (co__ret != CO__GO_ON)                          \
 				return co__ret;                            \
 		}                                                          \
 		CO__FALLTHROUGH;                                           \

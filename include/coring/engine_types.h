@@ -12,6 +12,12 @@
 #include <coring/co.h>
 #include <coring/version.h>
 
+/* libcoring is built with the full frame; a program that asked co.h for
+ * the lean one would hand it frames of another layout. */
+#if CO_LEAN_FRAME
+#error "coring: the Linux layers need the full co_frame: do not define CO_LEAN_FRAME=1 with them"
+#endif
+
 /* Private fields that other threads touch are atomics in C. C++ code only
  * embeds the structs (it never touches private fields), so it sees plain
  * fields of the same size and alignment. */
@@ -65,8 +71,10 @@ typedef struct co_parking co_parking;
 struct co_parking {
 	co_parking *next, *prev;      /* private: under the engine's park lock */
 	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
+	void (*give_up)(co_parking *p); /* private: a wait the cancel could not
+	                                 end, past the stop's grace (a pool job) */
 	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
-	unsigned char linked;         /* private: on the list */
+	unsigned char linked;         /* private: on a list (which one) */
 };
 
 #ifdef __cplusplus

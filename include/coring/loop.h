@@ -34,10 +34,17 @@
  * an interrupt handler.
  *
  * CO_IRQ_STATE, CO_IRQ_SAVE(s) and CO_IRQ_RESTORE(s) mask interrupts and put
- * them back. On Cortex-M the default saves PRIMASK and sets it (cpsid i);
- * elsewhere it masks nothing, and then co_loop_idle cannot close the race
- * between its check and the sleep: define the three before including this
- * header (the host tests mask signals with them).
+ * them back around each critical section (a few loads and stores). On
+ * Cortex-M the default saves PRIMASK and sets it (cpsid i): every
+ * interrupt waits out the section, and a handler of any priority may call
+ * the functions above. On cores with BASEPRI (Cortex-M3/M4/M7/M33),
+ * defining CO_IRQ_BASEPRI to a priority value as BASEPRI takes it (the
+ * priority in the implemented top bits, nonzero) masks by priority
+ * instead: only interrupts of that priority or lower wait, more urgent
+ * ones keep running but must not call coring. Elsewhere the default masks
+ * nothing, and then co_loop_idle cannot close the race between its check
+ * and the sleep: define the three before including this header (the host
+ * tests mask signals with them).
  */
 #ifndef CORING_LOOP_H
 #define CORING_LOOP_H
@@ -56,17 +63,57 @@ extern "C" {
 /* Interrupt masking and the interrupt-safe push                            */
 /* ------------------------------------------------------------------------ */
 
-#ifndef CO_IRQ_SAVE
 #if defined(__GNUC__) && defined(__arm__) && defined(__ARM_ARCH_PROFILE) && \
 	__ARM_ARCH_PROFILE == 'M'
+#define CO__CORTEX_M 1
+/* PRIMASK: every interrupt of configurable priority is held off. */
+#define CO__PRIMASK_SAVE(s) __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(s) : : "memory")
+#define CO__PRIMASK_RESTORE(s) __asm__ volatile("msr primask, %0" : : "r"(s) : "memory")
+#else
+#define CO__CORTEX_M 0
+#endif
+
+#ifndef CO_IRQ_SAVE
+#define CO__IRQ_DEFAULT 1
+#if CO__CORTEX_M && defined(CO_IRQ_BASEPRI)
+#if !defined(__ARM_ARCH_7M__) && !defined(__ARM_ARCH_7EM__) && !defined(__ARM_ARCH_8M_MAIN__) && \
+	!defined(__ARM_ARCH_8_1M_MAIN__)
+#error "coring: CO_IRQ_BASEPRI needs a core with BASEPRI (ARMv7-M or ARMv8-M Mainline)"
+#endif
+#if (CO_IRQ_BASEPRI) <= 0 || (CO_IRQ_BASEPRI) > 255
+#error "coring: CO_IRQ_BASEPRI is a BASEPRI value, 1..255 (0 would mask nothing)"
+#endif
+/* BASEPRI_MAX only ever raises the mask, so a section nested in a handler
+ * or in another section keeps the stricter one; the ISB makes the new
+ * mask hold from the next instruction on every core. */
 #define CO_IRQ_STATE uint32_t
-#define CO_IRQ_SAVE(s) __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(s) : : "memory")
-#define CO_IRQ_RESTORE(s) __asm__ volatile("msr primask, %0" : : "r"(s) : "memory")
+#define CO_IRQ_SAVE(s)                                                     \
+	__asm__ volatile("mrs %0, basepri\n\tmsr basepri_max, %1\n\tisb"     \
+			 : "=&r"(s) : "r"((uint32_t)(CO_IRQ_BASEPRI)) : "memory")
+#define CO_IRQ_RESTORE(s) __asm__ volatile("msr basepri, %0" : : "r"(s) : "memory")
+#elif CO__CORTEX_M
+#define CO_IRQ_STATE uint32_t
+#define CO_IRQ_SAVE(s) CO__PRIMASK_SAVE(s)
+#define CO_IRQ_RESTORE(s) CO__PRIMASK_RESTORE(s)
 #else
 #define CO_IRQ_STATE int
 #define CO_IRQ_SAVE(s) ((void)((s) = 0))
 #define CO_IRQ_RESTORE(s) ((void)(s))
 #endif
+#endif
+
+/* co_loop_idle's mask around its check and the sleep: with coring's own
+ * masks on Cortex-M, PRIMASK whatever the sections use (WFI wakes for a
+ * pending interrupt that PRIMASK holds off, not for one that BASEPRI
+ * does); with the user's, theirs. */
+#if CO__CORTEX_M && defined(CO__IRQ_DEFAULT)
+#define CO__IDLE_STATE uint32_t
+#define CO__IDLE_SAVE(s) CO__PRIMASK_SAVE(s)
+#define CO__IDLE_RESTORE(s) CO__PRIMASK_RESTORE(s)
+#else
+#define CO__IDLE_STATE CO_IRQ_STATE
+#define CO__IDLE_SAVE(s) CO_IRQ_SAVE(s)
+#define CO__IDLE_RESTORE(s) CO_IRQ_RESTORE(s)
 #endif
 
 /* Compare-and-swap on a pointer, where the core has it lock-free; else the
@@ -244,7 +291,7 @@ static inline void co_loop_init(co_loop *l)
  */
 static inline int co_loop_spawn(co_loop *l, co_frame *f)
 {
-	if (l == NULL || f == NULL || f->fn == NULL || f->parent != NULL || f->label != 0 ||
+	if (l == NULL || f == NULL || f->fn == NULL || CO__IS_CHILD(f) || f->label != 0 ||
 	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
 		return -EINVAL;
 	f->state |= CO__ST_SPAWNED;
@@ -533,17 +580,17 @@ static inline co_awaiter *co_loop_timeout(co_timer *t, co_loop *l, co_awaiter *a
  */
 static inline int co_loop_idle(co_loop *l, void (*sleep)(void *arg), void *arg)
 {
-	CO_IRQ_STATE st;
+	CO__IDLE_STATE st;
 	int slept = 0;
 
 	CO__CHECK(l != NULL && sleep != NULL, "co_loop_idle: NULL loop or sleep");
-	CO_IRQ_SAVE(st);
+	CO__IDLE_SAVE(st);
 	if (l->ready == 0 && !co__loop_has_pending(l) &&
 	    !(l->timers && co__tick_diff(l, l->timers->deadline, l->now()) >= 0)) {
 		sleep(arg);
 		slept = 1;
 	}
-	CO_IRQ_RESTORE(st);
+	CO__IDLE_RESTORE(st);
 	return slept;
 }
 
@@ -749,7 +796,12 @@ static inline int co_isr_queue_put(co_isr_queue *q, void *item)
 
 	CO_IRQ_SAVE(st);
 	if (q->count < q->cap) {
-		q->slots[(q->head + q->count) % q->cap] = item;
+		/* the slot count places after head, wrapped by a compare
+		 * (no division: Cortex-M0 has none and would call libgcc),
+		 * and without overflow at any cap */
+		unsigned room = q->cap - q->head;
+
+		q->slots[q->count < room ? q->head + q->count : q->count - room] = item;
 		q->count++;
 		ok = 1;
 	}
@@ -771,7 +823,7 @@ static inline int co__isr_queue_resume(co_awaiter *a, co_frame *f)
 	/* the give counted an item that is in the ring: take the oldest */
 	CO_IRQ_SAVE(st);
 	w->item = q->slots[q->head];
-	q->head = (q->head + 1) % q->cap;
+	q->head = q->head + 1 == q->cap ? 0 : q->head + 1;
 	q->count--;
 	CO_IRQ_RESTORE(st);
 	return 0;

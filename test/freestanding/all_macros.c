@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Every co.h macro and every loop.h call, compiled with -ffreestanding
- * -nostdlib. The object must need no symbol at all. With
+ * -nostdlib. The object must need no symbol at all, and it links with
+ * -nostdlib from co_freestanding_demo (no libgcc either). With
  * CO_FREESTANDING_START it also links with no libc and runs, on x86-64
  * Linux or as a Thumb program under qemu-arm: its exit status is
  * co_freestanding_demo()'s result (0 when every check held). */
@@ -114,6 +115,70 @@ static int loop_demo(void)
 	return bad;
 }
 
+/* co_isr_queue, co_cancel and co_loop_next_deadline: a consumer takes
+ * seven items through a ring of three (its index wraps twice), put by
+ * "an interrupt" between steps; then sleeps until cancelled. */
+struct consumer {
+	co_frame co;
+	co_loop *l;
+	co_isr_queue *q;
+	co_isr_queue_wait w;
+	co_timer t;
+	int got[7], n, slept;
+};
+static int consumer_fn(co_frame *f)
+{
+	struct consumer *c = (struct consumer *)f;
+	CO_BEGIN(f);
+	for (c->n = 0; c->n < 7; c->n++) {
+		CO_AWAIT(f, co_isr_queue_take(&c->w, c->q));
+		if (co_result(f) != 0)
+			CO_RETURN(f, 1);
+		c->got[c->n] = *(int *)c->w.item;
+	}
+	co_shield(f);
+	co_unshield(f);
+	CO_AWAIT(f, co_sleep_ticks(&c->t, c->l, 1000));
+	c->slept = co_result(f);
+	CO_RETURN(f, co_cancelled(f) ? 5 : 6);
+	CO_END(f);
+}
+
+static int queue_demo(void)
+{
+	static int items[7] = { 10, 11, 12, 13, 14, 15, 16 };
+	void *slots[3];
+	co_isr_queue q;
+	co_loop loop;
+	struct consumer c;
+	co_tick deadline = 0;
+	int bad = 0, put = 0, steps = 0;
+
+	co_loop_init(&loop);
+	bad |= co_loop_set_clock(&loop, clock_now, 16) != 0;
+	bad |= co_isr_queue_init(&q, slots, 3) != 0;
+	c.l = &loop;
+	c.q = &q;
+	c.n = 0;
+	c.slept = 99;
+	co_init(&c.co, consumer_fn);
+	bad |= co_loop_spawn(&loop, &c.co) != 0;
+	while (c.n < 7 && steps++ < 100) {
+		/* "an interrupt": two items at a time, one refused when full */
+		for (int k = 0; k < 2 && put < 7; k++)
+			put += co_isr_queue_put(&q, &items[put]);
+		co_loop_step(&loop);
+	}
+	co_loop_step(&loop); /* the consumer starts its sleep */
+	bad |= co_loop_next_deadline(&loop, &deadline) != 1 || deadline != (co_tick)(clock_now() + 1000);
+	bad |= co_cancel(&c.co) != 0;
+	bad |= co_loop_run(&loop) != 0 || !co_done(&c.co) || co_status(&c.co) != 5;
+	bad |= c.slept != -ECANCELED || co_loop_next_deadline(&loop, &deadline) != 0;
+	for (int k = 0; k < 7; k++)
+		bad |= c.got[k] != 10 + k;
+	return bad;
+}
+
 /* The tiny profile: a 4-byte co_tiny, the body called directly. */
 struct tiny_gen { co_tiny pt; int i, value; };
 static int tiny_gen_fn(struct tiny_gen *g)
@@ -166,7 +231,7 @@ int co_freestanding_demo(void)
 	bad |= co_loop_spawn(&loop, &p.co) != 0;
 	bad |= co_loop_run(&loop) != 0;
 	bad |= t.sum != 42;
-	return bad | (loop_demo() << 1) | (tiny_demo() << 2);
+	return bad | (loop_demo() << 1) | (tiny_demo() << 2) | (queue_demo() << 3);
 }
 
 #if defined(CO_FREESTANDING_START) && defined(__x86_64__) && defined(__linux__)
