@@ -7,7 +7,8 @@
  *             [--max-bulk BYTES] [--max-request BYTES]
  *
  * Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS,
- * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE, TTL, QUIT; CONFIG GET
+ * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE (NX, XX, GT, LT), TTL,
+ * QUIT; CONFIG GET
  * and COMMAND (empty answers), which the Redis tools ask at start. Both
  * request forms: arrays of bulk strings, and inline commands (a line of
  * words, quotes as Redis takes them). Pipelined requests are answered in
@@ -22,7 +23,7 @@
  * shards, as they would be in Redis).
  *
  * Limits: a request line (an inline command, a count) of at most 64 KiB,
- * at most 1024 * 1024 arguments, a bulk string of at most --max-bulk bytes
+ * at most INT_MAX arguments, a bulk string of at most --max-bulk bytes
  * (default 1 MiB): past those the answer is Redis's protocol error and the
  * connection closes. A request of more than --max-request bytes (default
  * 16 MiB) closes the connection without an answer, as Redis does when a
@@ -56,7 +57,7 @@
 #include <coring/coring.h>
 
 #define LINE_MAX_BYTES (64 * 1024)    /* a request line, as Redis */
-#define ARGS_MAX (1024 * 1024)        /* arguments of one command, as Redis */
+#define ARGS_MAX INT_MAX              /* arguments of one command, as Redis */
 #define OUT_FLUSH (64 * 1024)         /* answers buffered before a send */
 #define STOP_GRACE (5 * CO_S)
 
@@ -503,7 +504,9 @@ struct command {
 
 static int ping_begin(struct conn *c)
 {
-	if (c->argc == 1)
+	if (c->argc > 2)
+		reply_error(c, "ERR wrong number of arguments for 'ping' command");
+	else if (c->argc == 1)
 		out_add(c, "+PONG\r\n", 7);
 	else
 		reply_bulk(c, arg_p(c, 1), arg_n(c, 1));
@@ -706,11 +709,28 @@ static void incr_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		out_num(c, ':', v);
 }
 
-/* EXPIRE key seconds (no NX/XX/GT/LT). */
+enum { EXP_NX = 1, EXP_XX = 2, EXP_GT = 4, EXP_LT = 8 };
+
+/* EXPIRE key seconds [NX | XX | GT | LT] */
 static int expire_begin(struct conn *c)
 {
-	if (c->argc > 3) {
-		reply_error(c, "ERR Unsupported option %.*s", (int)arg_n(c, 3), arg_p(c, 3));
+	c->flags = 0;
+	for (unsigned i = 3; i < c->argc; i++) {
+		int fl = arg_is(c, i, "NX") ? EXP_NX : arg_is(c, i, "XX") ? EXP_XX
+		       : arg_is(c, i, "GT") ? EXP_GT : arg_is(c, i, "LT") ? EXP_LT : 0;
+
+		if (fl == 0) {
+			reply_error(c, "ERR Unsupported option %.*s", (int)arg_n(c, i), arg_p(c, i));
+			return 1;
+		}
+		c->flags |= fl;
+	}
+	if ((c->flags & EXP_NX) && (c->flags & (EXP_XX | EXP_GT | EXP_LT))) {
+		reply_error(c, "ERR NX and XX, GT or LT options at the same time are not compatible");
+		return 1;
+	}
+	if ((c->flags & EXP_GT) && (c->flags & EXP_LT)) {
+		reply_error(c, "ERR GT and LT options at the same time are not compatible");
 		return 1;
 	}
 	if (!arg_ll(c, 2, &c->num)) {
@@ -724,11 +744,28 @@ static int expire_begin(struct conn *c)
 	return 0;
 }
 
+/* Whether EXPIRE's condition lets the new time in (a key without one
+ * lives for ever: GT never beats it, LT always does). */
+static int expire_allowed(int flags, int64_t cur, long long secs)
+{
+	int64_t when = secs > 0 ? expire_at(secs * 1000) : 0;
+
+	if (when == 0 && secs > 0)
+		when = INT64_MAX;
+	if ((flags & EXP_NX && cur) || (flags & EXP_XX && !cur))
+		return 0;
+	if (flags & EXP_GT && (!cur || when <= cur))
+		return 0;
+	if (flags & EXP_LT && cur && when >= cur)
+		return 0;
+	return 1;
+}
+
 static void expire_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
 	struct entry **pe = shard_slot(sh, arg_p(c, i), arg_n(c, i), h);
 
-	if (*pe == NULL) {
+	if (*pe == NULL || !expire_allowed(c->flags, (*pe)->expire_ms, c->num)) {
 		out_add(c, ":0\r\n", 4);
 		return;
 	}
@@ -1152,6 +1189,9 @@ static int conn_fn(co_frame *f)
 	}
 	if (c->olen > 0)
 		CO_AWAIT(f, flush(c));
+	/* the end of the answers first: a close with bytes unread (a request
+	 * cut short) sends a reset, which may come after it but not before */
+	shutdown(c->fd, SHUT_WR);
 	CO_AWAIT(f, co_close(&c->io, c->fd));
 	CO_END(f);
 }
