@@ -118,6 +118,16 @@ static int dial_numeric(co_dialer *d)
 	return eai ? eai_errno(eai) : 0;
 }
 
+/* The time is up (a lookup a worker had begun may end after it): no
+ * connect is tried any more. */
+static int dial_late(co_dialer *d)
+{
+	if (d->deadline == 0 || co_now_ns() < d->deadline)
+		return 0;
+	d->err = -ETIME;
+	return 1;
+}
+
 /* Open a socket for the next address to try (d->ai, the first one when
  * d->ai is NULL): 1, or 0 when none is left. */
 static int dial_next(co_dialer *d)
@@ -153,7 +163,7 @@ static int dial_fn(co_frame *f)
 	if (d->err < 0)
 		CO_RETURN(f, d->err);
 	d->err = -ENOENT; /* (no address at all) */
-	while (dial_next(d)) {
+	while (!dial_late(d) && dial_next(d)) {
 		CO_AWAIT(f, limited(d, co_connect(&d->io, d->fd, d->ai->ai_addr, d->ai->ai_addrlen)));
 		if (co_result(f) == 0)
 			break;

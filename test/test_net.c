@@ -9,8 +9,9 @@
  *
  * The name "multi.test" resolves here, for this program only, to
  * 127.0.0.2, 127.0.0.3 and 127.0.0.1 in that order (getaddrinfo below
- * stands in for the C library's for that one name): only the last
- * listens, so a dial must try the three in turn.
+ * stands in for the C library's for that name): only the last listens,
+ * so a dial must try the three in turn. "late.test" resolves to 127.0.0.1
+ * only once a given time has passed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,8 @@
 #include <string.h>
 #include <errno.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -37,6 +40,9 @@
 /* ---- "multi.test": three addresses ------------------------------------------------------ */
 
 static atomic_int multi_lookups;
+/* "late.test": the lookup returns 127.0.0.1 only after this time has
+ * passed (CLOCK_MONOTONIC ns; a dial's deadline). */
+static const uint64_t *late_until;
 
 struct fake {
 	struct addrinfo ai;
@@ -53,6 +59,12 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 	int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
 	struct fake *f;
 
+	if (node && strcmp(node, "late.test") == 0 && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
+		*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+		while (co_now_ns() <= *late_until)
+			usleep(1000);
+		return real("127.0.0.1", service, hints, res);
+	}
 	if (node == NULL || strcmp(node, "multi.test") != 0) {
 		*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
 		return real(node, service, hints, res);
@@ -101,17 +113,47 @@ static void connect_to(int port, int expect_ok)
 	close(fd);
 }
 
+/* n connections to port that nobody accepts all complete: the backlog
+ * has room for them (with a backlog of 1 the kernel would drop SYNs and
+ * they would hang; the poll's bound is a hang guard). */
+static void pending_connects(int port, int n)
+{
+	struct sockaddr_in a = co_test_loopback((uint16_t)port);
+	struct pollfd p[64];
+
+	assert_true(n <= 64);
+	for (int i = 0; i < n; i++) {
+		p[i].fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		p[i].events = POLLOUT;
+		connect(p[i].fd, (struct sockaddr *)&a, sizeof a);
+	}
+	for (int i = 0; i < n; i++) {
+		int err = -1;
+		socklen_t len = sizeof err;
+
+		assert_int_equal(poll(&p[i], 1, 30000), 1);
+		assert_int_equal(getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+		assert_int_equal(err, 0);
+		close(p[i].fd);
+	}
+}
+
 static void test_listen_and_port(void **state)
 {
 	int fds = co_test_open_fds();
-	int a, b, c, port;
+	int a, b, c, port, one = 0;
+	socklen_t len = sizeof one;
 
 	(void)state;
 	a = co_listen("127.0.0.1", 0, 0, 0);
 	assert_true(a >= 0);
 	port = co_local_port(a);
 	assert_true(port > 0 && port < 65536);
+	assert_true(fcntl(a, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(getsockopt(a, SOL_SOCKET, SO_REUSEADDR, &one, &len), 0);
+	assert_int_equal(one, 1);
 	connect_to(port, 1);
+	pending_connects(port, 32); /* backlog 0 is SOMAXCONN: 32 wait in the queue */
 	/* without SO_REUSEPORT a second socket on the port is refused */
 	assert_int_equal(co_listen("127.0.0.1", port, 0, 0), -EADDRINUSE);
 	close(a);
@@ -233,6 +275,7 @@ static void test_dial_numeric_and_names(void **state)
 	dial_init(&c, NULL, "127.0.0.1", port, 0);
 	co_test_run1(&c.co);
 	assert_int_equal(c.tried, 1);
+	assert_true(fcntl(c.res, F_GETFD) & FD_CLOEXEC);
 	check_connected(lfd, c.res);
 	/* a name, looked up on the pool */
 	dial_init(&c, &pool, "localhost", port, 5 * CO_S);
@@ -379,6 +422,14 @@ static void test_dial_time_limit(void **state)
 	assert_int_equal(c.res, -ETIME);
 	assert_int_equal(c.tried, 0);
 	assert_int_equal(atomic_load(&multi_lookups), 0); /* it never ran */
+	/* a lookup a worker has begun ends after the deadline: no connect */
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	dial_init(&c, &pool, "late.test", co_local_port(lfd), 30 * CO_MS);
+	late_until = &c.d.deadline;
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ETIME);
+	assert_int_equal(c.tried, 0);
+	close(lfd);
 	assert_int_equal(co_pool_destroy(&pool), 0);
 	close(gate[0]);
 	close(gate[1]);

@@ -606,6 +606,59 @@ static void test_slow_sender_time_limit(void **state)
 	}
 }
 
+/* A stream that holds buffers when the reader takes it over: the reader
+ * reads them first. */
+struct held {
+	co_frame co;
+	co_bufring ring;
+	co_stream s;
+	co_reader r;
+	int fd, got, res[2];
+	char line[32];
+};
+
+static int held_fn(co_frame *f)
+{
+	struct held *h = (struct held *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_bufring_init(&h->ring, co_engine_current(), 8, 64), 0);
+	assert_int_equal(co_stream_open(&h->s, &h->ring, h->fd), 0);
+	CO_AWAIT(f, co_stream_recv(&h->s)); /* the stream holds "first\nsecond\n" */
+	h->got = co_result(f);
+	assert_int_equal(co_reader_init_stream(&h->r, &h->s, NULL), 0);
+	CO_AWAIT(f, co_reader_until(&h->r, "\n", 1));
+	h->res[0] = co_result(f);
+	if (h->res[0] > 0 && h->res[0] < (int)sizeof h->line)
+		memcpy(h->line, h->r.data, (size_t)h->res[0]);
+	CO_AWAIT(f, co_reader_until(&h->r, "\n", 1));
+	h->res[1] = co_result(f);
+	assert_int_equal(co_reader_destroy(&h->r), 0);
+	CO_AWAIT(f, co_stream_close(&h->s));
+	assert_int_equal(co_bufring_destroy(&h->ring), 0);
+	CO_END(f);
+}
+
+static void test_stream_held_before_init(void **state)
+{
+	struct held h;
+	int sv[2];
+
+	(void)state;
+	tcp_pair(sv);
+	memset(&h, 0, sizeof h);
+	assert_int_equal(write(sv[1], "first\nsecond\n", 13), 13);
+	h.fd = sv[0];
+	co_init(&h.co, held_fn);
+	co_test_run1(&h.co);
+	assert_int_equal(h.got, 13);
+	assert_int_equal(h.res[0], 6);
+	assert_memory_equal(h.line, "first\n", 6);
+	assert_int_equal(h.res[1], 7);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* ---- co_cancel, a read in progress, no engine ------------------------------------------------ */
 
 struct party {
@@ -897,7 +950,7 @@ static void test_allocation_fails(void **state)
 
 /* 20,000 lines in random pieces through a reader whose buffer never needs
  * to grow: the library allocates nothing per read (fault-injection
- * build's count). */
+ * build's count), over co_recv with a time limit as well. */
 static void test_reading_allocates_nothing(void **state)
 {
 	static struct step steps[MAX_STEPS];
@@ -916,7 +969,9 @@ static void test_reading_allocates_nothing(void **state)
 			int sv[2];
 
 			script_init(&s, -1, NULL, steps, 500, data);
-			s.o = (co_reader_opts){ .size = 256, .max = 256 };
+			/* over co_recv under a time limit too: a linked timeout, no timer */
+			s.o = (co_reader_opts){ .size = 256, .max = 256,
+						.timeout_ns = stream ? 0 : 3600 * CO_S };
 			tcp_pair(sv);
 			assert_int_equal(co_engine_init(&e, NULL), 0);
 			if (stream)
@@ -945,6 +1000,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_random_reads_over_stream),
 	cmocka_unit_test(test_reads_complete_in_the_call),
 	cmocka_unit_test(test_in_place_and_across_buffers),
+	cmocka_unit_test(test_stream_held_before_init),
 	cmocka_unit_test(test_peer_closes_mid_line),
 	cmocka_unit_test(test_peer_resets_mid_line),
 	cmocka_unit_test(test_line_longer_than_the_limit),
