@@ -17,6 +17,7 @@
 #include <liburing.h>
 
 #include "bench_util.h"
+#include "uring_util.h"
 
 enum { OP_RECV = 0, OP_SEND = 1, OP_ACCEPT = 2, OP_STOP = 3 };
 
@@ -29,22 +30,6 @@ struct worker {
 	struct io_uring ring;
 	int lfd, stop_fd;
 };
-
-static inline void set_data(struct io_uring_sqe *sqe, void *p, unsigned op)
-{
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)p | op);
-}
-
-/* The SQ is sized for every connection of a turn; if it fills anyway,
- * submit what is there and take a slot. */
-static struct io_uring_sqe *get_sqe(struct io_uring *r)
-{
-	struct io_uring_sqe *sqe;
-
-	while ((sqe = io_uring_get_sqe(r)) == NULL)
-		io_uring_submit(r);
-	return sqe;
-}
 
 static void prep_recv(struct io_uring *r, struct conn *c)
 {

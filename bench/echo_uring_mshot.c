@@ -33,6 +33,7 @@
 #include <liburing.h>
 
 #include "bench_util.h"
+#include "uring_util.h"
 
 enum { OP_RECV = 0, OP_SEND = 1, OP_ACCEPT = 2, OP_STOP = 3, OP_CANCEL = 4 };
 #define OP_MASK 7u
@@ -68,20 +69,6 @@ struct worker {
 	struct conn *starved;        /* connections whose recv got -ENOBUFS */
 	int lfd, stop_fd;
 };
-
-static inline void set_data(struct io_uring_sqe *sqe, void *p, unsigned op)
-{
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)p | op);
-}
-
-static struct io_uring_sqe *get_sqe(struct io_uring *r)
-{
-	struct io_uring_sqe *sqe;
-
-	while ((sqe = io_uring_get_sqe(r)) == NULL)
-		io_uring_submit(r);
-	return sqe;
-}
 
 static void arm_recv(struct worker *w, struct conn *c)
 {

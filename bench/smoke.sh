@@ -84,4 +84,45 @@ echo "ok: fileio"
 "$B/trace_cost" --resumes 64000 >"$tmp/tc.out" || { echo "FAIL: trace_cost"; exit 1; }
 grep -q '^trace_cost resumes=64000 ' "$tmp/tc.out" || { echo "FAIL: trace_cost"; cat "$tmp/tc.out"; exit 1; }
 echo "ok: trace_cost"
+# handoff, handoff_pthread (and handoff.go when go is found): a short run
+# of every shape; each shape's own check (items in order, answers, hops,
+# counters) must catch the step --miscount gets wrong (exit 1, naming the
+# shape); an unknown shape, a zero count and a missing value exit 2
+handoff_check() { # handoff_check PROGRAM PEER SHAPES...
+	prog=$1 peer=$2
+	shift 2
+	"$prog" --rt 2000 --items 20000 --ops 20000 --seconds 0.2 --idle-ms 10 >"$tmp/ho.out" ||
+		{ echo "FAIL: $prog"; cat "$tmp/ho.out"; exit 1; }
+	for s in "$@"; do
+		grep -q "^handoff peer=$peer shape=$s n=[1-9][0-9]* seconds=[0-9.]* value=" "$tmp/ho.out" ||
+			{ echo "FAIL: $prog: no result for $s"; cat "$tmp/ho.out"; exit 1; }
+		rc=0
+		"$prog" --shapes "$s" --miscount --rt 100 --items 1000 --ops 1000 >/dev/null 2>"$tmp/ho.err" || rc=$?
+		[ $rc -eq 1 ] && grep -q "^handoff: $peer $s: " "$tmp/ho.err" ||
+			{ echo "FAIL: $prog --miscount: $s not caught (exit $rc)"; cat "$tmp/ho.err"; exit 1; }
+	done
+	for bad in "--shapes nope" "--rt 0" "--seconds"; do
+		rc=0
+		# shellcheck disable=SC2086
+		"$prog" $bad >/dev/null 2>&1 || rc=$?
+		[ $rc -eq 2 ] || { echo "FAIL: $prog $bad: exit $rc, not 2"; exit 1; }
+	done
+	echo "ok: $(basename "$prog")"
+}
+shapes="pingpong transfer spawn chan1 chan16 chan256 mutex1 mutex32 idle"
+# shellcheck disable=SC2086
+handoff_check "$B/handoff" coring $shapes
+handoff_check "$B/handoff_pthread" pthread spin cond mutex
+"$B/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
+	[ "$(grep -c '^handoff ' "$tmp/ho.out")" -eq 2 ] || { echo "FAIL: handoff --shapes"; cat "$tmp/ho.out"; exit 1; }
+echo "ok: handoff --shapes"
+if command -v go >/dev/null; then # built as bench/run.py builds it: offline, in the build dir
+	GOCACHE=$(cd "$B" && pwd)/go/cache GOPATH=$(cd "$B" && pwd)/go/path GOFLAGS=-mod=mod GOPROXY=off \
+		GOENV=off go build -o "$tmp/handoff_go" "$(dirname "$0")/handoff.go" ||
+		{ echo "FAIL: go build handoff.go"; exit 1; }
+	# shellcheck disable=SC2086
+	handoff_check "$tmp/handoff_go" go $shapes
+else
+	echo "skip: go not found: handoff.go not built"
+fi
 echo "bench smoke: all programs passed"

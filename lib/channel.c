@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include <coring/channel.h>
-#include "wait.h"
+#include "waiter_internal.h"
 #include "fault.h"
 
 
@@ -53,9 +53,26 @@ int co_chan_destroy(co_chan *c)
 	return 0;
 }
 
+/* Slot i after the head (i <= count < cap, head < cap): wrapped by a
+ * compare, not a division, inside the lock. */
 static unsigned char *slot(co_chan *c, unsigned i)
 {
-	return c->buf + (size_t)((c->head + i) % c->cap) * c->size;
+	unsigned k = c->head + i;
+
+	if (k >= c->cap)
+		k -= c->cap;
+	return c->buf + (size_t)k * c->size;
+}
+
+/* The item copy: a constant-size copy for the common small items. */
+static inline void item_copy(void *dst, const void *src, size_t n)
+{
+	switch (n) {
+	case 4: memcpy(dst, src, 4); break;
+	case 8: memcpy(dst, src, 8); break;
+	case 16: memcpy(dst, src, 16); break;
+	default: memcpy(dst, src, n); break;
+	}
 }
 
 /* Under the lock. 1: sent (to a receiver or into the ring); 0: full. */
@@ -64,13 +81,13 @@ static int put(co_chan *c, const void *item, co__wake_list *l)
 	co_waiter *r = c->recvq.head;
 
 	if (r) {
-		memcpy(r->u.item, item, c->size); /* r is linked, so alive */
+		item_copy(r->u.item, item, c->size); /* r is linked, so alive */
 		co__wait_claim(r, 0, l);
 		return 1;
 	}
 	if (c->count == c->cap)
 		return 0;
-	memcpy(slot(c, c->count), item, c->size);
+	item_copy(slot(c, c->count), item, c->size);
 	c->count++;
 	return 1;
 }
@@ -82,12 +99,12 @@ static int take(co_chan *c, void *item, co__wake_list *l)
 
 	if (c->count == 0)
 		return 0;
-	memcpy(item, slot(c, 0), c->size);
-	c->head = (c->head + 1) % c->cap;
+	item_copy(item, slot(c, 0), c->size);
+	c->head = c->head + 1 == c->cap ? 0 : c->head + 1;
 	c->count--;
 	s = c->sendq.head;
 	if (s) { /* the ring was full: the oldest sender fills the slot */
-		memcpy(slot(c, c->count), s->u.item, c->size);
+		item_copy(slot(c, c->count), s->u.item, c->size);
 		c->count++;
 		co__wait_claim(s, 0, l);
 	}

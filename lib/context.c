@@ -4,11 +4,23 @@
 #include <string.h>
 
 #include <coring/context.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "context_internal.h"
+#include "engine_internal.h"
 #include "fault.h"
-#include "trace.h"
 
 static _Thread_local co_context *co__ctx_current;
+
+void co__context_on_end(co_context *c, void (*on_end)(co_context *c))
+{
+	c->on_end = on_end;
+}
+
+void co__context_ended(co_context *c)
+{
+	if (c->on_end)
+		c->on_end(c);
+}
 
 co_context *co_context_current(void)
 {
@@ -59,8 +71,7 @@ static void *context_main(void *arg)
 	c->ret = ret < 0 ? ret : drain;
 	co__ctx_current = NULL;
 	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
-	if (c->sched)
-		co__sched_context_ended(c);
+	co__context_ended(c);
 	return NULL;
 }
 
@@ -101,7 +112,7 @@ int co_context_tick(co_context *c)
 	if (ret >= 0 && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
 	    co__engine_live(&c->engine) == 0 &&
 	    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
-		co__sched_context_ended(c);
+		co__context_ended(c);
 	return ret;
 }
 

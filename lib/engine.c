@@ -6,35 +6,17 @@
  * and the threading rule.
  */
 #include <errno.h>
-#include <poll.h>
-#ifdef CO_HAVE_VALGRIND_H
-#include <valgrind/valgrind.h>
-#define under_valgrind() RUNNING_ON_VALGRIND
-#else
-#define under_valgrind() 0
-#endif
 #include <string.h>
 #include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <ck_ring.h>
+#include "clock.h"
+#include "engine_impl.h"
+#include "spin.h"
+#include "tsan.h"
 
-#include <coring/engine.h>
-#include "internal.h"
-#include "fault.h"
-#include "list.h"
-#include "trace.h"
-
-/* The live count and the "spawns refused" bit share one word, so that a
- * spawn is either counted before a stop (and runs) or refused: never both. */
-#define LIVE_STOPPED 0x80000000u
-#define LIVE_COUNT(v) ((v) & ~LIVE_STOPPED)
-
-#define STOP_NONE (-1)
-#define CANCEL_GRACE_NS 1000000000ull
-
-/* The engine running on this thread; lib/io.c reads it directly (internal.h)
+/* The engine running on this thread; lib/io.c reads it directly (engine_internal.h)
  * rather than through co_engine_current's PLT call. */
 _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")));
 
@@ -43,73 +25,31 @@ co_engine *co_engine_current(void)
 	return co__tls_engine;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* ------------------------------------------------------------------------ */
-/* The spinlock (internal.h)                                                */
-/* ------------------------------------------------------------------------ */
-
-void co__spin_lock(atomic_uint *l)
-{
-	unsigned spins = 0;
-
-	for (;;) {
-		/* acquire: pairs with the release in co__spin_unlock */
-		if (!atomic_exchange_explicit(l, 1, memory_order_acquire))
-			return;
-		while (atomic_load_explicit(l, memory_order_relaxed)) {
-			if (++spins < 128)
-				co__cpu_relax();
-			else
-				sched_yield();
-		}
-	}
-}
-
-void co__spin_unlock(atomic_uint *l)
-{
-	atomic_store_explicit(l, 0, memory_order_release); /* pairs with co__spin_lock */
-}
-
 /* ------------------------------------------------------------------------ */
 /* The lifecycle                                                            */
 /* ------------------------------------------------------------------------ */
 
-enum transition {
-	T_RUN,       /* co_engine_run starts */
-	T_RUN_END,   /* co_engine_run returns */
-	T_STOP,      /* co_engine_stop */
-	T_DESTROY,   /* co_engine_destroy begins (it may give up: -EBUSY) */
-};
-
 /* Every state change of the engine, in one table: the new state, or -1 if
  * the call is not legal in that state (the caller says why). */
-static int next_state(int s, enum transition t)
+static int next_state(int s, enum co__transition t)
 {
 	switch (t) {
-	case T_RUN:
+	case CO__T_RUN:
 		return s == CO_ENGINE_READY ? CO_ENGINE_RUNNING
 		     : s == CO_ENGINE_STOPPED ? CO_ENGINE_STOPPING : -1;
-	case T_RUN_END:
+	case CO__T_RUN_END:
 		return s == CO_ENGINE_RUNNING ? CO_ENGINE_READY
 		     : s == CO_ENGINE_STOPPING ? CO_ENGINE_STOPPED : -1;
-	case T_STOP:
+	case CO__T_STOP:
 		return s == CO_ENGINE_READY || s == CO_ENGINE_STOPPED ? CO_ENGINE_STOPPED
 		     : s == CO_ENGINE_RUNNING || s == CO_ENGINE_STOPPING ? CO_ENGINE_STOPPING : -1;
-	case T_DESTROY:
+	case CO__T_DESTROY:
 		return s == CO_ENGINE_READY || s == CO_ENGINE_STOPPED ? CO_ENGINE_DYING : -1;
 	}
 	return -1;
 }
 
-/* Apply t; returns the state it was applied to, or -1 (nothing changed). */
-static int transition(co_engine *e, enum transition t)
+int co__engine_transition(co_engine *e, enum co__transition t)
 {
 	int s = atomic_load_explicit(&e->state, memory_order_acquire), n;
 
@@ -122,13 +62,6 @@ static int transition(co_engine *e, enum transition t)
 	return s;
 }
 
-static int engine_alive(co_engine *e)
-{
-	int s = atomic_load_explicit(&e->state, memory_order_acquire);
-
-	return s != CO_ENGINE_DEAD && s != CO_ENGINE_DYING;
-}
-
 int co_engine_state(co_engine *e)
 {
 	return e ? atomic_load_explicit(&e->state, memory_order_acquire) : -EINVAL;
@@ -137,12 +70,6 @@ int co_engine_state(co_engine *e)
 /* ------------------------------------------------------------------------ */
 /* Ready queue                                                              */
 /* ------------------------------------------------------------------------ */
-
-/* The ready ring (ck_ring, kept out of the public header) and its slots. */
-struct co__ready_ring {
-	ck_ring_t ring;
-	ck_ring_buffer_t buf[];
-};
 
 CO_NO_TSAN static int ring_push(co_engine *e, co_frame *f)
 {
@@ -216,7 +143,7 @@ static int stealable(co_engine *e)
 
 /* A frame made ready on the owner thread while thieves may look: into the
  * ring, or behind the overflow. (Without stealing, co__engine_push_owner
- * in internal.h queues it locally and never comes here.) */
+ * in engine_internal.h queues it locally and never comes here.) */
 void co__engine_push_ring(co_engine *e, co_frame *f)
 {
 	if (co__likely(e->local_n == 0) && co__likely(ring_push(e, f)))
@@ -358,7 +285,7 @@ static void remote_push(co_engine *e, int remote, _Atomic(void *) *list, void *n
 static int call_begin(co_engine *e, int *remote)
 {
 	*remote = remote_begin(e);
-	if (co__likely(engine_alive(e)))
+	if (co__likely(co__engine_alive(e)))
 		return 0;
 	if (*remote)
 		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
@@ -379,23 +306,32 @@ static void engine_wake(co_runner *r, co_frame *f)
 	remote_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
 }
 
+void co__engine_wake_parked(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	int remote;
+
+	if (r == NULL) { /* release builds: a frame woken twice is not queued */
+		co_engine_unpark(e);
+		return;
+	}
+	remote = remote_begin(e);
+	CO__TRACE_WAKE(e, r);
+	if (!remote) {
+		owner_push(e, r);
+		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		return;
+	}
+	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	/* release: after the push, so the engine that sees the count drop
+	 * sees the frame (as in co_engine_unpark after co_wake) */
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	remote_end(e, remote);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cancel requests from other threads                                       */
 /* ------------------------------------------------------------------------ */
-
-/* co_frame.cancel bits of the engine's own (co.h keeps ASKED): */
-enum {
-	CX_QUEUED = 1u << 4,    /* on the engine's cancel list, not handled yet */
-	CX_FINISHED = 1u << 5,  /* the frame finished (its on_done may wait for a
-	                           queued request) */
-	CX_MOVING = 1u << 6,    /* another engine is taking it (runner_move) */
-	/* 1u << 7: CO__CX_PINNED (internal.h), a time limit's */
-};
-
-static unsigned char cx_load(co_frame *f)
-{
-	return __atomic_load_n(&f->cancel, __ATOMIC_ACQUIRE);
-}
 
 static void finish_now(co_engine *e, co_frame *f);
 
@@ -412,26 +348,26 @@ static void finish_now(co_engine *e, co_frame *f);
 static int engine_cancel(co_runner *r, co_frame *f)
 {
 	co_engine *e;
-	unsigned char old = cx_load(f), want;
+	unsigned char old = co__cx_load(f), want;
 	int remote;
 
 	CO__TRACE_CANCEL(f);
 	do {
-		if (old & CX_FINISHED)
+		if (old & CO__CX_FINISHED)
 			return -EALREADY; /* changes nothing */
-		want = (unsigned char)(old | CO__CANCEL_ASKED | CX_QUEUED);
+		want = (unsigned char)(old | CO__CANCEL_ASKED | CO__CX_QUEUED);
 	} while (!__atomic_compare_exchange_n(&f->cancel, &old, want, 1, __ATOMIC_ACQ_REL,
 					      __ATOMIC_ACQUIRE));
-	if (old & CX_QUEUED)
+	if (old & CO__CX_QUEUED)
 		return 0; /* a request is on its way already */
-	while (cx_load(f) & CX_MOVING)
+	while (co__cx_load(f) & CO__CX_MOVING)
 		co__cpu_relax(); /* a move decided before us: a few instructions */
 	r = __atomic_load_n(&f->runner, __ATOMIC_ACQUIRE);
 	e = co__container_of(r, co_engine, runner);
 	if (co__tls_engine == e) {
 		/* Its own thread: at once. Only this thread finishes it, so
 		 * it has not finished since the CAS. */
-		__atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_ACQ_REL);
+		__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_ACQ_REL);
 		return co__cancel_here(f);
 	}
 	remote = remote_begin(e);
@@ -441,7 +377,7 @@ static int engine_cancel(co_runner *r, co_frame *f)
 
 /* The owner handles the requests other threads queued (each for one of
  * its own frames: see engine_cancel). */
-static void run_cancels(co_engine *e)
+void co__engine_run_cancels(co_engine *e)
 {
 	co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
 
@@ -449,76 +385,13 @@ static void run_cancels(co_engine *e)
 		unsigned char old;
 
 		next = f->cancel_next;
-		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CX_QUEUED, __ATOMIC_SEQ_CST);
-		if (old & CX_FINISHED) { /* it finished meanwhile: its finish waited */
+		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
+		if (old & CO__CX_FINISHED) { /* it finished meanwhile: its finish waited */
 			e->deferred--;
 			finish_now(e, f);
 		} else
 			co__cancel_here(f);
 	}
-}
-
-/* ------------------------------------------------------------------------ */
-/* The cancel stop's list of parked waits                                   */
-/* ------------------------------------------------------------------------ */
-
-void co__engine_park_link(co_engine *e, co_parking *p)
-{
-	co__spin_lock(&e->park_lock);
-	p->prev = NULL;
-	p->next = e->park_head;
-	if (e->park_head)
-		e->park_head->prev = p;
-	e->park_head = p;
-	p->linked = 1;
-	co__spin_unlock(&e->park_lock);
-}
-
-static void park_remove(co_engine *e, co_parking *p)
-{
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		e->park_head = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-	p->next = p->prev = NULL;
-	p->linked = 0;
-}
-
-int co__engine_park_unlink(co_engine *e, co_parking *p)
-{
-	int took;
-
-	co__spin_lock(&e->park_lock);
-	took = p->linked;
-	if (took)
-		park_remove(e, p);
-	co__spin_unlock(&e->park_lock);
-	return took;
-}
-
-/*
- * The cancel stop, on the owner thread: end every listed wait. Each one is
- * taken off the list and marked as visited under the park lock; whoever
- * ends a wait first (a release on another thread, or p->cancel here)
- * decides its result, and a releaser that finds the wait visited waits
- * until p->cancel is done before it lets the frame go (lib/wait.c), so
- * the primitive behind the wait outlives the visit.
- */
-static void park_cancel_all(co_engine *e)
-{
-	co_parking *p;
-
-	co__spin_lock(&e->park_lock);
-	while ((p = e->park_head) != NULL) {
-		park_remove(e, p);
-		atomic_store_explicit(&p->visit, 1, memory_order_seq_cst);
-		co__spin_unlock(&e->park_lock);
-		p->cancel(p);
-		co__spin_lock(&e->park_lock);
-	}
-	co__spin_unlock(&e->park_lock);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -546,10 +419,9 @@ static void wake_arm(co_engine *e)
 }
 
 /* The eventfd read completed: a waker wrote, or a cancel-all hit it. */
-static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void wake_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
-	co_engine *e = co__container_of(info, co_engine, wake_info);
-
+	(void)info;
 	(void)res;
 	(void)cqe_flags;
 	(void)tag;
@@ -562,261 +434,10 @@ static void wake_done(co_io_info *info, int res, unsigned cqe_flags, unsigned ta
 		wake_arm(e);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Setup and teardown                                                       */
-/* ------------------------------------------------------------------------ */
-
-/* Setup flags the engine takes from the caller; the rest of the known
- * ones it cannot honour: IOPOLL (sockets and eventfd cannot be polled
- * that way, and an idle engine would spin), ATTACH_WQ (no wq_fd in the
- * options). CQSIZE and R_DISABLED it sets itself. */
-#define SETUP_TAKEN                                                                   \
-	(IORING_SETUP_SQPOLL | IORING_SETUP_SQ_AFF | IORING_SETUP_CLAMP |             \
-	 IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SQE128 | IORING_SETUP_CQE32 |         \
-	 IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |                       \
-	 IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |                     \
-	 IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED)
-#define SETUP_REFUSED (IORING_SETUP_IOPOLL | IORING_SETUP_ATTACH_WQ)
-
-static int uring_setup(unsigned entries, struct io_uring *ring, struct io_uring_params *p)
-{
-	int err = co__fault_hit(CO__FAULT_RING);
-
-	return err ? -err : io_uring_queue_init_params(entries, ring, p);
-}
-
-/*
- * Create the ring disabled (enabled by the owner thread at its first run),
- * with the fastest task-run mode the kernel accepts: SINGLE_ISSUER |
- * DEFER_TASKRUN, else COOP_TASKRUN, else none (docs/engine.md).
- */
-static int engine_ring_init(co_engine *e, const co_engine_opts *o)
-{
-	static const unsigned modes[] = {
-		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-		IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-		0,
-	};
-	int ret = -EINVAL;
-
-	for (unsigned i = o->no_fast_flags ? 2 : 0; i < 3; i++) {
-		struct io_uring_params p;
-
-		memset(&p, 0, sizeof p);
-		p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE | modes[i] | o->setup_flags;
-		p.cq_entries = o->cq_entries;
-		ret = uring_setup(o->sq_entries, &e->ring, &p);
-		if (ret == -EINVAL)
-			continue; /* an older kernel, or a combination it refuses */
-		if (ret < 0)
-			return ret;
-		if ((p.flags & (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)) ==
-		    (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN))
-			e->features |= CO_ENGINE_F_SINGLE_ISSUER;
-		if (p.features & IORING_FEAT_NODROP)
-			e->features |= CO_ENGINE_F_NODROP;
-		return 0;
-	}
-	return ret;
-}
-
-/* Which operations the kernel has: one probe when the engine is set up
- * (no probe, a kernel before 5.6: every operation counts as there). */
-static void engine_probe(co_engine *e)
-{
-	struct io_uring_probe *p = io_uring_get_probe_ring(&e->ring);
-
-	memset(e->ops, 0, sizeof e->ops);
-	for (unsigned op = 0; op < 64 * 4; op++)
-		if (p == NULL || (op <= p->last_op && io_uring_opcode_supported(p, (int)op)))
-			e->ops[op / 64] |= 1ull << (op % 64);
-	if (p)
-		io_uring_free_probe(p);
-}
-
-int co_engine_supports(const co_engine *e, unsigned opcode)
-{
-	if (e == NULL || opcode >= 64 * 4)
-		return 0;
-	return (e->ops[opcode / 64] >> (opcode % 64)) & 1;
-}
-
-/* Registering with the kernel is for the ring's own thread: from a frame of
- * the engine, or while it does not run, by the thread that ran it (any
- * thread before its first run). */
-static int register_check(co_engine *e)
-{
-	if (e == NULL || !engine_alive(e))
-		return -EINVAL;
-	if (co__tls_engine == e)
-		return 0;
-	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_RUNNING)
-		return -EBUSY;
-	if (e->has_owner && !pthread_equal(e->owner, pthread_self()))
-		return -EPERM;
-	return 0;
-}
-
-int co_engine_register_files(co_engine *e, const int *fds, unsigned n)
-{
-	int err = register_check(e);
-
-	if (err)
-		return err;
-	if (fds == NULL || n == 0)
-		return -EINVAL;
-	return io_uring_register_files(&e->ring, fds, n);
-}
-
-int co_engine_unregister_files(co_engine *e)
-{
-	int err = register_check(e);
-
-	return err ? err : io_uring_unregister_files(&e->ring);
-}
-
-int co_engine_register_buffers(co_engine *e, const struct iovec *iov, unsigned n)
-{
-	int err = register_check(e);
-
-	if (err)
-		return err;
-	if (iov == NULL || n == 0)
-		return -EINVAL;
-	return io_uring_register_buffers(&e->ring, iov, n);
-}
-
-int co_engine_unregister_buffers(co_engine *e)
-{
-	int err = register_check(e);
-
-	return err ? err : io_uring_unregister_buffers(&e->ring);
-}
-
-int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid)
-{
-	struct io_uring_buf_reg reg;
-	int err = register_check(e);
-
-	if (err)
-		return err;
-	/* a group id of our own: of bufrings + 1 ids in a row, one is free
-	 * (unless the user took ids behind our back: then the kernel's
-	 * -EEXIST) */
-	for (unsigned i = 0; i <= e->bufrings; i++) {
-		memset(&reg, 0, sizeof reg);
-		reg.ring_addr = (uint64_t)(uintptr_t)ring;
-		reg.ring_entries = entries;
-		reg.bgid = e->bgid_next++;
-		err = io_uring_register_buf_ring(&e->ring, &reg, 0);
-		if (err != -EEXIST)
-			break;
-	}
-	if (err == 0) {
-		*bgid = reg.bgid;
-		e->bufrings++;
-	}
-	return err;
-}
-
-int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
-{
-	int err = register_check(e);
-
-	if (err == 0)
-		err = io_uring_unregister_buf_ring(&e->ring, bgid);
-	if (err == 0)
-		e->bufrings--;
-	return err;
-}
-
-static void engine_free(co_engine *e)
-{
-	if (e->wake_fd >= 0)
-		close(e->wake_fd);
-	e->wake_fd = -1;
-	free(e->ready);
-	free(e->ts);
-	e->ready = NULL;
-	e->ts = NULL;
-}
-
-int co_engine_init(co_engine *e, const co_engine_opts *opts)
-{
-	co_engine_opts o = { .ready_size = 4096, .sq_entries = 256, .batch = 256 };
-	int ret;
-
-	if (e == NULL)
-		return -EINVAL;
-	if (opts) {
-		o = *opts;
-		if (o.ready_size == 0)
-			o.ready_size = 4096;
-		if (o.sq_entries == 0)
-			o.sq_entries = 256;
-		if (o.batch == 0)
-			o.batch = 256;
-	}
-	if (o.cq_entries == 0)
-		o.cq_entries = 4 * o.sq_entries;
-	if (o.cancel_grace_ns == 0)
-		o.cancel_grace_ns = CANCEL_GRACE_NS;
-	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
-	    o.cq_entries < o.sq_entries || (o.setup_flags & ~(SETUP_TAKEN | SETUP_REFUSED)))
-		return -EINVAL;
-	if (o.setup_flags & SETUP_REFUSED)
-		return -EOPNOTSUPP;
-
-	memset(e, 0, sizeof *e);
-	e->runner.wake = engine_wake;
-	e->runner.cancel = engine_cancel;
-	e->batch = o.batch;
-	e->submit_batch = o.submit_batch;
-	e->cancel_grace = o.cancel_grace_ns;
-	e->wake_fd = -1;
-	e->wake_info.cb = wake_done;
-	atomic_init(&e->stop_mode, STOP_NONE);
-	e->ready = co__calloc(1, sizeof *e->ready + o.ready_size * sizeof e->ready->buf[0]);
-	if (e->ready == NULL)
-		return -ENOMEM;
-	ck_ring_init(&e->ready->ring, o.ready_size);
-	e->wake_fd = co__eventfd();
-	if (e->wake_fd < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	ret = engine_ring_init(e, &o);
-	if (ret < 0)
-		goto fail;
-	e->sqe_shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
-	e->cqe_shift = (e->ring.flags & IORING_SETUP_CQE32) ? 1 : 0;
-	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
-	if (e->ts == NULL) {
-		io_uring_queue_exit(&e->ring);
-		ret = -ENOMEM;
-		goto fail;
-	}
-	engine_probe(e);
-	atomic_store_explicit(&e->state, CO_ENGINE_READY, memory_order_release);
-	return 0;
-fail:
-	engine_free(e);
-	return ret;
-}
-
-/* A stopped engine whose last run found frames stuck, with nothing
- * changed since: nothing can wake them, so destroy may forget them. */
-static int only_stuck_left(co_engine *e, unsigned live)
-{
-	return atomic_load_explicit(&e->stop_mode, memory_order_acquire) != STOP_NONE &&
-	       e->stuck != 0 && LIVE_COUNT(live) == e->stuck &&
-	       atomic_load_explicit(&e->parked, memory_order_acquire) == 0 && !ready_nonempty(e);
-}
-
 /* From the owner thread, reap the armed eventfd read before the ring goes,
  * so the kernel holds no pointer into *e (invariant 6). From another
  * thread, closing the ring cancels it. */
-static void wake_disarm(co_engine *e)
+void co__engine_wake_disarm(co_engine *e)
 {
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
@@ -836,42 +457,6 @@ static void wake_disarm(co_engine *e)
 	}
 }
 
-int co_engine_destroy(co_engine *e)
-{
-	unsigned live;
-	int was;
-
-	if (e == NULL)
-		return -EINVAL;
-	was = transition(e, T_DESTROY);
-	if (was < 0) {
-		int s = atomic_load_explicit(&e->state, memory_order_acquire);
-		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
-	}
-	/* DYING: no run can start, and calls from other threads that begin
-	 * from now on see it and touch nothing. Let those inside leave. */
-	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
-		sched_yield();
-	/* Close the door to spawns unless frames are live (the CAS fails if
-	 * a spawn counted itself meanwhile) or posts are pending. */
-	live = atomic_load_explicit(&e->live, memory_order_acquire);
-	if ((LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
-	    e->bufrings != 0 ||
-	    !atomic_compare_exchange_strong(&e->live, &live, live | LIVE_STOPPED)) {
-		/* Busy after all. A stop that came meanwhile set the refusal
-		 * bit but could not move the state: STOPPED then. */
-		if (atomic_load_explicit(&e->live, memory_order_acquire) & LIVE_STOPPED)
-			was = CO_ENGINE_STOPPED;
-		atomic_store_explicit(&e->state, was, memory_order_release);
-		return -EBUSY;
-	}
-	wake_disarm(e);
-	io_uring_queue_exit(&e->ring);
-	engine_free(e);
-	atomic_store_explicit(&e->state, CO_ENGINE_DEAD, memory_order_release);
-	return 0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Spawn, stop, park, post                                                  */
 /* ------------------------------------------------------------------------ */
@@ -882,7 +467,7 @@ static int live_get(co_engine *e)
 	unsigned v = atomic_load_explicit(&e->live, memory_order_relaxed);
 
 	do {
-		if (v & LIVE_STOPPED)
+		if (v & CO__LIVE_STOPPED)
 			return 0;
 	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
 							memory_order_relaxed));
@@ -928,7 +513,7 @@ static int stop(co_engine *e, int mode, uint64_t at)
 		return -EINVAL;
 	if (call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
 		return -EINVAL;
-	atomic_fetch_or_explicit(&e->live, LIVE_STOPPED, memory_order_acq_rel);
+	atomic_fetch_or_explicit(&e->live, CO__LIVE_STOPPED, memory_order_acq_rel);
 	if (at) { /* the earliest time asked for */
 		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		while ((cur_at == 0 || at < cur_at) &&
@@ -939,7 +524,7 @@ static int stop(co_engine *e, int mode, uint64_t at)
 	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
 	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
 		;
-	transition(e, T_STOP);
+	co__engine_transition(e, CO__T_STOP);
 	if (!remote) /* the owner may be about to sleep in this turn */
 		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
 	remote_end(e, remote);
@@ -953,14 +538,14 @@ int co_engine_stop(co_engine *e, int mode)
 
 int co_engine_stop_timed(co_engine *e, uint64_t ns)
 {
-	uint64_t at = now_ns() + ns;
+	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
 
 	return stop(e, CO_STOP_DRAIN, at ? at : 1);
 }
 
 int co_engine_park(co_engine *e)
 {
-	if (e == NULL || !engine_alive(e))
+	if (e == NULL || !co__engine_alive(e))
 		return -EINVAL;
 	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
 	return 0;
@@ -1006,7 +591,7 @@ static void run_posts(co_engine *e)
 /* SQEs                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* co__engine_sqe (internal.h) found the SQ too full to keep room for a
+/* co__engine_sqe (engine_internal.h) found the SQ too full to keep room for a
  * linked timeout: submit what is queued, then take a slot. */
 struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 {
@@ -1079,7 +664,7 @@ static void finish_now(co_engine *e, co_frame *f)
 static void finish_frame(co_engine *e, co_frame *f)
 {
 	CO__TRACE_DONE(e, f);
-	if (__atomic_fetch_or(&f->cancel, (unsigned char)CX_FINISHED, __ATOMIC_SEQ_CST) & CX_QUEUED) {
+	if (__atomic_fetch_or(&f->cancel, (unsigned char)CO__CX_FINISHED, __ATOMIC_SEQ_CST) & CO__CX_QUEUED) {
 		e->deferred++; /* the requester is inside co_cancel: it will push */
 		return;
 	}
@@ -1089,7 +674,7 @@ static void finish_frame(co_engine *e, co_frame *f)
 /* Cancel stop: finish f for it, without running it: it never started, or
  * it is still running past the grace. It is in no queue and no awaiter
  * holds it (it came off the ready queue). */
-static void abandon(co_engine *e, co_frame *f)
+void co__engine_abandon(co_engine *e, co_frame *f)
 {
 	f->status = -ECANCELED;
 	f->state = (f->state | CO__ST_DONE) & ~(unsigned)(CO__ST_WAITING | CO__ST_NESTED);
@@ -1105,8 +690,8 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 
 	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
-			if (f->label == 0 || now_ns() >= cancel_deadline) {
-				abandon(e, f);
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
+				co__engine_abandon(e, f);
 				continue;
 			}
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
@@ -1158,7 +743,7 @@ static unsigned reap(co_engine *e)
 				continue;
 			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
 				e->inflight--;
-			info->cb(info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+			info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
 		} while (++head != tail);
 		/* release: the kernel may reuse the slots once it sees the head */
 		io_uring_smp_store_release(cq->khead, head);
@@ -1181,19 +766,19 @@ static void reap_all(co_engine *e)
  * A cancel stop begins (owner thread, once): cancel every operation in
  * flight and every listed parked wait. From then on each frame the loop
  * resumes is marked cancelled, and a cancelled frame's later waits end at
- * once: sync waits refuse to park (lib/wait.c), and an I/O await asks the
+ * once: sync waits refuse to park (lib/waiter.c), and an I/O await asks the
  * kernel to cancel its operation right after it (lib/io.c), behind
  * anything that completes at once, like a close on the way out.
  */
 static void cancel_begin(co_engine *e)
 {
 	struct io_uring_sqe *sqe = sqe_get(e);
-	uint64_t now = now_ns();
+	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
 	io_uring_sqe_set_data(sqe, NULL);
-	park_cancel_all(e);
+	co__engine_park_cancel_all(e);
 }
 
 static int first_run(co_engine *e)
@@ -1269,66 +854,6 @@ static void quiet_set(co_engine *e, unsigned snap)
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
-/*
- * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless another thread changed something since
- * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time.
- */
-/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
- * can end it, by writing the wake eventfd whose read is armed in the ring.
- * The ring is submitted, then the ring and the eventfd are polled: the
- * ring is readable once a completion is posted; the eventfd is readable
- * while the ring's read of it still waits for this thread to run the
- * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
- * completions do not wake pollers of the ring). The same wake-up as
- * waiting in io_uring_enter, but in a call that valgrind, which runs one
- * thread at a time, knows to block in, so the visitor's thread gets to run
- * (valgrind 3.19 holds its lock through io_uring_enter). Used under
- * valgrind only: natively it costs a syscall more per sleep than
- * io_uring_enter (a cross-context mutex hand-off runs at about half the
- * rate). An engine with I/O in flight always waits in io_uring_enter. */
-static int idle_sleep(co_engine *e, uint64_t ns)
-{
-	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
-			       { .fd = e->wake_fd, .events = POLLIN } };
-	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull),
-			       .tv_nsec = (long)(ns % 1000000000ull) };
-	int ret = io_uring_submit(&e->ring);
-
-	if (ret < 0)
-		return ret;
-	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
-		return -errno;
-	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
-		return io_uring_get_events(&e->ring); /* completions run in the caller */
-	return 0;
-}
-
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
-{
-	int ret;
-
-	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-		return 0;
-	}
-	e->stats.waits++;
-	if (idle && co__unlikely(under_valgrind())) {
-		ret = idle_sleep(e, ns);
-	} else if (ns) {
-		struct __kernel_timespec ts = { .tv_sec = (long long)(ns / 1000000000ull),
-						.tv_nsec = (long long)(ns % 1000000000ull) };
-		struct io_uring_cqe *cqe;
-		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
-	} else {
-		ret = io_uring_submit_and_wait(&e->ring, 1);
-	}
-	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	return ret;
-}
-
 /* The stop state at the start of a turn: escalates a timed drain to a
  * cancel when its time came, begins the cancel once, and returns the
  * time after which frames still running are finished for them (0: no
@@ -1339,13 +864,13 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	uint64_t at;
 
 	*wait_ns = 0;
-	if (co__likely(mode == STOP_NONE))
+	if (co__likely(mode == CO__STOP_NONE))
 		return 0;
 	if (mode == CO_STOP_DRAIN) {
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;
-		uint64_t now = now_ns();
+		uint64_t now = co__now_ns();
 		if (now < at) {
 			*wait_ns = at - now;
 			return 0;
@@ -1355,7 +880,7 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return e->cancel_since + e->cancel_grace;
+	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
 }
 
 /* The first half of every turn, looping or ticking: take in what other
@@ -1380,7 +905,7 @@ static void turn_run(co_engine *e, unsigned snap, uint64_t *wait_ns)
 		if (!co__lifo_empty(&e->inbox))
 			inbox_drain(e);
 		if (!co__lifo_empty(&e->cancels))
-			run_cancels(e);
+			co__engine_run_cancels(e);
 	}
 	cancel_deadline = stop_turn(e, wait_ns);
 	if (co__unlikely(e->local_n != 0) && stealable(e))
@@ -1410,32 +935,32 @@ static int loop(co_engine *e, int mode)
 			/* The common wait, one syscall: submit + wait. What other
 			 * threads sent meanwhile (inbox, posts, cancels) is seen
 			 * by engine_wait, which then does not sleep. */
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else if (ready_nonempty(e)) {
 			ret = io_uring_submit(&e->ring); /* other threads sent work */
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = engine_wait(e, snap, wait_ns, 0);
+			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
-			int stopping = (live & LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
+			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
 
-			if (LIVE_COUNT(live) == 0 && stopping)
+			if (CO__LIVE_COUNT(live) == 0 && stopping)
 				break; /* every frame finished */
 			if (visitor_inside(e)) {
 				sched_yield(); /* its change is about to land */
 				continue;
 			}
 			if (unchanged(e, snap)) {
-				if (LIVE_COUNT(live) != 0 && stopping) {
-					e->stuck = LIVE_COUNT(live);
+				if (CO__LIVE_COUNT(live) != 0 && stopping) {
+					e->stuck = CO__LIVE_COUNT(live);
 					ret = -EDEADLK;
 					break;
 				}
 				quiet_set(e, snap); /* a scheduler decides */
 			}
-			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
+			ret = co__engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)
@@ -1472,21 +997,21 @@ static int enter(co_engine *e)
 {
 	int ret;
 
-	if (!engine_alive(e))
+	if (!co__engine_alive(e))
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	if (transition(e, T_RUN) < 0)
-		return engine_alive(e) ? -EBUSY : -EINVAL;
+	if (co__engine_transition(e, CO__T_RUN) < 0)
+		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
-		transition(e, T_RUN_END);
+		co__engine_transition(e, CO__T_RUN_END);
 		return -EPERM;
 	}
 	if (!e->has_owner) {
 		ret = first_run(e);
 		if (ret < 0) {
-			transition(e, T_RUN_END);
+			co__engine_transition(e, CO__T_RUN_END);
 			return ret;
 		}
 	}
@@ -1501,7 +1026,7 @@ static void leave(co_engine *e)
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
 	co__tls_engine = NULL;
-	transition(e, T_RUN_END);
+	co__engine_transition(e, CO__T_RUN_END);
 }
 
 int co_engine_run(co_engine *e, int mode)
@@ -1569,7 +1094,7 @@ unsigned co__engine_ready(co_engine *e)
 
 unsigned co__engine_live(co_engine *e)
 {
-	return LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_acquire));
+	return CO__LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_acquire));
 }
 
 int co__engine_sleeping(co_engine *e)
@@ -1583,107 +1108,28 @@ int co__engine_quiet(co_engine *e, unsigned *epoch)
 	return atomic_load_explicit(&e->quiet, memory_order_seq_cst) == QUIET_YES;
 }
 
-/* Give f to engine `to`, unless it was asked to cancel or is pinned by a
- * time limit: mark it MOVING (in the byte a cancel request marks, so
- * exactly one of the two comes first), publish the new runner, unmark.
- * 0: moved; -ECANCELED or -EBUSY (pinned): f stays where it is, and
- * nothing was published. */
-static int runner_move(co_frame *f, co_engine *to)
-{
-	unsigned char old = cx_load(f);
+/* ------------------------------------------------------------------------ */
+/* For the engine's other files (engine_impl.h)                             */
+/* ------------------------------------------------------------------------ */
 
-	do {
-		if (old & CO__CX_PINNED)
-			return -EBUSY;
-		if (old & (CX_QUEUED | CO__CANCEL_ASKED))
-			return -ECANCELED;
-	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CX_MOVING), 1,
-					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
-	__atomic_fetch_and(&f->cancel, (unsigned char)~CX_MOVING, __ATOMIC_RELEASE);
-	return 0;
+void co__engine_runner_init(co_engine *e)
+{
+	e->runner.wake = engine_wake;
+	e->runner.cancel = engine_cancel;
+	e->wake_info.cb = wake_done;
 }
 
-/*
- * Take up to max ready frames from victim's ring into thief's. Only frames
- * in a ready ring move: none of them has I/O in flight (their awaits have
- * completed), so no SQE or CQE refers to another ring than the one that
- * will resume them. A frame with a cancel request stays with the victim
- * (back through its inbox). Returns how many moved.
- */
-unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
+int co__engine_has_work(co_engine *e)
 {
-	/* A visit of the victim: while a frame is in our hands, counted on
-	 * it but in none of its queues, it must not take the frame for one
-	 * that nothing will wake (visitor_inside). */
-	int visit = remote_begin(victim);
-	unsigned n = 0;
-	co_frame *f;
-
-	while (n < max && (f = ring_pop(victim)) != NULL) {
-		if (runner_move(f, thief) < 0) {
-			engine_wake(&victim->runner, f); /* back to the victim */
-			continue;
-		}
-		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
-		CO__TRACE_STEAL(thief, victim, f);
-		owner_push(thief, f); /* we run on the thief's thread */
-		n++;
-	}
-	remote_end(victim, visit);
-	return n;
+	return ready_nonempty(e);
 }
 
-/*
- * Move a waiting root frame (it is suspended in an awaiter's suspend) from
- * the engine running it to target, and wake it there. Fails, leaving
- * everything as it was, with -ESHUTDOWN if target refuses spawns, or
- * -ECANCELED if the frame was asked to cancel.
- */
-int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
+co_frame *co__engine_ring_pop(co_engine *e)
 {
-	/* Counted inside a visit, as a spawn is: target never sees the count
-	 * without the visitor or the frame (visitor_inside). */
-	int visit = remote_begin(target), err = 0;
-
-	if (!live_get(target))
-		err = -ESHUTDOWN;
-	else if ((err = runner_move(root, target)) < 0)
-		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
-	if (err == 0) {
-		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
-		CO__TRACE_TRANSFER(root, from, target);
-		co_wake(root);
-	}
-	remote_end(target, visit);
-	return err;
+	return ring_pop(e);
 }
 
-/*
- * A cancel stop on an engine that has never run (a context whose thread
- * never started): finish its queued frames for them, on the calling
- * thread (on_done sees -ECANCELED). -EBUSY if the engine ran or runs.
- */
-int co__engine_cancel_unrun(co_engine *e)
+int co__engine_live_get(co_engine *e)
 {
-	co_frame *f, *next;
-
-	if (transition(e, T_RUN) < 0)
-		return -EBUSY;
-	if (e->has_owner) {
-		transition(e, T_RUN_END);
-		return -EBUSY;
-	}
-	/* Spawns are refused (a stop was asked); let those counted before it
-	 * finish their push. */
-	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
-		sched_yield();
-	for (f = co__lifo_take(&e->inbox, offsetof(co_frame, next)); f; f = next) {
-		next = f->next;
-		abandon(e, f);
-	}
-	run_cancels(e); /* requests for them: each finishes its frame */
-	transition(e, T_RUN_END);
-	return 0;
+	return live_get(e);
 }

@@ -8,8 +8,10 @@
 #include <sys/signalfd.h>
 
 #include <coring/io.h>
-#include "internal.h"
-#include "trace.h"
+#include "awaiter.h"
+#include "clock.h"
+#include "engine_internal.h"
+#include "io_internal.h"
 
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
@@ -21,6 +23,8 @@ enum {
 	                         went in its place, the await ends with
 	                         -EOPNOTSUPP */
 	K_SIGNAL = 1u << 4,   /* co_signals_wait: the value is the signal */
+	K_DRAIN = 1u << 5,    /* co_sqe: IOSQE_IO_DRAIN refused; a nop went in
+	                         its place, the await ends with -EINVAL */
 };
 
 enum { TAG_OP = 0, TAG_DEADLINE = 1 };
@@ -57,8 +61,8 @@ static int io_resume(co_awaiter *a, co_frame *f)
 	(void)f;
 	if (co__likely(io->kind == 0))
 		return io->res;
-	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP)))
-		return io->kind & K_NOLIMIT ? -EINVAL : -EOPNOTSUPP;
+	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP | K_DRAIN)))
+		return io->kind & K_UNSUP ? -EOPNOTSUPP : -EINVAL;
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
 	if ((io->kind & K_SIGNAL) && io->res >= 0) {
@@ -90,7 +94,7 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 /* No ready op: the suspend op tells, which saves a call per await. */
 static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO };
 
-static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_io *io = co__container_of(info, co_io, info);
 
@@ -108,7 +112,7 @@ static void io_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 		io->pending++;
 	}
 	if (--io->pending == 0 && io->frame)
-		co__engine_wake_here(co__tls_engine, io->frame);
+		co__engine_wake_here(e, io->frame);
 }
 
 /* An await that completes at once with err (bad arguments, no engine):
@@ -415,6 +419,10 @@ co_awaiter *co_ftruncate(co_io *io, int fd, uint64_t len)
 
 /* ---- signals ---------------------------------------------------------------- */
 
+/* A co_signals that co_signals_open set up: a zeroed one, never opened,
+ * has descriptor 0 in fd, which is not its to read or close. */
+#define SIGNALS_OPEN 0x5349474eu
+
 int co_signals_open(co_signals *s, const sigset_t *set)
 {
 	int err;
@@ -422,18 +430,22 @@ int co_signals_open(co_signals *s, const sigset_t *set)
 	if (s == NULL || set == NULL)
 		return -EINVAL;
 	s->fd = -1;
+	s->magic = 0;
 	err = pthread_sigmask(SIG_BLOCK, set, NULL);
 	if (err)
 		return -err;
 	s->fd = signalfd(-1, set, SFD_CLOEXEC);
-	return s->fd < 0 ? -errno : 0;
+	if (s->fd < 0)
+		return -errno;
+	s->magic = SIGNALS_OPEN;
+	return 0;
 }
 
 co_awaiter *co_signals_wait(co_signals *s)
 {
 	if (s == NULL)
 		return NULL;
-	if (s->fd < 0)
+	if (s->magic != SIGNALS_OPEN || s->fd < 0)
 		return io_fail(&s->io, -EBADF);
 	IO_PREP(&s->io, K_SIGNAL,
 		io_uring_prep_read(sqe, s->fd, &s->info, sizeof s->info, (uint64_t)-1));
@@ -443,10 +455,11 @@ int co_signals_close(co_signals *s)
 {
 	int fd;
 
-	if (s == NULL || s->fd < 0)
-		return -EINVAL;
+	if (s == NULL || s->magic != SIGNALS_OPEN || s->fd < 0)
+		return -EINVAL; /* never opened, or closed: nothing is closed */
 	fd = s->fd;
 	s->fd = -1;
+	s->magic = 0;
 	return close(fd) ? -errno : 0;
 }
 
@@ -469,8 +482,10 @@ co_awaiter *co_fixed_file(co_awaiter *aw)
 	co_io *io = (co_io *)aw;
 	struct io_uring_sqe *op;
 
-	if (aw == NULL || aw->ops->kind != CO__AW_IO)
-		return NULL; /* not I/O: -EINVAL */
+	if (aw == NULL)
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw->ops == NULL || aw->ops->kind != CO__AW_IO)
+		return co__wrong_kind(aw); /* not I/O: -EINVAL */
 	if (io->pending == 0)
 		return aw; /* the prep failed: the await ends at once anyway */
 	/* right after the prep only (before co_deadline): its SQE is queued */
@@ -500,18 +515,21 @@ co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg),
 	/* the completion is ours, and so is the link chain a deadline adds */
 	sqe->user_data = data;
 	sqe->flags &= (uint8_t) ~(IOSQE_IO_LINK | IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
-	if (!co_engine_supports(co__tls_engine, sqe->opcode)) {
-		io_uring_prep_nop(sqe); /* the SQE is taken: a nop completes it */
-		sqe->user_data = data;
+	/* A drain would wait for every operation before it on the engine's
+	 * ring, the engine's own wake-up read too, which is always in flight:
+	 * it would never start, and neither a limit nor a cancel reaches an
+	 * operation the kernel holds back. Refused, as an opcode the kernel
+	 * lacks is: the SQE is taken, a nop completes it. */
+	if (co__unlikely(sqe->flags & IOSQE_IO_DRAIN))
+		io->kind |= K_DRAIN;
+	else if (!co_engine_supports(co__tls_engine, sqe->opcode))
 		io->kind |= K_UNSUP;
+	if (co__unlikely(io->kind)) {
+		io_uring_prep_nop(sqe);
+		sqe->user_data = data;
 	}
+	CO__TRACE_SUBMIT(sqe);
 	return &io->aw;
-}
-
-static void ns_to_ts(struct __kernel_timespec *ts, uint64_t ns)
-{
-	ts->tv_sec = (long long)(ns / CO_S);
-	ts->tv_nsec = (long long)(ns % CO_S);
 }
 
 /* A timeout SQE whose timespec lives in the engine's slot for that SQE. */
@@ -519,7 +537,7 @@ static void prep_timeout(struct io_uring_sqe *sqe, uint64_t ns, unsigned flags)
 {
 	struct __kernel_timespec *ts = co_engine_sqe_ts(co__tls_engine, sqe);
 
-	ns_to_ts(ts, ns);
+	co__ns_to_ts(ts, ns);
 	io_uring_prep_timeout(sqe, ts, 0, flags);
 }
 
@@ -551,10 +569,16 @@ void co_period_init(co_period *p, uint64_t period_ns)
 	if (p == NULL)
 		return;
 	p->period = period_ns;
-	p->next = co_now_ns() + period_ns;
+	p->next = co__deadline_after(period_ns); /* UINT64_MAX: it never ticks */
 	p->missed = 0;
 }
 
+/* The wait ends at the first tick still to come: the ticks whose time has
+ * come (next <= now) went by while nobody waited, and are counted. The
+ * skip cannot overflow: next <= now there, and next is at least the
+ * period past co_period_init's now, so the period and late * period
+ * (below now - next + period) are below now, and next + late * period
+ * below 2 now. The next tick's sum saturates (a huge period). */
 co_awaiter *co_period_wait(co_period *p)
 {
 	uint64_t now;
@@ -563,15 +587,14 @@ co_awaiter *co_period_wait(co_period *p)
 		return NULL;
 	if (p->period == 0)
 		return io_fail(&p->io, -EINVAL);
-	/* ticks already gone by are skipped, and counted */
-	now = co_now_ns();
-	if (now >= p->next + p->period) {
-		uint64_t late = (now - p->next) / p->period;
+	now = co__now_ns();
+	if (now >= p->next) {
+		uint64_t late = (now - p->next) / p->period + 1;
 		p->missed += late;
 		p->next += late * p->period;
 	}
 	co_sleep_until(&p->io, p->next);
-	p->next += p->period;
+	p->next = co__time_add(p->next, p->period);
 	return &p->io.aw;
 }
 
@@ -599,7 +622,7 @@ int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 	if (sqe == NULL)
 		return -EAGAIN;
 	ts = co_engine_sqe_ts(e, sqe);
-	ns_to_ts(ts, ns);
+	co__ns_to_ts(ts, ns);
 	op->flags |= IOSQE_IO_LINK;
 	io_uring_prep_link_timeout(sqe, ts, 0);
 	io->tres = 0;
@@ -610,8 +633,10 @@ int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 
 co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 {
-	if (aw == NULL || aw->ops->kind != CO__AW_IO)
-		return NULL; /* not I/O: the await ends with -EINVAL (co_timeout limits any) */
+	if (aw == NULL)
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw->ops == NULL || aw->ops->kind != CO__AW_IO)
+		return co__wrong_kind(aw); /* not I/O: -EINVAL (co_timeout limits any) */
 	if (co__io_link_timeout(aw, ns) < 0)
 		((co_io *)aw)->kind |= K_NOLIMIT;
 	return aw;
@@ -619,13 +644,10 @@ co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 
 uint64_t co_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * CO_S + (uint64_t)ts.tv_nsec;
+	return co__now_ns();
 }
 
-/* ---- transfer helpers ------------------------------------------------------ */
+/* ---- whole transfers: the *_all calls ------------------------------------- */
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 
@@ -719,14 +741,17 @@ static void acceptor_arm(co_acceptor *a)
 	struct io_uring_sqe *sqe = co_engine_sqe(a->engine, &a->info, 0);
 
 	io_uring_prep_multishot_accept(sqe, a->fd, NULL, NULL, a->flags);
+	CO__TRACE_SUBMIT(sqe);
 	a->armed = 1;
 }
 
-static void acceptor_done(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void acceptor_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_acceptor *a = co__container_of(info, co_acceptor, info);
 
+	(void)e; /* a->engine */
 	(void)tag;
+	CO__TRACE_COMPLETE(NULL, info, res, tag);
 	if (res >= 0)
 		a->accepted++;
 	if (res >= 0 || (cqe_flags & IORING_CQE_F_MORE))

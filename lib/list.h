@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The intrusive lists the Linux layers share (not installed): a FIFO of
- * nodes linked through a pointer field, and a lock-free stack that any
- * thread pushes onto with one CAS and one owner takes whole.
+ * nodes linked through a pointer field, the unlink of a doubly-linked
+ * list, and a lock-free stack that any thread pushes onto with one CAS
+ * and one owner takes whole.
  */
 #ifndef CORING_LIST_H
 #define CORING_LIST_H
@@ -20,6 +21,22 @@
 		else                                             \
 			*(headp) = (node);                       \
 		*(tailp) = (node);                               \
+	} while (0)
+
+/* Take node off the doubly-linked list (*headp, *tailp) whose nodes link
+ * through ->next and ->prev; tailp is a null pointer of the list's type
+ * for a list that keeps no tail. node's links are cleared. */
+#define co__dlist_unlink(headp, tailp, node)                               \
+	do {                                                               \
+		if ((node)->prev)                                          \
+			(node)->prev->next = (node)->next;                 \
+		else                                                       \
+			*(headp) = (node)->next;                           \
+		if ((node)->next)                                          \
+			(node)->next->prev = (node)->prev;                 \
+		else if (tailp)                                            \
+			*(tailp) = (node)->prev;                           \
+		(node)->next = (node)->prev = NULL;                        \
 	} while (0)
 
 /*

@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include <coring/pool.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
 #include "fault.h"
 
 enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
@@ -14,7 +15,7 @@ enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
 /* Hand the frame back, from whichever thread ended the job: off the
  * engine's list, wake first, unpark second (so the engine never finds
- * itself idle with the wake on its way; lib/wait.c does the same), and
+ * itself idle with the wake on its way; lib/waiter.c does the same), and
  * nothing of the job is touched after the wake. */
 static void job_release(co_pool_job *j)
 {

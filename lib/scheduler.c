@@ -6,12 +6,14 @@
  * docs/design.md.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <coring/scheduler.h>
-#include "internal.h"
+#include "context_internal.h"
+#include "engine_internal.h"
 #include "fault.h"
 
 #define ACCEPTING 1ul
@@ -52,15 +54,20 @@ static void sched_task_done(co_engine *e, void *arg)
 }
 
 /* An engine became quiet (idle, nothing can progress) or stopped being
- * so. The count only tells co_sched_run when to look (all_quiet decides);
- * an engine that goes quiet wakes it. */
+ * so. The count only tells co_sched_run when to look (all_quiet decides,
+ * and only once every context is quiet or ended): an engine that goes
+ * quiet wakes it when that may be so now. The other way, a context that
+ * ends makes its count grow under the lock and wakes it (ended_locked).
+ * seq_cst both: of this increment and its read of ended, and of that
+ * count's increment and co_sched_run's read of quiet, one sees the other. */
 static void sched_quiet(co_engine *e, void *arg, int quiet)
 {
 	co_sched *s = arg;
+	int n;
 
 	(void)e;
-	atomic_fetch_add_explicit(&s->quiet, quiet ? 1 : -1, memory_order_acq_rel);
-	if (quiet)
+	n = atomic_fetch_add_explicit(&s->quiet, quiet ? 1 : -1, memory_order_seq_cst);
+	if (quiet && (unsigned)n + 1 + __atomic_load_n(&s->ended, __ATOMIC_SEQ_CST) >= s->n)
 		signal_waiters(s);
 }
 
@@ -107,9 +114,34 @@ static void sched_backlog(co_engine *e, void *arg)
 	}
 }
 
+/* Polling for work before a sleep costs a CPU: at most s->spinners of the
+ * contexts poll at once. */
+static int sched_spin(co_engine *e, void *arg, int begin)
+{
+	co_sched *s = arg;
+	unsigned n;
+
+	(void)e;
+	if (!begin) {
+		atomic_fetch_sub_explicit(&s->spinning, 1, memory_order_relaxed);
+		return 0;
+	}
+	n = atomic_fetch_add_explicit(&s->spinning, 1, memory_order_relaxed) + 1;
+	if (n > s->spinners) {
+		atomic_fetch_sub_explicit(&s->spinning, 1, memory_order_relaxed);
+		return 0;
+	}
+	unsigned peak = __atomic_load_n(&s->spin_peak, __ATOMIC_RELAXED);
+	while (n > peak && !__atomic_compare_exchange_n(&s->spin_peak, &peak, n, 1,
+							 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return 1;
+}
+
 static const struct co__engine_hooks hooks_plain = {
 	.task_done = sched_task_done,
 	.quiet = sched_quiet,
+	.spin = sched_spin,
 };
 
 static const struct co__engine_hooks hooks_stealing = {
@@ -117,18 +149,20 @@ static const struct co__engine_hooks hooks_stealing = {
 	.steal = sched_steal,
 	.backlog = sched_backlog,
 	.quiet = sched_quiet,
+	.spin = sched_spin,
 };
 
 static void ended_locked(co_sched *s, co_context *c)
 {
-	s->ended++;
+	__atomic_store_n(&s->ended, s->ended + 1, __ATOMIC_SEQ_CST); /* see sched_quiet */
 	if (c->ret < 0 && c->ret != -EDEADLK && s->err == 0)
 		s->err = c->ret;
 	pthread_cond_broadcast(&s->cond);
 }
 
-/* A context's thread returned (lib/context.c), or a manual context ended. */
-void co__sched_context_ended(co_context *c)
+/* A context's thread returned, or a manual context ended: the notice this
+ * scheduler installs on its contexts (co__context_on_end). */
+static void context_ended(co_context *c)
 {
 	co_sched *s = c->sched;
 
@@ -210,6 +244,18 @@ static int groups_check(const co_sched_opts *o, co_sched_group *one, const co_sc
 	return 0;
 }
 
+/* As many as the CPUs the process may use: a context polls only while it
+ * has nothing to run, so pollers never take a CPU from a context of this
+ * scheduler with work, and two contexts that hand work back and forth can
+ * both poll (with fewer, every other hand-off finds its target asleep). */
+static unsigned default_spinners(void)
+{
+	cpu_set_t cpus;
+	int n = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+
+	return n > 1 ? (unsigned)n : 1;
+}
+
 int co_sched_init(co_sched *s, const co_sched_opts *opts)
 {
 	co_sched_opts o = { 0 };
@@ -228,6 +274,7 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	memset(s, 0, sizeof *s);
 	s->opts = o;
 	s->n = n;
+	s->spinners = o.spinners ? o.spinners : default_spinners();
 	s->ngroups = ng;
 	s->ctx = co__calloc(n, sizeof *s->ctx);
 	s->groups = co__calloc(ng, sizeof *s->groups);
@@ -259,6 +306,7 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 			c->index = i;
 			c->kind = k;
 			c->sched = s;
+			co__context_on_end(c, context_ended);
 			c->manual = g->manual;
 			co__engine_set_hooks(&c->engine, g->steal && sg->n > 1 ? &hooks_stealing
 									  : &hooks_plain, s);

@@ -25,7 +25,8 @@
 #include <sys/mman.h>
 
 #include <coring/stream.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
 #include "fault.h"
 
 #define RING_MAGIC 0x42524e47u   /* a registered co_bufring */
@@ -159,17 +160,19 @@ static void stream_arm(co_stream *s, co_engine *e)
 	io_uring_prep_recv_multishot(sqe, s->fd, NULL, 0, 0);
 	sqe->flags |= IOSQE_BUFFER_SELECT;
 	sqe->buf_group = s->ring->bgid;
+	CO__TRACE_SUBMIT(sqe);
 	s->armed = 1;
 }
 
-/* Wake the frame waiting in recv or close. */
-static inline void stream_wake(co_stream *s)
+/* Wake the frame waiting in recv or close (e: the stream's engine, whose
+ * thread this is). */
+static inline void stream_wake(co_stream *s, co_engine *e)
 {
 	co_frame *f = s->frame;
 
 	if (f) {
 		s->frame = NULL;
-		co__engine_wake_here(co__tls_engine, f);
+		co__engine_wake_here(e, f);
 	}
 }
 
@@ -179,7 +182,7 @@ static void stream_end(co_stream *s, int fin)
 	s->ended = 1;
 	s->paused = 0;
 	s->fin = fin;
-	stream_wake(s);
+	stream_wake(s, co__tls_engine);
 }
 
 /* Arm a stream that is not armed (starved, paused); under the engine's
@@ -255,14 +258,13 @@ static inline void stream_queue(co_stream *s, co_bufring *b, unsigned bid, unsig
 }
 
 /* The multishot's last CQE (no IORING_CQE_F_MORE). */
-static void stream_last_cqe(co_stream *s, int res)
+static void stream_last_cqe(co_engine *e, co_stream *s, int res)
 {
-	co_engine *e = co__tls_engine;
 	co_bufring *b = s->ring;
 
 	s->armed = 0;
 	if (s->closing) {
-		stream_wake(s); /* the close goes on */
+		stream_wake(s, e); /* the close goes on */
 		return;
 	}
 	if (res == -ENOBUFS)
@@ -284,12 +286,13 @@ static void stream_last_cqe(co_stream *s, int res)
 			stream_arm(s, e);
 	}
 	if (s->qn != 0)
-		stream_wake(s);
+		stream_wake(s, e);
 }
 
 /* A CQE off the common path: no buffer in it, the stream closing or
  * past its limit, or the multishot's last. */
-static __attribute__((noinline)) void stream_cqe_slow(co_stream *s, int res, unsigned cqe_flags)
+static __attribute__((noinline)) void stream_cqe_slow(co_engine *e, co_stream *s, int res,
+						       unsigned cqe_flags)
 {
 	co_bufring *b = s->ring;
 
@@ -310,34 +313,35 @@ static __attribute__((noinline)) void stream_cqe_slow(co_stream *s, int res, uns
 	    (cqe_flags & IORING_CQE_F_MORE)) {
 		/* a reader far behind: stop receiving for now */
 		s->paused = 1;
-		io_uring_prep_cancel(co__engine_sqe(co__tls_engine, NULL, 0), &s->info, 0);
+		io_uring_prep_cancel(co__engine_sqe(e, NULL, 0), &s->info, 0);
 	}
 	if (cqe_flags & IORING_CQE_F_MORE) {
 		if (s->frame && !s->closing)
-			stream_wake(s);
+			stream_wake(s, e);
 		return;
 	}
-	stream_last_cqe(s, res);
+	stream_last_cqe(e, s, res);
 }
 
 /* Every CQE of the multishot: queue its buffer, wake a waiting recv. The
  * common one (data, more to come, nothing unusual) takes the short way. */
-static void stream_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void stream_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_stream *s = co__container_of(info, co_stream, info);
 	co_bufring *b = s->ring;
 
 	(void)tag;
+	CO__TRACE_COMPLETE(s->frame, info, res, tag); /* each CQE, with its byte count */
 	if (co__likely((cqe_flags & (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE)) ==
 			       (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE) &&
 		       res > 0 && !s->closing && s->qn + 1 < b->stream_limit)) {
 		b->free--;
 		stream_queue(s, b, cqe_flags >> IORING_CQE_BUFFER_SHIFT, (unsigned)res);
 		if (s->frame)
-			stream_wake(s);
+			stream_wake(s, e);
 		return;
 	}
-	stream_cqe_slow(s, res, cqe_flags);
+	stream_cqe_slow(e, s, res, cqe_flags);
 }
 
 /* After buffers came back: a paused stream whose reader caught up is
@@ -496,7 +500,7 @@ static int recv_cancel(co_awaiter *a, co_frame *f)
 		return -EPERM;
 	if (s->frame == f) {
 		s->res = -ECANCELED;
-		stream_wake(s);
+		stream_wake(s, e);
 	}
 	return 0;
 }

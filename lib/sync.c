@@ -2,14 +2,14 @@
 /*
  * Mutex, event, latch, wait group, semaphore, condition variable. Each is a
  * spinlock, a little state and a FIFO of co_waiters; the waiter core
- * (lib/wait.c) parks, claims and wakes. See docs/sync.md.
+ * (lib/waiter.c) parks, claims and wakes. See docs/sync.md.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 
 #include <coring/sync.h>
-#include "wait.h"
+#include "waiter_internal.h"
 
 
 /* Claim every waiter of q with result res (the lock is held). */
@@ -100,7 +100,25 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
 
 /* ---- mutex ----------------------------------------------------------------------- */
 
-int co_mutex_init(co_mutex *m)
+/*
+ * A free mutex goes to whoever asks first; unlock frees it and invites its
+ * oldest waiter (claims it with MUTEX_RETRY), whose retry runs on its own
+ * engine: it takes the mutex if it is still free, else it goes back to the
+ * head of the queue. One invitation is on its way at a time (invited).
+ * barges counts the acquisitions made while a frame waited (queued or
+ * invited); a waiter notes it when it parks (u.mark), so barges - mark is
+ * how many later arrivals overtook it. Unlock hands the mutex straight to
+ * the oldest waiter (it stays locked, now that waiter's) when it has been
+ * overtaken CO_MUTEX_OVERTAKES times, when it is a condition variable's
+ * waiter re-locking (FIFO, as before its wait), and always in a FIFO mutex.
+ * locked and holder are written under the lock and read without it by a
+ * frame that polls before it parks.
+ */
+#define MUTEX_RETRY 1      /* the value of an invited waiter until its retry */
+#define MUTEX_POLLS 4      /* rounds of polling a mutex held on another engine */
+#define MUTEX_POLL_PAUSES 30
+
+static int mutex_setup(co_mutex *m, int fifo)
 {
 	if (m == NULL)
 		return -EINVAL;
@@ -108,15 +126,47 @@ int co_mutex_init(co_mutex *m)
 	m->locked = 0;
 	m->dead = 0;
 	m->q.head = m->q.tail = NULL;
+	m->fifo = (unsigned char)fifo;
+	m->invited = 0;
+	m->barges = 0;
+	m->holder = NULL;
 	return 0;
+}
+
+int co_mutex_init(co_mutex *m)
+{
+	return mutex_setup(m, 0);
+}
+
+int co_mutex_init_fifo(co_mutex *m)
+{
+	return mutex_setup(m, 1);
 }
 
 int co_mutex_destroy(co_mutex *m)
 {
-	return m ? destroy(&m->lock, &m->dead, &m->q, &m->locked) : -EINVAL;
+	int err = 0;
+
+	if (m == NULL)
+		return -EINVAL;
+	co__lock(m);
+	if (m->dead)
+		err = -EINVAL;
+	else if (m->q.head || m->locked || m->invited) /* held, waited on, a retry due */
+		err = -EBUSY;
+	else
+		m->dead = 1;
+	co__unlock(m);
+	return err;
 }
 
-/* With hand-off, "unlocked" implies "nobody waits": no barging. */
+/* Under the lock: m is locked now, by a frame of engine e (or none). */
+static void mutex_hold(co_mutex *m, co_engine *e)
+{
+	__atomic_store_n(&m->locked, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&m->holder, (void *)e, __ATOMIC_RELAXED);
+}
+
 static int mutex_take(void *obj)
 {
 	co_mutex *m = obj;
@@ -125,11 +175,93 @@ static int mutex_take(void *obj)
 		return TAKE_DEAD;
 	if (m->locked)
 		return TAKE_WAIT;
-	m->locked = 1;
+	if (m->q.head || m->invited)
+		m->barges++; /* it overtakes the waiters */
+	mutex_hold(m, co__tls_engine);
 	return TAKE_DONE;
 }
 
-SIMPLE_OPS(mutex_lock_ops, co_mutex, mutex_take);
+/* Held by a coroutine of another engine, which runs while we look, and
+ * holds it briefly: poll a few rounds before parking. Not for one of this
+ * engine (it cannot run while we poll), nor in a FIFO mutex. */
+static void mutex_poll(co_mutex *m)
+{
+	void *holder = __atomic_load_n(&m->holder, __ATOMIC_RELAXED);
+
+	if (m->fifo || holder == NULL || holder == (void *)co__tls_engine)
+		return;
+	for (int i = 0; i < MUTEX_POLLS && __atomic_load_n(&m->locked, __ATOMIC_RELAXED); i++)
+		for (int k = 0; k < MUTEX_POLL_PAUSES; k++)
+			co__cpu_relax();
+}
+
+static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
+{
+	co_waiter *w = (co_waiter *)a;
+	co_mutex *m = w->obj;
+	int took;
+
+	mutex_poll(m);
+	co__spin_lock(w->lk);
+	took = mutex_take(m);
+	if (took != TAKE_WAIT) {
+		co__spin_unlock(w->lk);
+		w->res = took == TAKE_DONE ? 0 : -EINVAL;
+		return 0;
+	}
+	w->u.mark = m->barges;
+	return co__wait_park(w, f, &m->q);
+}
+
+/* An invited waiter's retry, on its engine's thread (with no engine, the
+ * frame's own): take the mutex if it is still free, else back to the head
+ * of the queue, unless the frame was cancelled meanwhile. The mutex cannot
+ * be destroyed while the retry is due (invited). */
+static void mutex_retry(co_waiter *w)
+{
+	co_mutex *m = w->obj;
+	int waiting = 0;
+
+	co__lock(m);
+	m->invited = 0;
+	if (!m->locked) {
+		mutex_hold(m, w->engine);
+		w->res = 0;
+	} else {
+		waiting = co__wait_repark(w);
+	}
+	co__unlock(m);
+	if (waiting)
+		co__wait_rearm(w);
+	else
+		co__wait_wake_frame(w);
+}
+
+static void mutex_retry_post(co_post *p)
+{
+	mutex_retry(co__container_of(p, co_waiter, post));
+}
+
+/* A claimed lock waiter: handed the mutex (0), timed out or cancelled:
+ * woken; invited: its retry goes to its engine, which runs it at its next
+ * turn (a timed waiter's comes from that engine already, after its timer's
+ * CQE), so that frames running meanwhile may take the free mutex. */
+static void mutex_deliver(co_waiter *w)
+{
+	if (w->res != MUTEX_RETRY) {
+		co__wait_wake_frame(w);
+	} else if (w->engine == NULL || w->timer_done) {
+		mutex_retry(w);
+	} else {
+		w->post.fn = mutex_retry_post;
+		co_engine_post(w->engine, &w->post);
+	}
+}
+
+static const simple_ops mutex_lock_ops = {
+	{ { NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, mutex_deliver },
+	mutex_take, offsetof(co_mutex, q)
+};
 
 co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m)
 {
@@ -141,6 +273,13 @@ int co_mutex_trylock(co_mutex *m)
 	if (m == NULL)
 		return -EINVAL;
 	return try_take(&m->lock, mutex_take, m, -EBUSY);
+}
+
+/* Under the lock: hand m to its oldest waiter w rather than free it? */
+static int mutex_hand_off(co_mutex *m, co_waiter *w)
+{
+	return m->fifo || atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ||
+	       (unsigned)(m->barges - (unsigned)w->u.mark) >= CO_MUTEX_OVERTAKES;
 }
 
 int co_mutex_unlock(co_mutex *m)
@@ -157,12 +296,20 @@ int co_mutex_unlock(co_mutex *m)
 		return dead ? -EINVAL : -EPERM;
 	}
 	w = m->q.head;
-	if (w) /* hand-off: stays locked, now owned by w; a condition
-		  variable's waiter (re-locking) keeps the result of its wait */
+	if (w && mutex_hand_off(m, w)) {
+		/* stays locked, now w's; a condition variable's waiter
+		 * (re-locking) keeps the result of its wait */
+		mutex_hold(m, w->engine);
 		co__wait_claim(w, atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ?
 					  w->res : 0, &l);
-	else
-		m->locked = 0;
+	} else {
+		__atomic_store_n(&m->locked, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
+		if (w && !m->invited) {
+			m->invited = 1;
+			co__wait_claim(w, MUTEX_RETRY, &l);
+		}
+	}
 	co__unlock(m);
 	co__wake_all(&l);
 	return 0;
@@ -426,7 +573,7 @@ static void cond_deliver(co_waiter *w)
 		return;
 	}
 	if (!m->locked) {
-		m->locked = 1;
+		mutex_hold(m, w->engine);
 		co__unlock(m);
 		co__wait_wake_frame(w);
 		return;

@@ -20,9 +20,12 @@
 
 #include <coring/io.h>
 #include <coring/timeout.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "clock.h"
+#include "engine_internal.h"
 #include "fault.h"
-#include "trace.h"
+#include "io_internal.h"
+#include "waiter_internal.h"
 
 struct co__limit_timer {
 	co_io_info info;              /* the timeout SQE's user_data (tag 0) */
@@ -52,11 +55,12 @@ static void limit_fire(co_limit *l, co_frame *root)
 
 /* The timer's CQE: -ETIME when it ran out, -ECANCELED when removed (the
  * await ended first) or when the engine cancelled all its I/O. */
-static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	struct co__limit_timer *t = co__container_of(info, struct co__limit_timer, info);
 	co_limit *l = t->owner;
 
+	(void)e;
 	(void)cqe_flags;
 	(void)tag;
 	if (l) {
@@ -82,8 +86,7 @@ static int limit_arm(co_limit *l, co_engine *e, co_frame *root)
 	t->root = root;
 	sqe = co_engine_sqe(e, &t->info, 0);
 	ts = co_engine_sqe_ts(e, sqe);
-	ts->tv_sec = (long long)(l->deadline / CO_S);
-	ts->tv_nsec = (long long)(l->deadline % CO_S);
+	co__ns_to_ts(ts, l->deadline);
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
 	l->timer = t;
 	old = __atomic_fetch_or(&root->cancel, (unsigned char)CO__CX_PINNED, __ATOMIC_ACQ_REL);
@@ -181,27 +184,24 @@ static void limit_reset(co_limit *l, uint64_t deadline)
 	l->fired = l->counted = l->pinned = 0;
 }
 
-static uint64_t after(uint64_t ns)
-{
-	uint64_t now = co_now_ns();
-
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
-}
-
+/* What cannot be limited ends with -EINVAL (never a wait without its
+ * limit), in every build: the arguments are not NULL, so no debug trap. */
 co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 {
 	if (l == NULL || aw == NULL)
-		return NULL; /* the await ends with -EINVAL */
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw == &l->aw || aw->ops == NULL)
+		return co__einval_awaiter(); /* a limit of itself (a fresh one has no ops yet) */
 	switch (aw->ops->kind) {
 	case CO__AW_FAILED:
 		return aw; /* the prep failed: it ends at once with its error */
 	case CO__AW_TRANSFER:
-		return NULL; /* ends by itself; nothing to limit */
+		return co__einval_awaiter(); /* ends by itself; nothing to limit */
 	case CO__AW_WAIT:
 		co__wait_limit(aw, deadline);
 		return aw;
 	case CO__AW_IO: {
-		uint64_t now = co_now_ns();
+		uint64_t now = co__now_ns();
 
 		if (co__io_link_timeout(aw, deadline > now ? deadline - now : 0) == 0)
 			return aw;
@@ -210,8 +210,8 @@ co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 	default:
 		break;
 	}
-	if (aw == &l->aw || aw->ops->cancel == NULL)
-		return NULL; /* cannot be cut short: -EINVAL, never a silent no-limit */
+	if (aw->ops->cancel == NULL)
+		return co__einval_awaiter(); /* nothing could cut it short */
 	limit_reset(l, deadline);
 	l->aw.ops = &limit_ops;
 	l->inner = aw;
@@ -220,7 +220,7 @@ co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 
 co_awaiter *(co_timeout)(co_limit *l, co_awaiter *aw, uint64_t ns)
 {
-	return co_timeout_at(l, aw, after(ns));
+	return co_timeout_at(l, aw, co__deadline_after(ns));
 }
 
 /* ---- a child coroutine -------------------------------------------------------- */
@@ -238,17 +238,26 @@ static int limit_task(co_frame *f)
 	CO_END(f);
 }
 
+/* A limit given its own frame (one co_limit for two nested limits): the
+ * frame ends at once with -EINVAL, nothing started. */
+static int limit_of_itself(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_RETURN(f, -EINVAL);
+	CO_END(f);
+}
+
 co_frame *co_timeout_task_at(co_limit *l, co_frame *child, uint64_t deadline)
 {
 	if (l == NULL || child == NULL)
-		return NULL; /* the await ends with -EINVAL */
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
 	limit_reset(l, deadline);
-	co_init(&l->co, limit_task);
+	co_init(&l->co, child == &l->co ? limit_of_itself : limit_task);
 	l->child = child;
 	return &l->co;
 }
 
 co_frame *co_timeout_task(co_limit *l, co_frame *child, uint64_t ns)
 {
-	return co_timeout_task_at(l, child, after(ns));
+	return co_timeout_task_at(l, child, co__deadline_after(ns));
 }

@@ -31,8 +31,8 @@
 
 #include <coring/loop.h>
 #include <coring/trace.h>
-#include "internal.h"
-#include "trace.h"
+#include "clock.h"
+#include "trace_hooks.h"
 #include "fault.h"
 
 /* co_loop's hook passes its own values to co_trace_frame */
@@ -101,14 +101,6 @@ static int sess_stream;               /* (reg_lock) */
 static int sess_err;                  /* the stream's first write error (reg_lock) */
 static int writer_stop;               /* (reg_lock) */
 static pthread_t writer;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- recording ----------------------------------------------------------- */
 
@@ -200,7 +192,7 @@ static void record(int kind, unsigned sub, int arg, const void *e, const void *f
 	 * acquire fence, so it drops event h - cap, overwritten here */
 	atomic_store_explicit(&t->busy, h + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	atomic_store_explicit(&s[0], now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&s[0], co__now_ns(), memory_order_relaxed);
 	atomic_store_explicit(&s[1], (uint64_t)(kind & 0xff) | (uint64_t)(sub & 0xff) << 8 |
 					     (uint64_t)(uint32_t)arg << 32,
 			      memory_order_relaxed);
@@ -241,7 +233,7 @@ void co__trace_wake(co_engine *e, co_frame *f)
 {
 	if (f == me.cur)
 		snapshot(f); /* woken inside its own suspend: a thief may take it */
-	record(CO_TRACE_WAKE, 0, 0, co__tls_engine, f, P(e), P(f->fn), 0, 0);
+	record(CO_TRACE_WAKE, 0, 0, co_engine_current(), f, P(e), P(f->fn), 0, 0);
 }
 
 /*
@@ -299,13 +291,13 @@ void co__trace_transfer(co_frame *root, co_engine *from, co_engine *to)
 
 void co__trace_submit(const struct io_uring_sqe *sqe)
 {
-	record(CO_TRACE_SUBMIT, sqe->opcode, sqe->fd, co__tls_engine, me.cur,
+	record(CO_TRACE_SUBMIT, sqe->opcode, sqe->fd, co_engine_current(), me.cur,
 	       sqe->user_data & ~(uint64_t)CO_IO_TAG_MASK, sqe->user_data & CO_IO_TAG_MASK, 0, 0);
 }
 
 void co__trace_complete(co_frame *leaf, const void *info, int res, unsigned tag)
 {
-	record(CO_TRACE_COMPLETE, tag, res, co__tls_engine, leaf ? co_root(leaf) : NULL, P(info), 0,
+	record(CO_TRACE_COMPLETE, tag, res, co_engine_current(), leaf ? co_root(leaf) : NULL, P(info), 0,
 	       0, 0);
 }
 
@@ -314,7 +306,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind)
 	me.context = (int)index + 1; /* for its thread record too */
 	if (me.b)
 		atomic_store_explicit(&me.b->context, (int)index, memory_order_relaxed);
-	record(CO_TRACE_CONTEXT, 0, (int)index, co__tls_engine, NULL, P(c), index, kind, 0);
+	record(CO_TRACE_CONTEXT, 0, (int)index, co_engine_current(), NULL, P(c), index, kind, 0);
 }
 
 void co_trace_frame(co_frame *f, int kind)
@@ -629,7 +621,7 @@ int co_trace_start(const co_trace_opts *opts)
 	atomic_store_explicit(&lost, 0, memory_order_relaxed);
 	sess_cap = pow2_at_least(o.events);
 	sess_threads = 0;
-	sess_t0 = now_ns();
+	sess_t0 = co__now_ns();
 	sess_fd = fd;
 	sess_stream = o.stream != 0;
 	sess_err = 0;

@@ -4,7 +4,7 @@
 #include <errno.h>
 
 #include <coring/when.h>
-#include "wait.h"
+#include "waiter_internal.h"
 
 /* Cancel every spawned child but one. A child may run on another context
  * and be finishing right now: co_cancel, which looks at it atomically,
@@ -17,7 +17,7 @@ static void cancel_others(co_when *w, const co_frame *except)
 }
 
 /* The last child finished: wake the awaiting frame, then drop its park
- * count (the order is explained in lib/wait.c, co__wait_wake_frame). */
+ * count (the order is explained in lib/waiter.c, co__wait_wake_frame). */
 static void finish(co_when *w)
 {
 	co_engine *e = w->engine;

@@ -6,6 +6,11 @@
 # `test_CASE` must be a case of some program; a `compile_fail_NAME` must be
 # test/compile_fail/NAME.c and in test/meson.build's list of them. A promise
 # in the docs that points at a test nobody runs fails here.
+# The other way round, what the code and the docs say about the docs: a
+# `docs/NAME.md` named in a source file exists; a section cited after it in
+# quotes (`docs/sync.md ("Waking across contexts")`, `benchmarks.md,
+# "Tracing"`) and a link's `#anchor` are headings of that page; "invariant N"
+# is one of design.md's numbered rules.
 import pathlib
 import re
 import sys
@@ -46,5 +51,57 @@ for doc in docs:
     for name in compile_fail.findall(doc.read_text(encoding='utf-8')):
         if not (root / 'test' / 'compile_fail' / (name + '.c')).exists() or f"'{name}'" not in meson:
             print(f'{doc.name}: no compile-fail test {name}')
+            bad += 1
+
+def slug(heading):
+    h = re.sub(r'[^\w\- ]', '', heading.strip().lower())
+    return h.replace(' ', '-')
+
+
+headings = {}
+for doc in sorted((root / 'docs').glob('*.md')) + [root / 'README.md']:
+    heads = re.findall(r'^#+\s+(.*?)\s*$', doc.read_text(encoding='utf-8'), flags=re.M)
+    headings[doc.name] = {h.strip('`') for h in heads} | {slug(h) for h in heads}
+design = (root / 'docs' / 'design.md').read_text(encoding='utf-8')
+rules = design[design.index('## The rules'):]
+rules = rules[:rules.index('\n## ')] if '\n## ' in rules else rules
+invariants = set(int(n) for n in re.findall(r'^(\d+)\. \*\*', rules, flags=re.M))
+
+sources = []
+for d in ('lib', 'include', 'bench', 'test', 'tools', 'docs/examples'):
+    for ext in ('*.c', '*.h', '*.cpp', '*.py', '*.sh', '*.go', 'meson.build'):
+        sources += sorted((root / d).rglob(ext))
+for src in sources:
+    rel = src.relative_to(root)
+    text = re.sub(r'\s*\n\s*(?:\*\s*|#\s*|//\s*)?', ' ', src.read_text(encoding='utf-8', errors='replace'))
+    for m in re.finditer(r'(?:docs/)?\b([a-z_]+\.md)\b(#[\w-]+)?(?:,? \(?((?:"[^"]+",? ?)+))?', text):
+        name, anchor, quoted = m.groups()
+        if m.group(0).startswith('docs/') and not (root / 'docs' / name).exists():
+            print(f'{rel}: no docs/{name}')
+            bad += 1
+            continue
+        if name not in headings:
+            continue
+        cited = re.findall(r'"([^"]+)"', quoted or '')
+        if anchor:
+            cited.append(anchor[1:])
+        for sec in cited:
+            if sec not in headings[name]:
+                print(f'{rel}: {name} has no section "{sec}"')
+                bad += 1
+    for n in re.findall(r'\binvariants? (\d+)', text):
+        if int(n) not in invariants:
+            print(f'{rel}: design.md has no invariant {n}')
+            bad += 1
+for doc in sorted((root / 'docs').glob('*.md')) + [root / 'README.md']:
+    text = doc.read_text(encoding='utf-8')
+    for target, anchor in re.findall(r'\]\((?:docs/)?([a-z_]*\.md)?#([\w-]+)\)', text):
+        page = target or doc.name
+        if page in headings and anchor not in headings[page]:
+            print(f'{doc.name}: link to {page}#{anchor}, no such section')
+            bad += 1
+    for n in re.findall(r'\binvariants? (\d+)', text):
+        if int(n) not in invariants:
+            print(f'{doc.name}: design.md has no invariant {n}')
             bad += 1
 sys.exit(1 if bad else 0)

@@ -113,3 +113,25 @@ int co_test_task_fn(co_frame *f)
 		t->order[atomic_fetch_add(t->n, 1)] = t->id;
 	CO_END(f);
 }
+
+static int counted_fn(co_frame *f)
+{
+	struct co_test_counted *t = (struct co_test_counted *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&t->ran, 1);
+	CO_END(f);
+}
+
+static void counted_done(co_frame *f)
+{
+	struct co_test_counted *t = (struct co_test_counted *)f;
+	atomic_store(&t->status, co_status(f));
+	atomic_fetch_add(&t->done, 1);
+}
+
+void co_test_counted_init(struct co_test_counted *t)
+{
+	memset(t, 0, sizeof *t);
+	co_init(&t->co, counted_fn);
+	t->co.on_done = counted_done;
+}

@@ -3,8 +3,8 @@
  * What the tests share: one entry point that runs one cmocka case (meson
  * registers each case as a test of its own, so a hang names its case) and
  * skips (exit 77) where io_uring is unavailable; loopback sockets; a count
- * of open descriptors; an engine run on a thread of its own; and a wait
- * that is only a hang guard.
+ * of open descriptors; a counting task; an engine run on a thread of its
+ * own; and a wait that is only a hang guard.
  */
 #ifndef CORING_TEST_HELPERS_H
 #define CORING_TEST_HELPERS_H
@@ -65,6 +65,15 @@ struct co_test_task {
 };
 
 int co_test_task_fn(co_frame *f);
+
+/* A root frame that counts its runs (ran) and, in its on_done, its
+ * finishes (done) and its status. */
+struct co_test_counted {
+	co_frame co;
+	atomic_int ran, done, status;
+};
+
+void co_test_counted_init(struct co_test_counted *t);
 
 /* An engine run by co_engine_run on a thread of its own. */
 typedef struct co_test_runner {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # What a user of the library does, on a machine with liburing and ck:
 #  1. install coring to a prefix, build a strict -std=c11 program (every
-#     header, co_statx included) through pkg-config, and run it; check that
+#     header, co_statx included) through pkg-config with no feature macro,
+#     and run it; every header alone under -std=c11; check that
 #     libcoring exports nothing but the API and that the .pc brings no
 #     stray flags;
 #  2. take coring as a meson subproject of a -std=c11, warning_level=3
@@ -16,11 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "packaging: $*" >&2; exit 1; }
 
 cat > "$tmp/user.c" <<'C'
-#define _POSIX_C_SOURCE 200809L
+#include <coring/coring.h> /* first, with no feature macro: it sets what it needs */
 #include <fcntl.h>
 #include <linux/stat.h> /* struct statx without _GNU_SOURCE */
 #include <stdio.h>
-#include <coring/coring.h>
 
 struct probe {
 	co_frame co;
@@ -43,7 +43,7 @@ int main(void)
 	co_engine e;
 	struct probe p = { .res = 1 };
 
-	if (co_version() != CORING_VERSION || co_engine_init(&e, NULL) != 0)
+	if (co_version() != CORING_VERSION || co_trace_env() < 0 || co_engine_init(&e, NULL) != 0)
 		return 1;
 	co_init(&p.co, probe_fn);
 	if (co_engine_spawn(&e, &p.co) || co_engine_run(&e, CO_RUN_UNTIL_IDLE) ||
@@ -55,7 +55,7 @@ int main(void)
 C
 
 # 1. install to a prefix, build through pkg-config
-meson setup "$tmp/build" "$src" --prefix="$tmp/prefix" --buildtype=release \
+meson setup "$tmp/build" "$src" --prefix="$tmp/prefix" --buildtype=release -Dtrace=true \
 	-Dtests=disabled -Dbench=disabled -Dexamples=disabled > "$tmp/setup1.log" ||
 	{ cat "$tmp/setup1.log"; fail "meson setup"; }
 meson compile -C "$tmp/build" > "$tmp/compile1.log" || { cat "$tmp/compile1.log"; fail "compile"; }
@@ -69,12 +69,48 @@ libs=$(pkg-config --libs coring)
 case "$cflags $libs" in
 *__x86_64__*|*-lck*) fail "pkg-config brings stray flags: $cflags $libs" ;;
 esac
-extra=$(nm -D --defined-only "$so" | awk '{ print $3 }' | grep -v '^co_[a-z]' || true)
+extra=$(nm -D --defined-only "$so" | awk '$2 != "A" { print $3 }' | grep -v '^co_[a-z]' || true)
 [ -z "$extra" ] || fail "exported but not API: $extra"
+# the exports are exactly the CO_API functions of the installed headers,
+# each with the version of lib/coring.map, and the soname carries it
+api=$(cat $(find "$tmp/prefix" -path "*/include/coring/*.h") | tr '\n' ' ' |
+	grep -o 'CO_API[^;(]*co_[a-z0-9_]* *(' | sed 's/.*\(co_[a-z0-9_]*\) *(/\1/' | sort -u)
+exported=$(nm -D --defined-only --with-symbol-versions "$so" | awk '$2 == "T" { print $3 }' | sort)
+unversioned=$(printf '%s\n' "$exported" | grep -v '@@CORING_[0-9.]*$' || true)
+[ -z "$unversioned" ] || fail "exported without a version: $unversioned"
+[ "$(printf '%s\n' "$exported" | sed 's/@@.*//')" = "$api" ] ||
+	fail "exports and CO_API declarations differ: $(printf '%s\n' "$api" > "$tmp/api"
+	printf '%s\n' "$exported" | sed 's/@@.*//' | diff "$tmp/api" - )"
+soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+ver=$(sed -n 's/^#define CORING_VERSION_STRING "\([0-9]*\.[0-9]*\)\..*"/\1/p' \
+	"$(find "$tmp/prefix" -path '*/include/coring/version.h')")
+[ "$soname" = "libcoring.so.$ver" ] || fail "soname $soname, expected libcoring.so.$ver"
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags "$tmp/user.c" -o "$tmp/user" $libs \
 	-Wl,-rpath,"$(dirname "$so")" || fail "a strict C11 program does not build"
 "$tmp/user" || fail "the installed library does not run"
+# the installed trace tool reads what the program recorded
+CORING_TRACE="$tmp/user.trace" "$tmp/user" > /dev/null || fail "the program does not run traced"
+"$tmp/prefix/bin/coring-trace" text "$tmp/user.trace" > "$tmp/trace.txt" ||
+	fail "the installed coring-trace does not read a trace"
+grep -q "probe_fn" "$tmp/trace.txt" || { cat "$tmp/trace.txt"; fail "coring-trace: no probe_fn in the trace"; }
+# every installed header on its own, first in a strict C11 file with no
+# feature macro; and after a libc header without one, the error that says
+# what to add (not an error deep inside liburing.h)
+for h in $(find "$tmp/prefix" -path "*/include/coring/*.h"); do
+	name=$(basename "$h")
+	printf '#include <coring/%s>\nint main(void) { return 0; }\n' "$name" > "$tmp/one.c"
+	# shellcheck disable=SC2086
+	cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags -c "$tmp/one.c" -o "$tmp/one.o" ||
+		fail "coring/$name alone does not build under -std=c11"
+done
+printf '#include <stdio.h>\n#include <coring/engine.h>\nint main(void) { return 0; }\n' > "$tmp/late.c"
+# shellcheck disable=SC2086
+if cc -std=c11 $cflags -c "$tmp/late.c" -o "$tmp/late.o" 2> "$tmp/late.log"; then
+	fail "coring/engine.h after a libc header with no feature macro built: its check is gone"
+fi
+grep -q "coring: liburing needs POSIX.1-2008" "$tmp/late.log" ||
+	{ cat "$tmp/late.log"; fail "coring/engine.h after a libc header: not coring's error"; }
 unset PKG_CONFIG_PATH
 
 # 2. a meson subproject

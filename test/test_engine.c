@@ -20,7 +20,7 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "internal.h"
+#include "base.h"
 #include "fault.h"
 #include "helpers.h"
 
@@ -34,6 +34,11 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_init(NULL, NULL), -EINVAL);
 	o = (co_engine_opts){ .ready_size = 3 };
 	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	for (unsigned i = 0; i < 4; i++) { /* a later version's option: refused */
+		o = (co_engine_opts){ 0 };
+		o.reserved[i] = 1;
+		assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	}
 	o = (co_engine_opts){ .ready_size = 1 };
 	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
 	o = (co_engine_opts){ .sq_entries = 64, .cq_entries = 32 };

@@ -21,7 +21,7 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "internal.h"
+#include "engine_internal.h"
 #include "fault.h"
 #include "helpers.h"
 

@@ -228,7 +228,7 @@ static void test_cycle_and_errors(void **state)
 	assert_int_equal(co_graph_spawn(NULL, &s), -EINVAL);
 	assert_int_equal(co_graph_spawn(&g, NULL), -EINVAL);
 	assert_int_equal(co_graph_run(&g, NULL), -EINVAL);
-	/* the same node twice (it used to loop forever in spawn) */
+	/* the same node twice: refused, not run in a loop */
 	assert_int_equal(co_graph_add(&g, &n[1], &t[1].co), -EEXIST);
 	assert_int_equal(g.n, 4);
 

@@ -138,7 +138,7 @@ static void test_tcp_reset(void **state)
 	close(t.lfd);
 }
 
-/* ---- transfer helpers ---------------------------------------------------- */
+/* ---- whole transfers: the *_all calls ------------------------------------- */
 
 #define BIG (4 << 20)
 

@@ -351,6 +351,49 @@ static void test_any_sqe(void **state)
 	close(o.q[1]);
 }
 
+/* IOSQE_IO_DRAIN would wait for every operation submitted before it on the
+ * engine's ring, its own wake-up read included, which is always in
+ * flight: it is refused (-EINVAL, the SQE runs as a nop), so that no
+ * await is left that neither a limit nor a cancel could end. */
+static void prep_drain(struct io_uring_sqe *sqe, void *arg)
+{
+	struct ops *o = arg;
+	io_uring_prep_read(sqe, o->p[0], o->buf, sizeof o->buf, (uint64_t)-1);
+	sqe->flags |= IOSQE_IO_DRAIN;
+}
+
+static int drain_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sqe(&o->io, prep_drain, o));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_timeout(&o->lim, co_sqe(&o->io, prep_drain, o), 2 * CO_MS));
+	o->r[1] = co_result(f);
+	CO_AWAIT(f, co_deadline(co_sqe(&o->io, prep_drain, o), 2 * CO_MS));
+	o->r[2] = co_result(f);
+	CO_AWAIT(f, co_sqe(&o->io, prep_read, o)); /* the same read, without the drain */
+	o->r[3] = co_result(f);
+	CO_END(f);
+}
+
+static void test_sqe_drain_refused(void **state)
+{
+	struct ops o;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	assert_int_equal(pipe(o.p), 0);
+	assert_int_equal(write(o.p[1], "raw", 3), 3);
+	co_init(&o.co, drain_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], -EINVAL);
+	assert_int_equal(o.r[1], -EINVAL);
+	assert_int_equal(o.r[2], -EINVAL);
+	assert_int_equal(o.r[3], 3); /* the refused reads read nothing */
+	close(o.p[0]);
+	close(o.p[1]);
+}
+
 /* An operation the kernel lacks: the engine's probe says so, and both a
  * helper and co_sqe end with -EOPNOTSUPP, queueing nothing. Simulated by
  * clearing the opcodes in the probe's result. */
@@ -444,10 +487,126 @@ static void test_clocks_and_period(void **state)
 	assert_int_equal(o.r[4], 0);
 	assert_int_equal(o.r[5], 0);
 	assert_int_equal(o.r[6], 0);
-	assert_true(o.tick.missed >= 2);
+	assert_true(o.tick.missed >= 3); /* 10, 12 and 14 ms after the start */
 	assert_int_equal(o.r[7], -EINVAL); /* a zero period */
 	assert_null(co_period_wait(NULL));
 	co_period_init(NULL, 1); /* ignored, no crash */
+}
+
+/* A stall: with a 10 ms period, two waits, then the engine's thread held
+ * until 85 ms after the start. The third wait sleeps until the next
+ * multiple (90 ms at the earliest), and counts the ticks that went by (30
+ * to 80: missed is their number). Checked on the grid of ticks, T0 + k P,
+ * T0 read between t[0] and t[1]: the wait ends at tick K = 3 + missed, K
+ * was still to come when it was called, and it had come when it ended. */
+#define PERIOD (10 * CO_MS)
+
+static int stall_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	o->t[0] = co_now_ns();
+	co_period_init(&o->tick, PERIOD);
+	o->t[1] = co_now_ns();
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[0] = co_result(f);
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[1] = co_result(f);
+	while (co_now_ns() < o->t[1] + 85 * CO_MS)
+		; /* the stall */
+	o->t[2] = co_now_ns();
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[2] = co_result(f);
+	o->t[3] = co_now_ns();
+	CO_END(f);
+}
+
+/* The same for a wait less than one period late: the first wait, called
+ * 15 ms after the start, skips the tick of 10 ms and sleeps until 20. */
+static int late_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	o->t[0] = co_now_ns();
+	co_period_init(&o->tick, PERIOD);
+	o->t[1] = co_now_ns();
+	while (co_now_ns() < o->t[1] + PERIOD + PERIOD / 2)
+		;
+	o->t[2] = co_now_ns();
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[2] = co_result(f);
+	o->t[3] = co_now_ns();
+	CO_END(f);
+}
+
+/* The wait that ended at tick k (of the grid T0 + k P, T0 between t[0]
+ * and t[1]) was called at t[2] and ended at t[3]: tick k was the first
+ * still to come. */
+static void on_the_grid(const struct ops *o, uint64_t k)
+{
+	if (o->t[1] + k * PERIOD <= o->t[2])
+		fail_msg("tick %llu had come before the wait: not the next one",
+			 (unsigned long long)k);
+	if (o->t[3] < o->t[0] + k * PERIOD)
+		fail_msg("the wait ended before tick %llu", (unsigned long long)k);
+}
+
+static void test_period_after_a_stall(void **state)
+{
+	struct ops o;
+	uint64_t k;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, stall_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0] | o.r[1] | o.r[2], 0);
+	k = 3 + o.tick.missed; /* the tick the third wait ended at */
+	assert_true(k >= 9);   /* 90 ms at the earliest: 85 ms had gone by */
+	on_the_grid(&o, k);
+
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, late_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[2], 0);
+	k = 1 + o.tick.missed;
+	assert_true(k >= 2); /* the tick of 10 ms had come */
+	on_the_grid(&o, k);
+}
+
+/* Periods whose sums with the clock wrap: the wait never ends by itself
+ * (a 2 ms limit ends it), twice in a row, and counts no tick. */
+static int period_huge_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	for (o->r[0] = 0; o->r[0] < 6; o->r[0]++) {
+		switch (o->r[0]) {
+		case 0: co_period_init(&o->tick, UINT64_MAX); break;
+		case 1: co_period_init(&o->tick, UINT64_MAX - 5); break;
+		case 2: co_period_init(&o->tick, UINT64_MAX - co_now_ns() + 1); break;
+		case 3: co_period_init(&o->tick, (uint64_t)1 << 63); break;
+		case 4: co_period_init(&o->tick, ((uint64_t)1 << 63) - 1); break;
+		default: co_period_init(&o->tick, UINT64_MAX / 3); break;
+		}
+		for (o->r[1] = 0; o->r[1] < 2; o->r[1]++) {
+			CO_AWAIT(f, co_timeout(&o->lim, co_period_wait(&o->tick), 2 * CO_MS));
+			if (co_result(f) != -ETIME || o->tick.missed != 0)
+				o->r[2 + o->r[0]] = co_result(f) ? co_result(f) : 1;
+		}
+	}
+	CO_END(f);
+}
+
+static void test_period_huge(void **state)
+{
+	struct ops o;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, period_huge_fn);
+	co_test_run1(&o.co);
+	for (int i = 0; i < 6; i++)
+		if (o.r[2 + i])
+			fail_msg("period %d: %d (ended at once, or counted a tick)", i, o.r[2 + i]);
 }
 
 /* ---- ftruncate, waitid (operations newer than liburing 2.3) ------------------ */
@@ -592,7 +751,10 @@ static void test_registered_files_and_buffers(void **state)
 	{
 		static const co_awaiter_ops user_ops = { NULL, NULL, NULL, NULL, 0 };
 		co_awaiter user = { &user_ops };
-		assert_null(co_fixed_file(&user)); /* not I/O */
+		co_awaiter *a = co_fixed_file(&user); /* not I/O: an await that is -EINVAL */
+		assert_non_null(a);
+		assert_ptr_not_equal(a, &user);
+		assert_int_equal(a->ops->resume(a, NULL), -EINVAL);
 	}
 	close(o.p[0]);
 	close(o.p[1]);
@@ -651,17 +813,58 @@ static void test_signals(void **state)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* A co_signals never opened (zeroed: its fd field is 0): close closes
+ * nothing (descriptor 0 stays open) and says -EINVAL; a wait on it reads
+ * nothing (-EBADF). */
+struct unopened {
+	co_frame co;
+	co_signals s;
+	int r;
+};
+
+static int unopened_fn(co_frame *f)
+{
+	struct unopened *u = (struct unopened *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_signals_wait(&u->s));
+	u->r = co_result(f);
+	CO_END(f);
+}
+
+static void test_signals_never_opened(void **state)
+{
+	struct unopened u;
+	int devnull = -1;
+	(void)state;
+	if (fcntl(0, F_GETFD) < 0) /* make sure there is a descriptor 0 to lose */
+		devnull = open("/dev/null", O_RDONLY);
+	assert_true(fcntl(0, F_GETFD) >= 0);
+	memset(&u, 0, sizeof u);
+	assert_int_equal(co_signals_close(&u.s), -EINVAL);
+	assert_true(fcntl(0, F_GETFD) >= 0); /* still open */
+	co_init(&u.co, unopened_fn);
+	co_test_run1(&u.co);
+	assert_int_equal(u.r, -EBADF);
+	assert_true(fcntl(0, F_GETFD) >= 0);
+	if (devnull == 0)
+		close(devnull);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_path_ops),
 	cmocka_unit_test(test_file_space_and_pipe_ops),
 	cmocka_unit_test(test_socket_ops),
 	cmocka_unit_test(test_udp_sendto_recvfrom),
 	cmocka_unit_test(test_any_sqe),
+	cmocka_unit_test(test_sqe_drain_refused),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
+	cmocka_unit_test(test_period_after_a_stall),
+	cmocka_unit_test(test_period_huge),
 	cmocka_unit_test(test_ftruncate_and_waitid),
 	cmocka_unit_test(test_registered_files_and_buffers),
 	cmocka_unit_test(test_signals),
+	cmocka_unit_test(test_signals_never_opened),
 };
 
 CO_TEST_MAIN(tests, 1)

@@ -27,34 +27,6 @@
 #include "fault.h"
 #include "helpers.h"
 
-/* A task that counts its runs and records its status in on_done. */
-struct task {
-	co_frame co;
-	atomic_int ran, done, status;
-};
-
-static int task_fn(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	CO_BEGIN(f);
-	atomic_fetch_add(&t->ran, 1);
-	CO_END(f);
-}
-
-static void task_done(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	atomic_store(&t->status, co_status(f));
-	atomic_fetch_add(&t->done, 1);
-}
-
-static void task_init(struct task *t)
-{
-	memset(t, 0, sizeof *t);
-	co_init(&t->co, task_fn);
-	t->co.on_done = task_done;
-}
-
 /* An awaiter that nothing wakes but an explicit open: it neither does I/O
  * nor parks, so a frame waiting on it is stuck as far as coring can tell. */
 struct gate {
@@ -109,7 +81,7 @@ static void test_engine_states(void **state)
 {
 	co_engine e;
 	struct peek p;
-	struct task t;
+	struct co_test_counted t;
 	co_post post = { .fn = NULL };
 	(void)state;
 	assert_int_equal(co_engine_state(NULL), -EINVAL);
@@ -122,7 +94,7 @@ static void test_engine_states(void **state)
 	assert_int_equal(co_engine_state(&e), CO_ENGINE_READY); /* run again at will */
 	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
 	assert_int_equal(co_engine_state(&e), CO_ENGINE_STOPPED);
-	task_init(&t);
+	co_test_counted_init(&t);
 	assert_int_equal(co_engine_spawn(&e, &t.co), -ESHUTDOWN);
 	assert_int_equal(co_engine_stop(&e, 7), -EINVAL); /* a bad mode */
 	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0); /* drain -> cancel */
@@ -199,7 +171,7 @@ static void test_setup_flags(void **state)
 		co_engine_opts o = { .setup_flags = taken[i] };
 		struct flag_probe p = { .sleep_res = -1, .nop_res = -1 };
 		co_test_runner r;
-		struct task t;
+		struct co_test_counted t;
 		int sv[2], err = co_engine_init(&e, &o);
 		if (err != 0)
 			fail_msg("setup flags %#x: init %d", taken[i], err);
@@ -209,7 +181,7 @@ static void test_setup_flags(void **state)
 		assert_int_equal(co_engine_spawn(&e, &p.co), 0);
 		/* run on another thread, and wake it from this one */
 		co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
-		task_init(&t);
+		co_test_counted_init(&t);
 		assert_int_equal(co_engine_spawn(&e, &t.co), 0);
 		WAIT_UNTIL(atomic_load(&t.done) == 1);
 		assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
@@ -236,7 +208,7 @@ static void test_setup_flags(void **state)
 
 struct door {
 	co_context *c;
-	struct task *t;
+	struct co_test_counted *t;
 	int ret[DOOR_SPAWNS];
 };
 
@@ -255,7 +227,7 @@ static void test_lone_context_door(void **state)
 {
 	co_context c;
 	struct door *d = calloc(1, sizeof *d);
-	struct task first, late;
+	struct co_test_counted first, late;
 	pthread_t th;
 	int accepted = 0, refused = 0;
 	(void)state;
@@ -264,8 +236,8 @@ static void test_lone_context_door(void **state)
 	assert_non_null(d->t);
 	d->c = &c;
 	for (int i = 0; i < DOOR_SPAWNS; i++)
-		task_init(&d->t[i]);
-	task_init(&first);
+		co_test_counted_init(&d->t[i]);
+	co_test_counted_init(&first);
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
 	assert_int_equal(co_context_spawn(&c, &first.co), 0);
@@ -288,7 +260,7 @@ static void test_lone_context_door(void **state)
 		}
 	}
 	print_message("      %d accepted, %d refused after the context ended\n", accepted, refused);
-	task_init(&late);
+	co_test_counted_init(&late);
 	assert_int_equal(co_context_spawn(&c, &late.co), -ESHUTDOWN);
 	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), -EALREADY);
 	assert_int_equal(co_context_destroy(&c), 0);
@@ -305,13 +277,13 @@ static void test_lone_context_door(void **state)
 static void test_context_start_failure(void **state)
 {
 	co_context c;
-	struct task t[START_TASKS];
+	struct co_test_counted t[START_TASKS];
 	(void)state;
 	/* the start fails: the context stays NEW with its frames, and a
 	 * second start runs every one of them */
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	for (int i = 0; i < START_TASKS; i++) {
-		task_init(&t[i]);
+		co_test_counted_init(&t[i]);
 		assert_int_equal(co_context_spawn(&c, &t[i].co), 0);
 	}
 	co__fault_arm(CO__FAULT_THREAD, 1, EAGAIN);
@@ -332,7 +304,7 @@ static void test_context_start_failure(void **state)
 	 * without running them, and destroy succeeds */
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	for (int i = 0; i < START_TASKS; i++) {
-		task_init(&t[i]);
+		co_test_counted_init(&t[i]);
 		assert_int_equal(co_context_spawn(&c, &t[i].co), 0);
 	}
 	co__fault_arm(CO__FAULT_THREAD, 1, EAGAIN);
@@ -373,7 +345,7 @@ static void test_transfer_exdev(void **state)
 	co_sched_opts o = { .contexts = 2 };
 	co_context lone;
 	struct hop to_b, to_lone, from_lone;
-	struct task tb;
+	struct co_test_counted tb;
 	(void)state;
 	assert_int_equal(co_sched_init(&a, &o), 0);
 	assert_int_equal(co_sched_init(&b, &o), 0);
@@ -395,7 +367,7 @@ static void test_transfer_exdev(void **state)
 
 	/* b's count was never touched: it takes and runs a task of its own */
 	assert_int_equal(co_sched_tasks(&b), 0);
-	task_init(&tb);
+	co_test_counted_init(&tb);
 	assert_int_equal(co_sched_spawn(&b, &tb.co), 0);
 	assert_int_equal(co_sched_run(&b), 0);
 	assert_int_equal(tb.ran, 1);
@@ -422,7 +394,7 @@ static void test_sched_deadlock(void **state)
 	co_sched_opts o = { .contexts = 2 };
 	struct gate g = { .aw = { &gate_ops } };
 	struct gated stuck = { .g = &g };
-	struct task other;
+	struct co_test_counted other;
 	(void)state;
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	co_init(&stuck.co, gated_fn);
@@ -434,7 +406,7 @@ static void test_sched_deadlock(void **state)
 	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* it is still the scheduler's */
 
 	/* still usable: a new task runs, the stuck one is still reported */
-	task_init(&other);
+	co_test_counted_init(&other);
 	assert_int_equal(co_sched_spawn(&s, &other.co), 0);
 	assert_int_equal(co_sched_run(&s), -EDEADLK);
 	assert_int_equal(other.done, 1);

@@ -26,34 +26,6 @@
 #include <coring/coring.h>
 #include "helpers.h"
 
-/* A task that counts its runs and records its status in on_done. */
-struct task {
-	co_frame co;
-	atomic_int ran, done, status;
-};
-
-static int task_fn(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	CO_BEGIN(f);
-	atomic_fetch_add(&t->ran, 1);
-	CO_END(f);
-}
-
-static void task_done(co_frame *f)
-{
-	struct task *t = (struct task *)f;
-	atomic_store(&t->status, co_status(f));
-	atomic_fetch_add(&t->done, 1);
-}
-
-static void task_init(struct task *t)
-{
-	memset(t, 0, sizeof *t);
-	co_init(&t->co, task_fn);
-	t->co.on_done = task_done;
-}
-
 /* ---- a cancel stop ends every wait ------------------------------------------------ */
 
 enum wait_kind {
@@ -379,11 +351,11 @@ static void test_cancel_stop_bounded(void **state)
 static void test_cancel_stop_unstarted(void **state)
 {
 	co_engine e;
-	struct task t[16];
+	struct co_test_counted t[16];
 	(void)state;
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	for (int i = 0; i < 16; i++) {
-		task_init(&t[i]);
+		co_test_counted_init(&t[i]);
 		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
 	}
 	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
@@ -404,13 +376,13 @@ static void test_cross_thread_cancel(void **state)
 	co_context c;
 	struct world wd;
 	struct blocked rd, evw;
-	struct task fin;
+	struct co_test_counted fin;
 	(void)state;
 	world_init(&wd);
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	blocked_init(&rd, &wd, W_READ);
 	blocked_init(&evw, &wd, W_EVENT);
-	task_init(&fin);
+	co_test_counted_init(&fin);
 	assert_int_equal(co_context_spawn(&c, &rd.co), 0);
 	assert_int_equal(co_context_spawn(&c, &evw.co), 0);
 	assert_int_equal(co_context_spawn(&c, &fin.co), 0);
@@ -571,7 +543,7 @@ static void test_cancel_while_not_running(void **state)
 	co_engine e;
 	struct world wd;
 	struct blocked b;
-	struct task t;
+	struct co_test_counted t;
 	(void)state;
 	world_init(&wd);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
@@ -582,7 +554,7 @@ static void test_cancel_while_not_running(void **state)
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(b.res, -ECANCELED); /* its sleep was cut short */
 
-	task_init(&t);
+	co_test_counted_init(&t);
 	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
 	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0); /* no way back */
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
@@ -601,6 +573,144 @@ static void test_cancel_while_not_running(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* ---- time sums saturate ------------------------------------------------------------ */
+
+/* Times near UINT64_MAX: a sum with the clock that would wrap must mean
+ * "never", not "at once". */
+static uint64_t huge_ns(int k)
+{
+	switch (k) {
+	case 0: return UINT64_MAX;
+	case 1: return UINT64_MAX - 5;
+	case 2: return UINT64_MAX - co_now_ns() + 1; /* now + ns wraps to 0 */
+	case 3: return UINT64_MAX - co_now_ns() / 2;
+	case 4: return (uint64_t)1 << 63;
+	default: return ((uint64_t)1 << 63) - 1;
+	}
+}
+#define HUGE_KINDS 6
+
+/* A frame that sleeps a little, then ends with 0: a drain lets it. */
+struct napper {
+	co_frame co;
+	co_io io;
+	int slept;
+	atomic_int done, status;
+};
+
+static int napper_fn(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&n->io, 5 * CO_MS));
+	n->slept = co_result(f);
+	CO_END(f);
+}
+
+static void napper_done(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	atomic_store(&n->status, co_status(f));
+	atomic_fetch_add(&n->done, 1);
+}
+
+static void napper_init(struct napper *n)
+{
+	memset(n, 0, sizeof *n);
+	n->slept = 1;
+	co_init(&n->co, napper_fn);
+	n->co.on_done = napper_done;
+}
+
+/* co_engine_stop_timed and co_sched_stop_timed with a time the clock
+ * cannot add without wrapping: a drain that never becomes a cancel. */
+static void test_timed_stop_saturates(void **state)
+{
+	(void)state;
+	for (int k = 0; k < HUGE_KINDS; k++) {
+		co_engine e;
+		struct napper n;
+		napper_init(&n);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+		assert_int_equal(co_engine_stop_timed(&e, huge_ns(k)), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+		if (n.slept != 0 || n.status != 0 || e.stats.cancelled != 0)
+			fail_msg("engine, ns %d: slept %d, status %d", k, n.slept, n.status);
+		assert_int_equal(co_engine_destroy(&e), 0);
+	}
+	for (int k = 0; k < HUGE_KINDS; k++) {
+		co_sched s;
+		co_sched_opts o = { .contexts = 2 };
+		struct napper n[4];
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		for (int i = 0; i < 4; i++) {
+			napper_init(&n[i]);
+			assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &n[i].co), 0);
+		}
+		assert_int_equal(co_sched_stop_timed(&s, huge_ns(k)), 0);
+		assert_int_equal(co_sched_run(&s), 0);
+		for (int i = 0; i < 4; i++)
+			if (n[i].done != 1 || n[i].slept != 0 || n[i].status != 0)
+				fail_msg("scheduler, ns %d: frame %d slept %d, status %d", k, i,
+					 n[i].slept, n[i].status);
+		assert_int_equal(co_sched_destroy(&s), 0);
+	}
+}
+
+/* A frame that waits, then ignores its cancellation for a while and
+ * ends by itself with 7. */
+struct stubborn {
+	co_frame co;
+	co_io io;
+	int k, slept;
+	atomic_int done, status;
+};
+
+static int stubborn_fn(co_frame *f)
+{
+	struct stubborn *b = (struct stubborn *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&b->io, 3600 * CO_S));
+	b->slept = co_result(f);
+	for (b->k = 0; b->k < 200; b->k++)
+		CO_YIELD(f);
+	CO_RETURN(f, 7);
+	CO_END(f);
+}
+
+static void stubborn_done(co_frame *f)
+{
+	struct stubborn *b = (struct stubborn *)f;
+	atomic_store(&b->status, co_status(f));
+	atomic_fetch_add(&b->done, 1);
+}
+
+/* A grace the clock cannot add without wrapping: frames are never
+ * finished for them, whatever they do. */
+static void test_grace_saturates(void **state)
+{
+	(void)state;
+	for (int k = 0; k < HUGE_KINDS; k++) {
+		co_engine_opts o = { .cancel_grace_ns = huge_ns(k) };
+		co_engine e;
+		struct stubborn b;
+		memset(&b, 0, sizeof b);
+		co_init(&b.co, stubborn_fn);
+		b.co.on_done = stubborn_done;
+		assert_int_equal(co_engine_init(&e, &o), 0);
+		assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+		assert_int_equal(co_engine_tick(&e), 1); /* started: it sleeps */
+		assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+		if (b.done != 1 || b.slept != -ECANCELED || b.status != 7 || b.k != 200 ||
+		    e.stats.cancelled != 0)
+			fail_msg("grace %d: status %d after %d turns, %llu abandoned", k, b.status,
+				 b.k, (unsigned long long)e.stats.cancelled);
+		assert_int_equal(co_engine_destroy(&e), 0);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_stop_ends_every_wait),
 	cmocka_unit_test(test_cancel_stop_from_inside),
@@ -611,6 +721,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cross_thread_cancel_races_end),
 	cmocka_unit_test(test_sched_run_waiters_and_stops),
 	cmocka_unit_test(test_cancel_while_not_running),
+	cmocka_unit_test(test_timed_stop_saturates),
+	cmocka_unit_test(test_grace_saturates),
 };
 
 CO_TEST_MAIN(tests, 1)

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "internal.h"
+#include "base.h"
 #include "fault.h"
 #include "helpers.h"
 
@@ -211,6 +211,28 @@ static void reader_init(struct reader *r, co_bufring *ring, int fd, int k)
 	co_init(&r->co, reader_fn);
 }
 
+/* One engine with one buffer ring of count buffers of size bytes. */
+struct rig {
+	co_engine e;
+	co_bufring ring;
+};
+
+static void rig_up(struct rig *g, unsigned count, unsigned size)
+{
+	assert_int_equal(co_engine_init(&g->e, NULL), 0);
+	assert_int_equal(co_bufring_init(&g->ring, &g->e, count, size), 0);
+}
+
+/* The ring is whole again (every buffer given back, no stream open); both
+ * go. */
+static void rig_down(struct rig *g)
+{
+	assert_int_equal(g->ring.free, g->ring.count);
+	assert_int_equal(g->ring.streams, 0);
+	assert_int_equal(co_bufring_destroy(&g->ring), 0);
+	assert_int_equal(co_engine_destroy(&g->e), 0);
+}
+
 /* Run frames on e until none is left; the ring must be whole again and
  * nothing in flight. */
 static void run_all(co_engine *e, co_frame **fs, int n)
@@ -248,8 +270,7 @@ static void tcp_pair(int sv[2])
 
 static void test_ordered_with_eof(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct reader r;
 	struct peer p = { 0 };
 	co_frame *f = &r.co;
@@ -257,20 +278,16 @@ static void test_ordered_with_eof(void **state)
 
 	(void)state;
 	tcp_pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 64, 512), 0);
-	reader_init(&r, &ring, sv[0], 1);
+	rig_up(&g, 64, 512);
+	reader_init(&r, &g.ring, sv[0], 1);
 	peer_start(&p, sv[1], 1, 1 << 20, 1000);
-	run_all(&e, &f, 1);
+	run_all(&g.e, &f, 1);
 	peer_join(&p);
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.got, 1 << 20);
 	assert_int_equal(r.end, 0);
 	assert_int_equal(r.close_res, 0);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(ring.streams, 0);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	rig_down(&g);
 	close(sv[0]);
 }
 
@@ -278,8 +295,7 @@ static void test_ordered_with_eof(void **state)
 
 static void test_queued_while_busy(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct reader r;
 	struct peer p = { 0 };
 	co_frame *f = &r.co;
@@ -287,14 +303,13 @@ static void test_queued_while_busy(void **state)
 
 	(void)state;
 	tcp_pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
 	/* 16-byte buffers: 3200 bytes take at least 200 of them */
-	assert_int_equal(co_bufring_init(&ring, &e, 256, 16), 0);
-	ring.stream_limit = 256; /* no pause: let it take the ring */
-	reader_init(&r, &ring, sv[0], 2);
+	rig_up(&g, 256, 16);
+	g.ring.stream_limit = 256; /* no pause: let it take the ring */
+	reader_init(&r, &g.ring, sv[0], 2);
 	r.wait_queued = 200;
 	peer_start(&p, sv[1], 2, 3200, 3200);
-	run_all(&e, &f, 1);
+	run_all(&g.e, &f, 1);
 	peer_join(&p);
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.got, 3200);
@@ -302,9 +317,7 @@ static void test_queued_while_busy(void **state)
 	/* more than a recv hands out was queued: full batches */
 	assert_int_equal(r.max_n, CO_STREAM_IOV_MAX);
 	assert_true(r.recvs >= 200 / CO_STREAM_IOV_MAX);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	rig_down(&g);
 	close(sv[0]);
 }
 
@@ -314,24 +327,22 @@ static void test_queued_while_busy(void **state)
 
 static void test_tiny_ring_many_streams(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct reader r[TINY_STREAMS];
 	struct peer p[TINY_STREAMS];
 	co_frame *fs[TINY_STREAMS];
 	int sv[TINY_STREAMS][2], starved = 0;
 
 	(void)state;
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 2, 64), 0);
+	rig_up(&g, 2, 64);
 	memset(p, 0, sizeof p);
 	for (int i = 0; i < TINY_STREAMS; i++) {
 		tcp_pair(sv[i]);
-		reader_init(&r[i], &ring, sv[i][0], 10 + i);
+		reader_init(&r[i], &g.ring, sv[i][0], 10 + i);
 		fs[i] = &r[i].co;
 		peer_start(&p[i], sv[i][1], 10 + i, 40000 + 997 * (size_t)i, 1500);
 	}
-	run_all(&e, fs, TINY_STREAMS);
+	run_all(&g.e, fs, TINY_STREAMS);
 	for (int i = 0; i < TINY_STREAMS; i++) {
 		peer_join(&p[i]);
 		assert_int_equal(r[i].bad, 0);
@@ -342,12 +353,10 @@ static void test_tiny_ring_many_streams(void **state)
 		close(sv[i][0]);
 	}
 	/* two buffers for six streams: some had to wait for buffers */
-	assert_true(ring.starvations > 0);
+	assert_true(g.ring.starvations > 0);
 	print_message("starvations: %llu, seen by a reader: %d\n",
-		      (unsigned long long)ring.starvations, starved);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+		      (unsigned long long)g.ring.starvations, starved);
+	rig_down(&g);
 }
 
 /* ---- a reader that does not keep up is paused, and does not take the ring -------- */
@@ -356,21 +365,19 @@ static void test_tiny_ring_many_streams(void **state)
 
 static void test_slow_reader_is_paused(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct reader r[2];
 	struct peer p[2];
 	co_frame *fs[2] = { &r[0].co, &r[1].co };
 	int sv[2][2];
 
 	(void)state;
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 512, 64), 0);
-	ring.stream_limit = 8;
+	rig_up(&g, 512, 64);
+	g.ring.stream_limit = 8;
 	memset(p, 0, sizeof p);
 	for (int i = 0; i < 2; i++) {
 		tcp_pair(sv[i]);
-		reader_init(&r[i], &ring, sv[i][0], 30 + i);
+		reader_init(&r[i], &g.ring, sv[i][0], 30 + i);
 	}
 	/* r[0]'s data (469 buffers' worth, most of the ring) is in its socket
 	 * before the engine starts, so its multishot fills buffers at once
@@ -382,7 +389,7 @@ static void test_slow_reader_is_paused(void **state)
 	 * queue holds nearly the whole ring, which pausing prevents) */
 	r[0].other = &r[1];
 	r[0].hog = 500;
-	run_all(&e, fs, 2);
+	run_all(&g.e, fs, 2);
 	peer_join(&p[1]);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(r[i].bad, 0);
@@ -397,20 +404,17 @@ static void test_slow_reader_is_paused(void **state)
 	/* the limit, plus what the kernel received before the pause landed
 	 * (the cancel goes out at the end of the turn; how much came before
 	 * depends on timing: a 4 KiB write of the peer fills 64 buffers at
-	 * once): far from the whole ring. Without the pause the slow stream
+	 * once): far from the whole g.ring. Without the pause the slow stream
 	 * takes all of it, holds it to the hog mark, and r[1] finishes last. */
-	assert_true(r[0].qn_at_start < ring.count / 2);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_true(r[0].qn_at_start < g.ring.count / 2);
+	rig_down(&g);
 }
 
 /* ---- an error ends the stream after the data queued before it ------------------- */
 
 static void test_error_after_data(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct reader r;
 	struct peer p = { 0 };
 	co_frame *f = &r.co;
@@ -418,20 +422,17 @@ static void test_error_after_data(void **state)
 
 	(void)state;
 	tcp_pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 64, 256), 0);
-	reader_init(&r, &ring, sv[0], 3);
+	rig_up(&g, 64, 256);
+	reader_init(&r, &g.ring, sv[0], 3);
 	r.wait_queued = 12; /* 3000 bytes: 12 buffers, then the reset */
 	p.then = 1;
 	peer_start(&p, sv[1], 3, 3000, 3000);
-	run_all(&e, &f, 1);
+	run_all(&g.e, &f, 1);
 	peer_join(&p);
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.got, 3000);
 	assert_int_equal(r.end, -ECONNRESET);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	rig_down(&g);
 	close(sv[0]);
 }
 
@@ -506,8 +507,7 @@ static int victim_fn(co_frame *f)
 
 static void test_cancel_ends_await_not_stream(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct victim v;
 	struct canceller c;
 	co_frame *fs[2] = { &v.co, &c.co };
@@ -515,17 +515,16 @@ static void test_cancel_ends_await_not_stream(void **state)
 
 	(void)state;
 	pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 8, 64), 0);
+	rig_up(&g, 8, 64);
 	memset(&v, 0, sizeof v);
 	memset(&c, 0, sizeof c);
-	v.ring = &ring;
+	v.ring = &g.ring;
 	v.fd = sv[0];
 	v.peer = sv[1];
 	co_init(&v.co, victim_fn);
 	c.v = &v;
 	co_init(&c.co, canceller_fn);
-	run_all(&e, fs, 2);
+	run_all(&g.e, fs, 2);
 	assert_int_equal(v.timed, -ETIME);
 	assert_int_equal(v.after_time, 1);
 	assert_int_equal(v.got[0], 'x');
@@ -534,9 +533,7 @@ static void test_cancel_ends_await_not_stream(void **state)
 	assert_memory_equal(v.got + 1, "abc", 3);
 	assert_int_equal(v.after_cancel, -ECANCELED);
 	assert_int_equal(v.close_res, 0);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	rig_down(&g);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -610,8 +607,7 @@ static void *stopper_main(void *arg)
 
 static void test_cancel_stop_ends_streams(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct stopped t[3];
 	struct stopper_arg a;
 	pthread_t th;
@@ -620,24 +616,23 @@ static void test_cancel_stop_ends_streams(void **state)
 
 	(void)state;
 	atomic_init(&waiting, 0);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 1, 64), 0);
+	rig_up(&g, 1, 64);
 	memset(t, 0, sizeof t);
 	for (int i = 0; i < 3; i++) {
 		pair(sv[i]);
-		t[i].ring = &ring;
+		t[i].ring = &g.ring;
 		t[i].role = i;
 		t[i].fd = sv[i][0];
 		t[i].peer = sv[i][1];
 		t[i].holder = &t[HOLDER];
 		t[i].waiting = &waiting;
 		co_init(&t[i].co, stopped_fn);
-		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+		assert_int_equal(co_engine_spawn(&g.e, &t[i].co), 0);
 	}
-	a.e = &e;
+	a.e = &g.e;
 	a.waiting = &waiting;
 	assert_int_equal(pthread_create(&th, NULL, stopper_main, &a), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(co_engine_run(&g.e, CO_RUN_UNTIL_STOP), 0);
 	pthread_join(th, NULL);
 	assert_int_equal(t[HOLDER].first, 1);
 	for (int i = 0; i < 3; i++) {
@@ -648,12 +643,9 @@ static void test_cancel_stop_ends_streams(void **state)
 		close(sv[i][0]);
 		close(sv[i][1]);
 	}
-	assert_true(ring.starvations > 0);
-	assert_int_equal(e.inflight, 0);
-	assert_int_equal(ring.free, ring.count);
-	assert_int_equal(ring.streams, 0);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_true(g.ring.starvations > 0);
+	assert_int_equal(g.e.inflight, 0);
+	rig_down(&g);
 }
 
 /* ---- the engine counts an armed multishot as in flight until its last CQE --------- */
@@ -688,26 +680,24 @@ static int counted_fn(co_frame *f)
 
 static void test_inflight_accounting(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct counted c;
 	co_frame *f = &c.co;
 	int sv[2];
 
 	(void)state;
 	pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 4, 64), 0);
+	rig_up(&g, 4, 64);
 	memset(&c, 0, sizeof c);
-	c.ring = &ring;
+	c.ring = &g.ring;
 	c.fd = sv[0];
 	c.peer = sv[1];
 	co_init(&c.co, counted_fn);
-	run_all(&e, &f, 1); /* inflight 0 at the end */
+	run_all(&g.e, &f, 1); /* inflight 0 at the end */
 	assert_int_equal(c.armed_after_cqes, 1);
 	assert_int_equal(c.closed, 0);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_bufring_destroy(&g.ring), 0);
+	assert_int_equal(co_engine_destroy(&g.e), 0);
 	close(sv[0]);
 	close(sv[1]);
 }
@@ -754,8 +744,7 @@ static int closer_fn(co_frame *f)
 
 static void test_close_gives_back_everything(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct closer c;
 	co_frame *f = &c.co;
 	int a[2], b[2];
@@ -763,24 +752,23 @@ static void test_close_gives_back_everything(void **state)
 	(void)state;
 	pair(a);
 	pair(b);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 4, 16), 0);
+	rig_up(&g, 4, 16);
 	memset(&c, 0, sizeof c);
-	c.ring = &ring;
+	c.ring = &g.ring;
 	c.fa = a[0];
 	c.pa = a[1];
 	c.fb = b[0];
 	c.pb = b[1];
 	co_init(&c.co, closer_fn);
-	run_all(&e, &f, 1);
+	run_all(&g.e, &f, 1);
 	assert_int_equal(c.held, 64);
 	assert_int_equal(c.free_before_close, 0);
 	assert_int_equal(c.close_a, 0);
 	assert_int_equal(c.close_b, 0);
 	assert_int_equal(c.free_after, 4);
-	assert_int_equal(ring.streams, 0);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(g.ring.streams, 0);
+	assert_int_equal(co_bufring_destroy(&g.ring), 0);
+	assert_int_equal(co_engine_destroy(&g.e), 0);
 	for (int i = 0; i < 2; i++) {
 		close(a[i]);
 		close(b[i]);
@@ -892,8 +880,7 @@ static int opener_fn(co_frame *f)
 
 static void test_misuse_errors(void **state)
 {
-	co_engine e;
-	co_bufring ring;
+	struct rig g;
 	struct misuse m;
 	struct byhand h;
 	struct opener o, c;
@@ -903,14 +890,13 @@ static void test_misuse_errors(void **state)
 
 	(void)state;
 	pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_bufring_init(&ring, &e, 4, 64), 0);
+	rig_up(&g, 4, 64);
 	memset(&m, 0, sizeof m);
-	m.ring = &ring;
+	m.ring = &g.ring;
 	m.fd = sv[0];
 	co_init(&m.co, misuse_fn);
 	co_init(&m.other, misuse_other_fn);
-	run_all(&e, fs, 2);
+	run_all(&g.e, fs, 2);
 	assert_int_equal(m.open_null, -EINVAL);
 	assert_int_equal(m.open_ring_null, -EINVAL);
 	assert_int_equal(m.open_badfd, -EINVAL);
@@ -936,15 +922,15 @@ static void test_misuse_errors(void **state)
 	memset(&s2, 0, sizeof s2);
 	memset(&o, 0, sizeof o);
 	o.s = &s2;
-	o.ring = &ring;
+	o.ring = &g.ring;
 	o.fd = sv[0];
 	co_init(&o.co, opener_fn);
-	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
-	assert_int_equal(co_engine_tick(&e), 1);
+	assert_int_equal(co_engine_spawn(&g.e, &o.co), 0);
+	assert_int_equal(co_engine_tick(&g.e), 1);
 	assert_int_equal(o.res, 0);
-	assert_int_equal(e.inflight, 1);
-	assert_int_equal(co_bufring_destroy(&ring), -EBUSY);
-	assert_int_equal(co_engine_destroy(&e), -EBUSY); /* a ring is registered */
+	assert_int_equal(g.e.inflight, 1);
+	assert_int_equal(co_bufring_destroy(&g.ring), -EBUSY);
+	assert_int_equal(co_engine_destroy(&g.e), -EBUSY); /* a ring is registered */
 	assert_int_equal(co_stream_release(&s2), -ENXIO);
 	memset(&h, 0, sizeof h);
 	h.s = &s2;
@@ -952,19 +938,19 @@ static void test_misuse_errors(void **state)
 	assert_int_equal(co_resume(&h.co), CO_DONE);
 	assert_int_equal(h.recv, -ENXIO);
 	assert_int_equal(h.close, -ENXIO);
-	assert_int_equal(ring.streams, 1);
+	assert_int_equal(g.ring.streams, 1);
 	/* closed by a frame of the engine: everything goes */
 	memset(&c, 0, sizeof c);
 	c.s = &s2;
 	c.close = 1;
 	co_init(&c.co, opener_fn);
-	assert_int_equal(co_engine_spawn(&e, &c.co), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_spawn(&g.e, &c.co), 0);
+	assert_int_equal(co_engine_run(&g.e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(c.res, 0);
-	assert_int_equal(e.inflight, 0);
-	assert_int_equal(co_bufring_destroy(&ring), 0);
-	assert_int_equal(co_bufring_destroy(&ring), -EINVAL);
-	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(g.e.inflight, 0);
+	assert_int_equal(co_bufring_destroy(&g.ring), 0);
+	assert_int_equal(co_bufring_destroy(&g.ring), -EINVAL);
+	assert_int_equal(co_engine_destroy(&g.e), 0);
 	close(sv[0]);
 	close(sv[1]);
 }

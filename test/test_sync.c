@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the synchronisation primitives (lib/sync.c, lib/wait.c): mutex,
+/* Tests of the synchronisation primitives (lib/sync.c, lib/waiter.c): mutex,
  * latch, wait group, semaphore, condition variable across contexts, and
  * misuse. Timed waits and cancellation are in test_sync_timed.c. */
 #include <setjmp.h>
@@ -141,7 +141,7 @@ static void test_mutex_fifo_handoff(void **state)
 	int order[FIFO_WAITERS], n = 0;
 	(void)state;
 	co_loop_init(&loop);
-	assert_int_equal(co_mutex_init(&m), 0);
+	assert_int_equal(co_mutex_init_fifo(&m), 0);
 	holder.m = &m;
 	co_init(&holder.co, fifo_holder_fn);
 	assert_int_equal(co_loop_spawn(&loop, &holder.co), 0);

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "internal.h"
+#include "awaiter.h"
 #include "fault.h"
 #include "helpers.h"
 
@@ -408,27 +408,253 @@ static void test_child_shared_deadline_nesting(void **state)
 
 /* ---- what cannot be limited ------------------------------------------------- */
 
+/* Await aw (or, aw NULL, the child) in a frame resumed by hand: the value
+ * of an await that ends at once. */
+struct once {
+	co_frame co;
+	co_awaiter *aw;
+	co_frame *child;
+	int res;
+};
+
+static int once_fn(co_frame *f)
+{
+	struct once *o = (struct once *)f;
+	CO_BEGIN(f);
+	if (o->aw)
+		CO_AWAIT(f, o->aw);
+	else
+		CO_AWAIT_TASK(f, o->child);
+	o->res = co_result(f);
+	CO_END(f);
+}
+
+static int value_at_once(co_awaiter *aw, co_frame *child)
+{
+	struct once o;
+
+	memset(&o, 0, sizeof o);
+	o.aw = aw;
+	o.child = child;
+	o.res = 1;
+	co_init(&o.co, once_fn);
+	assert_int_equal(co_resume(&o.co), CO_DONE);
+	return o.res;
+}
+
+/* A prep that failed (its kind says so): it ends at once with -ENOSPC. */
+static int failed_ready(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 1;
+}
+
+static int failed_resume(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return -ENOSPC;
+}
+
+static const co_awaiter_ops failed_ops = { failed_ready, failed_ready, failed_resume, NULL,
+					    CO__AW_FAILED };
+
+/* What cannot be limited: given arguments that are not NULL, the await
+ * ends with -EINVAL, in a debug build too (this program's: a NULL awaiter
+ * would trap here), and nothing is started. NULL arguments give NULL. */
 static void test_cannot_be_limited(void **state)
 {
-	co_limit l;
+	co_limit l, fresh;
 	struct gate g;
 	co_transfer tr;
 	co_frame kid;
+	co_waiter w;
+	co_event ev;
+	co_io io;
+	co_awaiter zero = { NULL }, failed = { &failed_ops };
+	struct sleeper sl;
 
 	(void)state;
+	memset(&fresh, 0, sizeof fresh);
+	assert_int_equal(co_event_init(&ev, 0), 0);
 	g.aw.ops = &bare_ops; /* no cancel op */
-	assert_null(co_timeout(&l, &g.aw, CO_S));
-	assert_null(co_timeout(&l, co_transfer_to(&tr, NULL), CO_S));
+	g.f = NULL;
+	assert_int_equal(value_at_once(co_timeout(&l, &g.aw, CO_S), NULL), -EINVAL);
+	assert_null(g.f); /* never entered */
+	assert_int_equal(value_at_once(co_timeout(&l, co_transfer_to(&tr, NULL), CO_S), NULL),
+			 -EINVAL);
+	assert_int_equal(value_at_once(co_timeout(&l, &zero, CO_S), NULL), -EINVAL);
+	/* a limit of itself, the limit fresh (zeroed) or used before */
+	assert_int_equal(value_at_once(co_timeout(&fresh, &fresh.aw, CO_S), NULL), -EINVAL);
+	assert_non_null(co_timeout(&l, gate(&g), CO_S));
+	assert_int_equal(value_at_once(co_timeout(&l, &l.aw, CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(NULL, co_timeout_task(&fresh, &fresh.co, CO_S)), -EINVAL);
+	sleeper_init(&sl); /* one limit for two nested awaits: the inner never starts */
+	assert_int_equal(value_at_once(NULL, co_timeout_task(&l, co_timeout_task(&l, &sl.co, NEVER),
+							     CO_S)), -EINVAL);
+	assert_false(co_done(&sl.co));
+	assert_int_equal(sl.co.label, 0);
+	/* the kind-specific forms: the wrong kind is an error, not a pass */
+	assert_int_equal(value_at_once(co_deadline(gate(&g), CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_deadline(co_event_wait(&w, &ev), CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_deadline(&zero, CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_fixed_file(gate(&g)), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_fixed_file(&zero), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_wait_for(gate(&g), CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_wait_for(co_nop(&io), CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_wait_for(&zero, CO_S), NULL), -EINVAL);
+	/* a failed prep keeps its own error through each of them */
+	assert_int_equal(value_at_once(co_deadline(&failed, CO_S), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_fixed_file(&failed), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_wait_for(&failed, CO_S), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_timeout(&l, &failed, CO_S), NULL), -ENOSPC);
+	assert_int_equal(value_at_once(co_deadline(co_nop(&io), CO_S), NULL), -ENXIO);
+	assert_int_equal(value_at_once(co_timeout(&l, co_nop(&io), CO_S), NULL), -ENXIO);
+	/* NULL arguments: NULL (awaiting it: -EINVAL, a debug build traps) */
 	assert_null(co_timeout(NULL, gate(&g), CO_S));
 	assert_null(co_timeout(&l, NULL, CO_S));
 	assert_null(co_timeout_task(NULL, &kid, CO_S));
 	assert_null(co_timeout_task(&l, NULL, CO_S));
-	/* a limit of itself */
-	assert_non_null(co_timeout(&l, gate(&g), CO_S));
-	assert_null(co_timeout(&l, &l.aw, CO_S));
-	/* the kind-specific forms: the wrong kind is an error, not a pass */
-	assert_null(co_deadline(gate(&g), CO_S));
-	assert_null(co_wait_for(gate(&g), CO_S));
+	assert_null(co_deadline(NULL, CO_S));
+	assert_null(co_fixed_file(NULL));
+	assert_null(co_wait_for(NULL, CO_S));
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
+/* ---- times near UINT64_MAX ------------------------------------------------------- */
+
+/* Durations whose sum with the clock wraps, or nearly: each means "never"
+ * (the await outlives a 2 ms limit around it), never "at once". */
+static uint64_t huge_ns(int k)
+{
+	switch (k) {
+	case 0: return UINT64_MAX;
+	case 1: return UINT64_MAX - 5;
+	case 2: return UINT64_MAX - co_now_ns() + 1; /* now + ns wraps to 0 */
+	case 3: return UINT64_MAX - co_now_ns() / 2;
+	case 4: return (uint64_t)1 << 63;
+	default: return ((uint64_t)1 << 63) - 1;
+	}
+}
+#define HUGE_KINDS 6
+
+/* A frame that awaits under limits near UINT64_MAX, and a partner that
+ * ends each of those awaits by completing what it waits for, 2 ms after
+ * the await began: a limit that took a wrapped sum for a time already
+ * past would have ended it with -ETIME by then. */
+enum huge_act { H_NONE, H_BYTE, H_GATE, H_EVENT };
+
+struct huge {
+	co_frame co, partner;
+	co_limit lim, lim2;
+	co_io io, pio;
+	co_waiter w;
+	co_event ev;
+	struct gate g;
+	struct gated { co_frame co; struct gate *g; } kid;
+	int pipe[2];
+	char c;
+	int k, want, end, r[12];
+};
+
+static int gated_fn(co_frame *f)
+{
+	struct gated *c = (struct gated *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, gate(c->g));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int partner_fn(co_frame *f)
+{
+	struct huge *h = (struct huge *)(void *)((char *)f - offsetof(struct huge, partner));
+	CO_BEGIN(f);
+	for (;;) {
+		while (h->want == H_NONE && !h->end)
+			CO_YIELD(f);
+		if (h->end)
+			break;
+		CO_AWAIT(f, co_sleep(&h->pio, SHORT)); /* the await's SQEs went in */
+		if (h->want == H_BYTE) {
+			assert_int_equal(write(h->pipe[1], "x", 1), 1);
+		} else if (h->want == H_EVENT) {
+			assert_int_equal(co_event_set(&h->ev), 0);
+		} else {
+			co_frame *w = h->g.f;
+			assert_non_null(w);
+			h->g.f = NULL;
+			h->g.res = 5;
+			co_wake(w);
+		}
+		h->want = H_NONE;
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static int huge_fn(co_frame *f)
+{
+	struct huge *h = (struct huge *)f;
+	CO_BEGIN(f);
+	/* sleeps: each outlives a 2 ms limit around it */
+	CO_AWAIT(f, co_timeout(&h->lim2, co_sleep(&h->io, huge_ns(h->k)), SHORT));
+	h->r[0] = co_result(f);
+	CO_AWAIT(f, co_timeout(&h->lim2, co_sleep_until(&h->io, UINT64_MAX - (uint64_t)h->k), SHORT));
+	h->r[1] = co_result(f);
+	/* I/O: a deadline, a limit linked to the operation */
+	h->want = H_BYTE;
+	CO_AWAIT(f, co_deadline(co_read(&h->io, h->pipe[0], &h->c, 1, 0), huge_ns(h->k)));
+	h->r[2] = co_result(f);
+	h->want = H_BYTE;
+	CO_AWAIT(f, co_timeout(&h->lim, co_read(&h->io, h->pipe[0], &h->c, 1, 0), huge_ns(h->k)));
+	h->r[3] = co_result(f);
+	/* the timer of a limit: a user's awaiter, a child, an absolute time */
+	h->want = H_GATE;
+	CO_AWAIT(f, co_timeout(&h->lim, gate(&h->g), huge_ns(h->k)));
+	h->r[4] = co_result(f);
+	h->want = H_GATE;
+	h->kid.g = &h->g;
+	co_init(&h->kid.co, gated_fn);
+	CO_AWAIT_TASK(f, co_timeout_task(&h->lim, &h->kid.co, huge_ns(h->k)));
+	h->r[5] = co_result(f);
+	h->want = H_GATE;
+	CO_AWAIT(f, co_timeout_at(&h->lim, gate(&h->g), UINT64_MAX - (uint64_t)h->k));
+	h->r[6] = co_result(f);
+	/* a sync wait's own timer: co_wait_for, co_timeout */
+	h->want = H_EVENT;
+	CO_AWAIT(f, co_wait_for(co_event_wait(&h->w, &h->ev), huge_ns(h->k)));
+	h->r[7] = co_result(f);
+	co_event_reset(&h->ev);
+	h->want = H_EVENT;
+	CO_AWAIT(f, co_timeout(&h->lim, co_event_wait(&h->w, &h->ev), huge_ns(h->k)));
+	h->r[8] = co_result(f);
+	h->end = 1;
+	CO_END(f);
+}
+
+static void test_huge_times_never_fire(void **state)
+{
+	static const int expect[9] = { -ETIME, -ETIME, 1, 1, 5, 5, 5, 0, 0 };
+	(void)state;
+	for (int k = 0; k < HUGE_KINDS; k++) {
+		struct huge h;
+		co_frame *frames[2] = { &h.co, &h.partner };
+		memset(&h, 0, sizeof h);
+		h.k = k;
+		assert_int_equal(pipe(h.pipe), 0);
+		assert_int_equal(co_event_init(&h.ev, 0), 0);
+		co_init(&h.co, huge_fn);
+		co_init(&h.partner, partner_fn);
+		co_test_run_frames(frames, 2);
+		for (int i = 0; i < 9; i++)
+			if (h.r[i] != expect[i])
+				fail_msg("ns %d, await %d: %d", k, i, h.r[i]);
+		assert_int_equal(co_event_destroy(&h.ev), 0);
+		close(h.pipe[0]);
+		close(h.pipe[1]);
+	}
 }
 
 /* Not on an engine (resumed by hand): -ENXIO, the await not started. */
@@ -724,6 +950,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_sync_waits_and_io_paths),
 	cmocka_unit_test(test_child_shared_deadline_nesting),
 	cmocka_unit_test(test_cannot_be_limited),
+	cmocka_unit_test(test_huge_times_never_fire),
 	cmocka_unit_test(test_not_on_an_engine),
 	cmocka_unit_test(test_timer_allocation_fails),
 	cmocka_unit_test(test_shield_lets_cleanup_run),

@@ -22,6 +22,7 @@
 
 #include <coring/io.h>
 #include <coring/scheduler.h>
+#include <coring/stream.h>
 #include <coring/sync.h>
 #include <coring/timeout.h>
 #include <coring/trace.h>
@@ -30,7 +31,7 @@
 
 #include "helpers.h"
 #include "trace_file.h"
-#include "internal.h"
+#include "awaiter.h"
 #include "fault.h"
 
 #define NEED_TRACE()                                                           \
@@ -288,6 +289,142 @@ static void test_echo_exchange(void **state)
 		assert_int_not_equal(ev[13].b, ev[18].b);
 	}
 	free(ev);
+	tfile_free(&tf);
+}
+
+/* ---- multishot operations: an acceptor, a stream ---------------------------- */
+
+struct streamer {
+	co_frame co;
+	co_io io;
+	co_bufring ring;
+	co_stream st;
+	co_acceptor acc;
+	co_event ev;
+	co_waiter w;
+	int lfd, fd, n;
+};
+
+static void streamer_conn(co_acceptor *a, int fd)
+{
+	struct streamer *s = a->user;
+
+	if (fd >= 0) {
+		s->fd = fd;
+		co_acceptor_stop(a);
+	} else if (fd == -ECANCELED) {
+		co_event_set(&s->ev); /* stopped: the frame goes on */
+	}
+}
+
+static void prep_nop(struct io_uring_sqe *sqe, void *arg)
+{
+	(void)arg;
+	io_uring_prep_nop(sqe);
+}
+
+static int streamer_fn(co_frame *f)
+{
+	struct streamer *s = (struct streamer *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sqe(&s->io, prep_nop, NULL));
+	co_acceptor_start(&s->acc, s->lfd, SOCK_CLOEXEC, streamer_conn, s);
+	CO_AWAIT(f, co_event_wait(&s->w, &s->ev));
+	co_bufring_init(&s->ring, co_engine_current(), 8, 64);
+	co_stream_open(&s->st, &s->ring, s->fd);
+	CO_AWAIT(f, co_stream_recv(&s->st));
+	s->n = co_result(f);
+	CO_AWAIT(f, co_stream_close(&s->st));
+	co_bufring_destroy(&s->ring);
+	close(s->fd);
+	CO_END(f);
+}
+
+/* The first event of kind k about operation op (its co_io_info), from
+ * index *from on; NULL if none. */
+static const struct tev *find_op(const struct tfile *tf, unsigned k, const void *op, size_t *from)
+{
+	for (size_t i = *from; i < tf->n; i++)
+		if (tf->ev[i].kind == k && tf->ev[i].a == P(op)) {
+			*from = i + 1;
+			return &tf->ev[i];
+		}
+	return NULL;
+}
+
+/* Any SQE (co_sqe), a multishot accept and a stream's multishot recv:
+ * the SQE and each arming are a SUBMIT (opcode, descriptor), each CQE a
+ * COMPLETE with its result (a descriptor, a byte count, the cancel that
+ * ended it); the frame's wait in co_stream_recv is a WAIT on a stream
+ * (sub CO__AW_STREAM). */
+static void test_sqe_and_multishot_recorded(void **state)
+{
+	const char *path = tmp_path("multi.trace");
+	struct streamer s;
+	struct tfile tf;
+	const struct tev *t;
+	co_engine e;
+	uint16_t port;
+	struct sockaddr_in a;
+	int cfd, stream_waits = 0;
+	size_t at = 0;
+	(void)state;
+	NEED_TRACE();
+	memset(&s, 0, sizeof s);
+	assert_int_equal(co_event_init(&s.ev, 0), 0);
+	s.lfd = co_test_listen(&port);
+	a = co_test_loopback(port);
+	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(cfd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(send(cfd, "ping", 4, 0), 4);
+
+	start(1024, path);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&s.co, streamer_fn);
+	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	stop_and_read(path, &tf);
+	close(cfd);
+	close(s.lfd);
+	assert_int_equal(s.n, 4);
+
+	t = find_op(&tf, SUBMIT, &s.io.info, &at); /* co_sqe's nop */
+	assert_non_null(t);
+	assert_int_equal(t->sub, IORING_OP_NOP);
+	assert_int_equal(t->frame, P(&s.co));
+	t = find_op(&tf, COMPLETE, &s.io.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, 0);
+	t = find_op(&tf, SUBMIT, &s.acc.info, &at); /* the accept, armed by the frame */
+	assert_non_null(t);
+	assert_int_equal(t->sub, IORING_OP_ACCEPT);
+	assert_int_equal(t->arg, s.lfd);
+	assert_int_equal(t->frame, P(&s.co));
+	t = find_op(&tf, COMPLETE, &s.acc.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, s.fd); /* the connection */
+	t = find_op(&tf, COMPLETE, &s.acc.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, -ECANCELED); /* stopped */
+	t = find_op(&tf, SUBMIT, &s.st.info, &at); /* the stream's recv */
+	assert_non_null(t);
+	assert_int_equal(t->sub, IORING_OP_RECV);
+	assert_int_equal(t->arg, s.fd);
+	t = find_op(&tf, COMPLETE, &s.st.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, 4); /* "ping" */
+	assert_int_equal(t->frame, P(&s.co)); /* for the frame waiting in recv */
+	t = find_op(&tf, COMPLETE, &s.st.info, &at);
+	assert_non_null(t);
+	assert_int_equal(t->arg, -ECANCELED); /* the close's cancel ends it */
+	for (size_t i = 0; i < tf.n; i++)
+		if (tf.ev[i].kind == WAIT && tf.ev[i].frame == P(&s.co) &&
+		    tf.ev[i].sub == CO__AW_STREAM)
+			stream_waits++;
+	assert_int_equal(stream_waits, 1);
+	assert_int_equal(co_event_destroy(&s.ev), 0);
 	tfile_free(&tf);
 }
 
@@ -1014,6 +1151,7 @@ static void test_compiled_out(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_generator),
 	cmocka_unit_test(test_echo_exchange),
+	cmocka_unit_test(test_sqe_and_multishot_recorded),
 	cmocka_unit_test(test_transfer),
 	cmocka_unit_test(test_cancelled_wait),
 	cmocka_unit_test(test_time_limits),

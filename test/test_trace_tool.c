@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <coring/io.h>
 #include <coring/scheduler.h>
+#include <coring/stream.h>
 #include <coring/trace.h>
 #define CO_LOOP_TRACE(f, what) co_trace_frame((f), (what))
 #include <coring/loop.h>
@@ -321,11 +323,35 @@ static void test_json_validates(void **state)
 	unlink(bad);
 }
 
+/* A frame that waits in a stream's recv (its WAIT's kind: a stream). */
+struct reader {
+	co_frame co;
+	co_bufring ring;
+	co_stream st;
+	int fd, n;
+};
+
+static int reader_fn(co_frame *f)
+{
+	struct reader *r = (struct reader *)f;
+	CO_BEGIN(f);
+	co_bufring_init(&r->ring, co_engine_current(), 4, 64);
+	co_stream_open(&r->st, &r->ring, r->fd);
+	CO_AWAIT(f, co_stream_recv(&r->st));
+	r->n = co_result(f);
+	CO_AWAIT(f, co_stream_close(&r->st));
+	co_bufring_destroy(&r->ring);
+	CO_END(f);
+}
+
 static void test_text_lists_events(void **state)
 {
 	const char *trace = tmp("t.trace"), *out = tmp("t.txt");
 	co_sched_opts o = { .contexts = 2 };
 	struct hopper h;
+	struct reader r;
+	co_engine e;
+	int sv[2];
 	char args[512], *text;
 	co_sched s;
 	(void)state;
@@ -337,15 +363,36 @@ static void test_text_lists_events(void **state)
 	assert_int_equal(co_sched_spawn(&s, &h.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
+	/* a wait in a stream's recv, on an engine of its own */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	memset(&r, 0, sizeof r);
+	r.fd = sv[0];
+	co_init(&r.co, reader_fn);
+	assert_int_equal(co_engine_spawn(&e, &r.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* it waits in recv */
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(sv[0]);
+	close(sv[1]);
 	assert_int_equal(co_trace_stop(), 0);
 	snprintf(args, sizeof args, "text '%s' -o '%s'", trace, out);
 	assert_int_equal(tool(args), 0);
 	text = slurp(out);
 	for (const char *w = "spawn\0start\0resume\0yield\0wait\0wake\0done\0transfer\0submit\0"
-			     "complete\0run\0context\0hopper_fn\0test_trace_tool.c:\0nop fd\0";
+			     "complete\0run\0context\0hopper_fn\0test_trace_tool.c:\0nop fd\0"
+			     "reader_fn\0on stream\0recv fd\0";
 	     *w; w += strlen(w) + 1)
 		if (strstr(text, w) == NULL)
 			fail_msg("no %s in the listing", w);
+	for (int k = 0; k < 10; k++) { /* every awaiter kind by its name, never a number */
+		char num[8];
+		snprintf(num, sizeof num, "on %d\n", k);
+		if (strstr(text, num))
+			fail_msg("a wait listed as \"%s\"", num);
+	}
 	free(text);
 	unlink(trace);
 	unlink(out);

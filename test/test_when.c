@@ -383,7 +383,7 @@ static void test_errors(void **state)
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(co_engine_destroy(&e), 0);
 
-	/* the same child twice: -EINVAL, nothing spawned (it used to hang) */
+	/* the same child twice: -EINVAL, nothing spawned */
 	{
 		co_frame *twice[2] = { &k[0].co, &k[0].co };
 		kid_init(&k[0], K_NOW, 0, 0);

@@ -28,6 +28,7 @@
 #ifndef CORING_CHANNEL_H
 #define CORING_CHANNEL_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <coring/sync.h>
 
 #ifdef __cplusplus

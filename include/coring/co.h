@@ -522,7 +522,7 @@ static inline int co_resume(co_frame *f)
 	/* One test on the hot path. "Started" is label != 0 (no flag to store
 	 * per resume), and a root that is its own leaf calls its body without
 	 * a dependent load of top: the frame's address is already in hand, so
-	 * the call does not wait for a load (docs/benchmarks.md, "Resume"). */
+	 * the call does not wait for a load (docs/benchmarks.md, "Label backends"). */
 	if (CO__UNLIKELY(root->state & (CO__ST_DONE | CO__ST_WAITING | CO__ST_NESTED |
 					 CO__ST_CHILD | CO__ST_DBG_RUNNING))) {
 		CO__CHECK(!(root->state & CO__ST_DBG_RUNNING),

@@ -25,6 +25,7 @@
 #ifndef CORING_CONTEXT_H
 #define CORING_CONTEXT_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <pthread.h>
 #include <coring/engine.h>
 
@@ -44,7 +45,8 @@ enum co_context_state {
 	CO_CONTEXT_STARTING = 5, /* private: co_context_start in progress */
 };
 
-typedef struct co_context {
+typedef struct co_context co_context;
+struct co_context {
 	co_engine engine;            /* public: its engine */
 	pthread_t thread;            /* private */
 	int mode;                    /* private: enum co_run_mode */
@@ -54,7 +56,9 @@ typedef struct co_context {
 	unsigned kind;               /* read-only: its scheduler's group */
 	int manual;                  /* read-only: no thread; co_context_tick */
 	struct co_sched *sched;      /* read-only: NULL for a lone context */
-} co_context;
+	void (*on_end)(co_context *c); /* private: its scheduler's notice
+	                                (lib/context_internal.h) */
+};
 
 /* Errors: -EINVAL (NULL), then as co_engine_init. */
 CO_API int co_context_init(co_context *c, const co_engine_opts *opts);

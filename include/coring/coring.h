@@ -27,6 +27,7 @@
 #ifndef CORING_CORING_H
 #define CORING_CORING_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <coring/co.h>
 #include <coring/loop.h>
 #include <coring/version.h>

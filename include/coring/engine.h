@@ -32,74 +32,15 @@
 #ifndef CORING_ENGINE_H
 #define CORING_ENGINE_H
 
-#include <signal.h>
-/* liburing.h needs POSIX.1-2008 declarations (sigset_t, AT_FDCWD), which a
- * strict -std=c11 or -std=c99 hides unless a feature macro asks for them.
- * Too late to define one here if a libc header came first: say so instead
- * of letting liburing.h fail on sigset_t. */
-#if defined(__GLIBC__) && (!defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L)
-#error "coring: liburing needs POSIX.1-2008: compile with -D_POSIX_C_SOURCE=200809L, -D_GNU_SOURCE or -std=gnu11"
-#endif
+#include <coring/posix.h> /* first: the feature macro liburing needs */
+#include <coring/engine_types.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <liburing.h>
 
-#include <coring/co.h>
-#include <coring/version.h>
-
-/* Private fields that other threads touch are atomics in C. C++ code only
- * embeds the structs (it never touches private fields), so it sees plain
- * fields of the same size and alignment. */
-#ifdef __cplusplus
-#define CO__ATOMIC(t) t
-#define CO__ALIGNAS(n) alignas(n)
-#else
-#include <stdatomic.h>
-#define CO__ATOMIC(t) _Atomic(t)
-#define CO__ALIGNAS(n) _Alignas(n)
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define CO_CACHELINE 64
-
-/* What every SQE that coring submits carries as user_data: the CQE goes to
- * cb. Lives inside the awaiting frame (tinyCoro's io_info). The two low
- * bits of user_data are a tag passed to cb (e.g. "the linked timeout"). */
-typedef struct co_io_info co_io_info;
-struct co_io_info {
-	void (*cb)(co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
-};
-#define CO_IO_TAG_MASK 3u
-
-/*
- * A callback to run on an engine's own thread, asked for from any thread
- * with co_engine_post: how another thread gets done what only the owner
- * may do (touch its ring: remove a timer, submit a cancel). The node lives
- * in the caller's memory and must stay valid until fn has been called; fn
- * may free it.
- */
-typedef struct co_post co_post;
-struct co_post {
-	void (*fn)(co_post *p);       /* public: set before posting */
-	co_post *next;                /* private: the engine's post list */
-};
-
-/*
- * A frame parked on an engine by a primitive that can end the wait itself
- * (the sync layer's waiters): the engine keeps a list of them, so that a
- * cancel stop reaches waits that nothing else would end. All fields are
- * private; lib/ links and unlinks them.
- */
-typedef struct co_parking co_parking;
-struct co_parking {
-	co_parking *next, *prev;      /* private: under the engine's park lock */
-	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
-	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
-	unsigned char linked;         /* private: on the list */
-};
 
 typedef struct co_engine_opts {
 	unsigned ready_size;   /* ready ring slots, a power of two >= 2 (capacity
@@ -113,13 +54,22 @@ typedef struct co_engine_opts {
 	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
 	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
 	                          after it are finished for them (status
-	                          -ECANCELED); default 1 s */
+	                          -ECANCELED); default 1 s; near UINT64_MAX:
+	                          never (the stop waits for their end) */
 	unsigned submit_batch; /* 0 (the default): the SQEs of a loop turn go
 	                          to the kernel together, at the turn's end (one
 	                          syscall). N: also as soon as N of them wait
 	                          when a frame's resume returns (a read at
 	                          queue depth 32 on a disk starts sooner; see
 	                          docs/engine.md) */
+	uint64_t spin_ns;      /* with nothing to run and no I/O in flight, poll
+	                          for work other threads hand over at most this
+	                          long before sleeping (an adaptive budget, only
+	                          after such hand-offs: docs/engine.md, "Staying
+	                          awake"); 0: the default, 50 us */
+	int no_spin;           /* nonzero: never poll, sleep at once */
+	unsigned reserved[4];  /* zero: room for options of later versions
+	                          (docs/abi.md); co_engine_init refuses others */
 } co_engine_opts;
 
 /* Counters, owned by the engine thread (read them from it, or after run). */
@@ -137,6 +87,10 @@ typedef struct co_engine_stats {
 	                          were flushed back in (none are lost) */
 	uint64_t cancelled;    /* frames a cancel stop finished without running
 	                          them (never started, or past the grace) */
+	uint64_t spins;        /* times it polled for work before sleeping */
+	uint64_t spin_hits;    /* ... and work came while it polled (these
+	                          two may be read from any thread, with a
+	                          relaxed atomic load) */
 } co_engine_stats;
 
 /* co_engine_state() */
@@ -172,7 +126,6 @@ enum {
 struct co__engine_hooks;
 struct co__ready_ring;
 
-typedef struct co_engine co_engine;
 struct co_engine {
 	co_runner runner;               /* private: first */
 
@@ -203,6 +156,9 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
+	uint64_t spin_max;              /* read-only: the longest poll before a
+	                                   sleep (0: it never polls) */
+	uint64_t spin_cur;              /* private: the adaptive poll budget */
 	unsigned seen_epoch;            /* private: epoch when the owner last
 	                                   looked at the lists below */
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
@@ -243,6 +199,8 @@ struct co_engine {
 	                                   to cancel (co_frame.cancel_next) */
 	CO__ATOMIC(unsigned) park_lock; /* private: over park_head */
 	co_parking *park_head;          /* private: cancellable parked waits */
+	void *reserved[4];              /* private: room for fields of later
+	                                   versions (docs/abi.md) */
 };
 
 /*
@@ -253,7 +211,7 @@ struct co_engine {
  * _SQE128, _CQE32, _COOP_TASKRUN, _TASKRUN_FLAG, _SINGLE_ISSUER and
  * _DEFER_TASKRUN (_CQSIZE and _R_DISABLED are set by the engine anyway).
  * Errors: -EINVAL (NULL e, ready_size not a power of two >= 2, zero batch,
- * cq_entries < sq_entries, an unknown setup flag), -EOPNOTSUPP (a setup
+ * cq_entries < sq_entries, an unknown setup flag, a reserved field not 0), -EOPNOTSUPP (a setup
  * flag the engine cannot honour: _IOPOLL, _ATTACH_WQ), -ENOMEM, eventfd's
  * errors, or io_uring_setup's (-ENOSYS when the kernel lacks io_uring,
  * -EPERM when it is disabled, -EMFILE ...). Nothing leaks on an error.
@@ -325,7 +283,8 @@ CO_API int co_engine_tick(co_engine *e);
 CO_API int co_engine_stop(co_engine *e, int mode);
 
 /* A drain stop that becomes a cancel stop if frames are still live ns
- * nanoseconds from now. Returns 0 or -EINVAL as co_engine_stop. */
+ * nanoseconds from now (an ns whose sum with the clock would wrap, near
+ * UINT64_MAX: never). Returns 0 or -EINVAL as co_engine_stop. */
 CO_API int co_engine_stop_timed(co_engine *e, uint64_t ns);
 
 /* enum co_engine_state of e (a snapshot), or -EINVAL for NULL. */
@@ -399,7 +358,8 @@ CO_API int co_engine_unregister_buffers(co_engine *e);
  * when the SQ is full (never fails for that). NULL unless e runs on the
  * calling thread. With info set, the CQE is counted as in flight until it
  * arrives (a multishot until its last CQE); info NULL means
- * fire-and-forget.
+ * fire-and-forget. Never set IOSQE_IO_DRAIN: the engine keeps its own
+ * wake-up read in flight, so a drained SQE would never start.
  */
 CO_API struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag);
 

@@ -34,6 +34,7 @@
 #ifndef CORING_GRAPH_H
 #define CORING_GRAPH_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <coring/scheduler.h>
 
 #ifdef __cplusplus

@@ -25,6 +25,7 @@
 #ifndef CORING_IO_H
 #define CORING_IO_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
@@ -131,7 +132,8 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
  * co_signals_wait ends with the number of the next one that arrives (its
  * details in s->info), or a negative errno. Deadlines, co_timeout and
  * cancellation apply. co_signals_close closes the descriptor; the signals
- * stay blocked.
+ * stay blocked. Closed already, or never opened (zeroed memory, whose fd
+ * is 0): -EINVAL, nothing closed; a wait on it ends with -EBADF.
  *
  *     sigemptyset(&set); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
  *     co_signals_open(&sigs, &set);                    // before the threads
@@ -140,6 +142,7 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
 typedef struct co_signals {
 	co_io io;                       /* private */
 	int fd;                         /* read-only: the signalfd, -1 if closed */
+	unsigned magic;                 /* private: set while open */
 	struct signalfd_siginfo info;   /* read-only: the last signal's details */
 } co_signals;
 
@@ -154,7 +157,8 @@ CO_API int co_signals_close(co_signals *s);
  *
  *     CO_AWAIT(f, co_fixed_file(co_recv(&s->io, 0, buf, n, 0)));   // file 0
  *
- * Given anything but an I/O awaiter it returns NULL (-EINVAL); applied
+ * Given an awaiter that is not I/O, the await ends with -EINVAL (NULL:
+ * returns NULL, which CO_AWAIT makes -EINVAL, a debug build traps); applied
  * late (after co_deadline, or after another prep), the operation is
  * cancelled at once and the await ends with -EINVAL (it may have run on
  * descriptor number fd by then: apply it right after the prep). co_read_fixed / co_write_fixed transfer within registered
@@ -170,8 +174,11 @@ CO_API co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned l
  * io_uring_prep_* call, or fields by hand) and must leave user_data alone;
  * link flags are cleared (co_deadline links its own timeout). Deadlines,
  * co_timeout and cancellation apply as to any I/O. The await's value is
- * the CQE's res, or -EOPNOTSUPP when the kernel lacks the opcode (a nop
- * takes its place). For single-shot operations: one whose CQEs carry
+ * the CQE's res, or -EOPNOTSUPP when the kernel lacks the opcode, or
+ * -EINVAL for IOSQE_IO_DRAIN (a nop takes the operation's place in both
+ * cases): a drain would wait for the engine's own wake-up read, always in
+ * flight, and no limit or cancel reaches an operation the kernel holds
+ * back. For single-shot operations: one whose CQEs carry
  * IORING_CQE_F_MORE ends at its last CQE.
  *
  *     static void prep_nop(struct io_uring_sqe *sqe, void *arg) { io_uring_prep_nop(sqe); }
@@ -179,7 +186,8 @@ CO_API co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned l
  */
 CO_API co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg), void *arg);
 /* Sleep ns (relative), or until ns on CLOCK_MONOTONIC (absolute): 0 when
- * the time came, -ECANCELED when cancelled. */
+ * the time came, -ECANCELED when cancelled. A time near UINT64_MAX (292
+ * years and more) never comes. */
 CO_API co_awaiter *co_sleep(co_io *io, uint64_t ns);
 CO_API co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
 /* Sleep until ns on CLOCK_MONOTONIC, CLOCK_REALTIME (follows changes of
@@ -187,10 +195,13 @@ CO_API co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns);
  * -EINVAL. */
 CO_API co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns);
 
-/* A periodic timer without drift: each co_period_wait sleeps until the
- * next multiple of the period after co_period_init. A wait that starts
- * after one or more ticks have gone by skips them and adds them to
- * missed. Value 0, or -ECANCELED / -ETIME as for any sleep.
+/* A periodic timer without drift: ticks at every multiple of the period
+ * after co_period_init; each co_period_wait sleeps until the first tick
+ * still to come. Ticks whose time came before the wait (a stall, a slow
+ * body) are skipped and added to missed: with a 10 ms period, a wait at
+ * 85 ms after the last one at 50 ms sleeps until 90 ms and adds 3 (60, 70,
+ * 80). A period whose sum with the clock would wrap never ticks. Value 0,
+ * or -ECANCELED / -ETIME as for any sleep.
  *
  *     co_period_init(&s->tick, 10 * CO_MS);
  *     for (;;) { CO_AWAIT(f, co_period_wait(&s->tick)); sample(); }
@@ -213,8 +224,12 @@ CO_API co_awaiter *co_cancel_io(co_io *io, co_io *target);
  *     CO_AWAIT(f, co_deadline(co_recv(&s->io, fd, buf, n, 0), 500 * CO_MS));
  * If ns pass first, the await ends with -ETIME and the operation is
  * cancelled (the await still waits for the kernel's answer, so the co_io
- * and its buffer may be reused at once). Ignored on co_sleep and on a
- * prep that failed.
+ * and its buffer may be reused at once); an ns near UINT64_MAX never
+ * passes. A prep that failed keeps its own error. On a sleep, or an
+ * operation already submitted, no timeout can be linked: the operation is
+ * cancelled at once and the await ends with -EINVAL. Given an awaiter
+ * that is not I/O (a sync wait: see co_wait_for; co_timeout limits any),
+ * the await ends with -EINVAL in every build; NULL returns NULL.
  */
 CO_API co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
 
@@ -226,8 +241,10 @@ CO_API co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
 CO_API uint64_t co_now_ns(void);
 
 /*
- * Transfer helpers that loop over short reads and writes: child
- * coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). The child's status (co_result after the
+ * Whole transfers (the *_all calls) that loop over short reads and
+ * writes: child coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). (Not
+ * to be mixed up with co_transfer_to, which moves a coroutine to another
+ * context.) The child's status (co_result after the
  * await) is the byte count (less than len only at end of file for reads),
  * or the first error; x->done holds the bytes moved before an error.
  * len must not exceed INT_MAX.

@@ -20,6 +20,7 @@
 #ifndef CORING_POOL_H
 #define CORING_POOL_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <pthread.h>
 #include <netdb.h>
 

@@ -31,6 +31,7 @@
 #ifndef CORING_SCHEDULER_H
 #define CORING_SCHEDULER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <pthread.h>
 #include <coring/context.h>
 
@@ -67,9 +68,13 @@ typedef struct co_sched_opts {
 	int steal;               /* nonzero: idle contexts take ready frames from
 	                            busy ones */
 	co_engine_opts engine;   /* for every context (zeros: defaults) */
-	/* Or job types: kind i is groups[i], i < ngroups. */
+	/* Or groups: kind i is groups[i], i < ngroups. */
 	const co_sched_group *groups;
 	unsigned ngroups;
+	unsigned spinners;       /* how many contexts may poll for work at once
+	                            before they sleep (docs/engine.md, "Staying
+	                            awake"); 0: as many as the CPUs the process
+	                            may use */
 } co_sched_opts;
 
 /* A group as the scheduler keeps it (private). */
@@ -107,6 +112,11 @@ typedef struct co_sched {
 	 * while the scheduler accepts (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
 	CO__ATOMIC(int) quiet;         /* private: engines reporting quiet */
+	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) spinning; /* private:
+	                                  contexts polling for work now */
+	unsigned spinners;             /* read-only: how many may at once */
+	unsigned spin_peak;            /* read-only: the most that polled at
+	                                  once (a high-water mark) */
 } co_sched;
 
 /* Set up the contexts and start their threads (manual ones have none);
@@ -167,7 +177,8 @@ CO_API int co_sched_poll(co_sched *s);
  * spawns are refused from now on, for good. CO_STOP_DRAIN lets every
  * frame finish; CO_STOP_CANCEL ends every wait with -ECANCELED (see
  * co_engine_stop: bounded even against a coroutine that retries).
- * co_sched_stop_timed drains, and cancels what is still live after ns.
+ * co_sched_stop_timed drains, and cancels what is still live after ns
+ * (near UINT64_MAX: never).
  * 0, or -EINVAL (NULL, bad mode, destroyed). Asking again is harmless; a
  * drain may be turned into a cancel.
  */

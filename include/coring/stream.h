@@ -30,6 +30,7 @@
 #ifndef CORING_STREAM_H
 #define CORING_STREAM_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/uio.h>

@@ -38,6 +38,7 @@
 #ifndef CORING_SYNC_H
 #define CORING_SYNC_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,22 +53,42 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /*
- * A mutex for coroutines, with FIFO hand-off: unlock gives ownership
- * straight to the oldest waiter, so no waiter starves and no newcomer
- * barges in. It is not tied to a thread or a frame: any holder's unlock
- * releases it.
+ * A mutex for coroutines (docs/sync.md, "The mutex"). A free mutex is
+ * taken by whoever asks first: unlock frees it and invites the oldest
+ * waiter to try again, on its own engine, while a coroutine that arrives
+ * meanwhile may take it (a lock held by a coroutine of another context is
+ * polled briefly before the caller parks). So a hand-off between contexts
+ * never keeps the mutex held while a thread wakes up. No waiter starves:
+ * once the oldest waiter has seen CO_MUTEX_OVERTAKES acquisitions by
+ * coroutines that came after it, unlock hands the mutex straight to it.
+ * co_mutex_init_fifo makes a mutex that always hands off, oldest first
+ * (no newcomer barges in). It is not tied to a thread or a frame: any
+ * holder's unlock releases it.
  */
 typedef struct co_mutex {
-	CO__ATOMIC(unsigned) lock;             /* private: spinlock over the fields below */
-	int locked;                   /* private */
+	CO__ATOMIC(unsigned) lock;    /* private: spinlock over the fields below */
+	int locked;                   /* private: read unlocked by a poller */
 	co_waitq q;                   /* private */
 	int dead;                     /* private: destroyed */
+	unsigned char fifo;           /* private: always hand off */
+	unsigned char invited;        /* private: a waiter's retry is on its way */
+	unsigned barges;              /* private: acquisitions while a frame
+	                                 waited (its overtakes count from it) */
+	void *holder;                 /* private: the engine whose coroutine
+	                                 holds it (NULL: none, or no engine) */
 } co_mutex;
 
-#define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0 }
+#define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0, 0, 0, 0, NULL }
+
+/* How many acquisitions by later arrivals a waiting frame sees at most
+ * before unlock hands it the mutex. */
+#define CO_MUTEX_OVERTAKES 4096
 
 /* Errors: -EINVAL (NULL). */
 CO_API int co_mutex_init(co_mutex *m);
+/* A mutex that hands off: unlock gives it straight to the oldest waiter,
+ * and nobody barges in. Errors: -EINVAL (NULL). */
+CO_API int co_mutex_init_fifo(co_mutex *m);
 /* 0: from now on every call on m answers -EINVAL, and coring does not
  * touch m again (free it at will). -EBUSY (held, or a frame waits on it:
  * nothing changes), -EINVAL (NULL, destroyed). */
@@ -77,8 +98,9 @@ CO_API int co_mutex_destroy(co_mutex *m);
 CO_API co_awaiter *co_mutex_lock(co_waiter *w, co_mutex *m);
 /* Take it only if it is free: 0, -EBUSY (held), -EINVAL (NULL). */
 CO_API int co_mutex_trylock(co_mutex *m);
-/* Release it (to the oldest waiter, if any): 0, -EPERM (not locked),
- * -EINVAL (NULL). From any thread. */
+/* Release it (free, its oldest waiter invited to take it; or handed to
+ * that waiter, see above): 0, -EPERM (not locked), -EINVAL (NULL). From
+ * any thread. */
 CO_API int co_mutex_unlock(co_mutex *m);
 
 /* ------------------------------------------------------------------------ */

@@ -32,12 +32,16 @@
  *     For these the frame does not move to another engine while the await
  *     lasts (no steal; a co_transfer inside a limited child ends with
  *     -EBUSY). Nested limits work; each ends its own await with -ETIME.
- * What cannot be limited ends the await at once with -EINVAL and is never
- * started (a debug build traps, as for any CO_AWAIT of NULL): an awaiter
- * without a cancel op, a co_transfer (it ends by itself, in one turn of
- * the target's loop), a NULL limit or awaiter. A frame that does not run
- * on an engine gets -ENXIO; a limit whose timer cannot be allocated,
- * -ENOMEM (the await is not started either).
+ * What cannot be limited ends the await at once with -EINVAL, in every
+ * build, and is never started: an awaiter without a cancel op (or without
+ * ops), a co_transfer (it ends by itself, in one turn of the target's
+ * loop), the limit's own awaiter or frame (a fresh limit too; one co_limit
+ * for two nested limits). A NULL limit, awaiter or child returns NULL
+ * (CO_AWAIT: -EINVAL; a debug build traps, as for any CO_AWAIT of NULL).
+ * A frame that does not run on an engine gets -ENXIO; a limit whose timer
+ * cannot be allocated, -ENOMEM (the await is not started either). A
+ * duration whose sum with the clock would wrap (near UINT64_MAX), or a
+ * deadline of UINT64_MAX, never runs out.
  *
  * A limit is not a cancellation: once its await has ended the chain runs
  * on as before (co_cancelled() is true only while a limit that ran out is
@@ -47,6 +51,7 @@
 #ifndef CORING_TIMEOUT_H
 #define CORING_TIMEOUT_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 
 #include <coring/engine.h>

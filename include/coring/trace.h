@@ -30,6 +30,7 @@
 #ifndef CORING_TRACE_H
 #define CORING_TRACE_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 
 #include <coring/co.h>

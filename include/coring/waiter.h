@@ -9,9 +9,10 @@
 #ifndef CORING_WAITER_H
 #define CORING_WAITER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 
-#include <coring/engine.h>
+#include <coring/engine_types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,11 +39,12 @@ struct co_waiter {
 	union {
 		void *item;           /* channel: the item to copy */
 		struct co_mutex *mutex; /* condition variable: its mutex */
+		unsigned long mark;   /* mutex lock: its barges when it parked */
 	} u;
 	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
 	uint64_t deadline;            /* CLOCK_MONOTONIC ns; 0: none */
-	CO__ATOMIC(unsigned) state;   /* lib/wait.h: CO__W_* */
+	CO__ATOMIC(unsigned) state;   /* lib/waiter_internal.h: CO__W_* */
 	CO__ATOMIC(unsigned) pend;    /* timed: the timer's CQE and the removal
 	                                 post still due before the frame wakes */
 	int res;                      /* the await's value */
@@ -61,8 +63,11 @@ struct co_waiter {
  * and a released wait that beat its timer keeps its result. ns == 0 makes
  * it a try: -ETIME at once unless the wait completes at once. The timer is
  * an io_uring timeout on the waiting frame's own engine; error -ENXIO when
- * the frame does not run on an engine. Apply it right after the prep;
- * another awaiter is returned unchanged.
+ * the frame does not run on an engine. Apply it right after the prep. An
+ * ns whose sum with the clock would wrap (near UINT64_MAX) never runs out.
+ * Given another kind of awaiter (I/O, your own), the await ends with
+ * -EINVAL in every build, nothing started (a failed prep keeps its own
+ * error); given NULL it returns NULL (CO_AWAIT: -EINVAL, a debug trap).
  */
 CO_API co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
 

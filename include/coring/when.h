@@ -33,7 +33,8 @@
 #ifndef CORING_WHEN_H
 #define CORING_WHEN_H
 
-#include <coring/engine.h>
+#include <coring/posix.h> /* first: the feature macro liburing needs */
+#include <coring/engine_types.h>
 
 #ifdef __cplusplus
 extern "C" {

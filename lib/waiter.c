@@ -7,22 +7,12 @@
  * "Freeing a primitive").
  */
 #include <errno.h>
-#include <time.h>
 
-#include "wait.h"
-#include "list.h"
-#include "trace.h"
+#include "clock.h"
+#include "waiter_internal.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
 enum { TAG_TIMER = 1 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- queues ------------------------------------------------------------------ */
 
@@ -38,17 +28,34 @@ void co__waitq_push(co_waitq *q, co_waiter *w)
 	q->tail = w;
 }
 
-static void waitq_remove(co_waitq *q, co_waiter *w)
+static void timer_remove_post(co_post *p);
+
+int co__wait_repark(co_waiter *w)
 {
-	if (w->prev)
-		w->prev->next = w->next;
+	co_engine *e = w->engine;
+	co_waitq *q = w->q;
+
+	if (co_await_cancelled(w->frame) || (e && co__engine_cancelling(e))) {
+		w->res = -ECANCELED;
+		return 0;
+	}
+	w->prev = NULL; /* at the head: it is the oldest */
+	w->next = q->head;
+	if (q->head)
+		q->head->prev = w;
 	else
-		q->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		q->tail = w->prev;
-	w->next = w->prev = NULL;
+		q->tail = w;
+	q->head = w;
+	if (w->deadline) {
+		w->timed = 1;
+		w->timer_done = 0;
+		w->post.fn = timer_remove_post;
+		atomic_store_explicit(&w->pend, 1, memory_order_relaxed); /* the timer's CQE */
+	}
+	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
+	if (e)
+		co__engine_park_link(e, &w->park);
+	return 1;
 }
 
 /* ---- awaiters that fail at once ---------------------------------------------- */
@@ -60,21 +67,10 @@ static int fail_suspend(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static int einval_resume(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return -EINVAL;
-}
-
-/* Stateless, so one instance serves every thread (a NULL co_waiter). */
-static const co_awaiter_ops einval_ops = { NULL, fail_suspend, einval_resume, NULL,
-						   CO__AW_FAILED };
-static co_awaiter einval_aw = { &einval_ops };
-
+/* A NULL co_waiter. */
 co_awaiter *co__wait_einval(void)
 {
-	return &einval_aw;
+	return co__einval_awaiter();
 }
 
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
@@ -98,7 +94,7 @@ static void deliver(co_waiter *w)
  * lock (visit) sees everything before it. */
 static void leave(co_waiter *w, int res)
 {
-	waitq_remove(w->q, w);
+	co__dlist_unlink(&w->q->head, &w->q->tail, w);
 	w->res = res;
 	if (w->engine)
 		co__engine_park_unlink(w->engine, &w->park);
@@ -135,20 +131,20 @@ void co__wake_all(co__wake_list *l)
 }
 
 /*
- * Wake first, unpark second. Between the two the engine sees a parked
- * frame, so it cannot find itself idle and stop with the frame about to
- * be pushed (the push may come from another thread). After the unpark it
- * may stop and be destroyed: co_engine_unpark counts itself as a visitor
- * so destroy waits for it to return, and nothing is touched after.
+ * Wake first, unpark second, in one visit of the engine
+ * (co__engine_wake_parked): the engine never finds itself idle with the
+ * frame about to be pushed, and destroy waits for the visit to end;
+ * nothing is touched after. w may be gone once the frame is pushed.
  */
 void co__wait_wake_frame(co_waiter *w)
 {
 	co_engine *e = w->engine;
 	co_frame *f = w->frame;
 
-	co_wake(f); /* w may be gone from here on */
 	if (e)
-		co_engine_unpark(e);
+		co__engine_wake_parked(e, f);
+	else
+		co_wake(f);
 }
 
 /*
@@ -199,9 +195,14 @@ static void timed_arm(co_waiter *w, co_engine *e)
 	struct io_uring_sqe *sqe = co_engine_sqe(e, &w->info, TAG_TIMER);
 	struct __kernel_timespec *ts = co_engine_sqe_ts(e, sqe);
 
-	ts->tv_sec = (long long)(w->deadline / 1000000000ull);
-	ts->tv_nsec = (long long)(w->deadline % 1000000000ull);
+	co__ns_to_ts(ts, w->deadline);
 	io_uring_prep_timeout(sqe, ts, 0, IORING_TIMEOUT_ABS);
+}
+
+void co__wait_rearm(co_waiter *w)
+{
+	if (w->timed)
+		timed_arm(w, w->engine);
 }
 
 /* One engine-side event of a timed wait is done; the last one wakes. */
@@ -216,10 +217,11 @@ static void timed_done(co_waiter *w)
 /* The timer's CQE: -ETIME (it fired), or -ECANCELED (removed after a claim,
  * or the engine cancelled all its I/O). If nobody claimed the waiter, the
  * timer decides the result. */
-static void timer_cqe(co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	co_waiter *w = co__container_of(info, co_waiter, info);
 
+	(void)e; /* w->engine */
 	(void)cqe_flags;
 	(void)tag;
 	w->timer_done = 1;
@@ -268,9 +270,10 @@ static void park_cancel(co_parking *p)
 co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk, void *obj)
 {
 	if (w == NULL)
-		return &einval_aw;
+		return co__einval_awaiter();
 	w->deadline = 0;
 	w->timed = 0;
+	w->timer_done = 0;
 	w->next = w->prev = NULL;
 	w->q = NULL;
 	w->frame = NULL;
@@ -301,14 +304,11 @@ void co__wait_limit(co_awaiter *aw, uint64_t deadline)
 
 co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 {
-	uint64_t now;
-
-	if (aw != NULL && aw->ops->kind == CO__AW_FAILED)
-		return aw; /* the prep failed: it ends at once with its error */
-	if (aw == NULL || aw->ops->kind != CO__AW_WAIT)
-		return NULL; /* not a wait: the await ends with -EINVAL (co_timeout limits any) */
-	now = now_ns();
-	co__wait_limit(aw, ns > UINT64_MAX - now ? UINT64_MAX : now + ns);
+	if (aw == NULL)
+		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw->ops == NULL || aw->ops->kind != CO__AW_WAIT)
+		return co__wrong_kind(aw); /* not a wait: -EINVAL (co_timeout limits any) */
+	co__wait_limit(aw, co__deadline_after(ns));
 	return aw;
 }
 
@@ -325,7 +325,7 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 		err = -ENXIO;
 	else if (co_await_cancelled(f))
 		err = -ECANCELED;
-	else if (w->deadline && now_ns() >= w->deadline)
+	else if (w->deadline && co__now_ns() >= w->deadline)
 		err = -ETIME;
 	if (err) {
 		co__spin_unlock(w->lk);

@@ -10,19 +10,22 @@
  * Hooks are expressions, so a macro of io.c can append one to its prep
  * with a comma.
  */
-#ifndef CORING_LIB_TRACE_H
-#define CORING_LIB_TRACE_H
+#ifndef CORING_LIB_TRACE_HOOKS_H
+#define CORING_LIB_TRACE_HOOKS_H
 
 #include <coring/engine.h>
 #include <coring/trace.h>
+#include "base.h"
 
-/* The macros below expand to uses of internal.h's co__unlikely and
- * co__tls_engine; internal.h comes at the end, since its inline fast
- * paths use these hooks in turn. */
+/* Tracing is a service every layer may call: this header depends on no
+ * layer's private header, so the engine's own (lib/engine_internal.h) can
+ * include it. A hook that records the calling thread's engine names it with
+ * co_engine_current(), evaluated only while a session records. */
 
 #ifdef CO_WITH_TRACE
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 /* 1 while a session records (co_trace_start .. co_trace_stop). */
 extern atomic_int co__trace_on __attribute__((visibility("hidden")));
@@ -42,7 +45,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 #define CO__U64(p) ((uint64_t)(uintptr_t)(p))
 
 /* engine.c: the engine e hands f to its queues / resumes it / it came back */
-#define CO__TRACE_SPAWN(e, f) CO__TRACE(co__trace_ev(CO_TRACE_SPAWN, co__tls_engine, (f), CO__U64((f)->fn), CO__U64(e)))
+#define CO__TRACE_SPAWN(e, f) CO__TRACE(co__trace_ev(CO_TRACE_SPAWN, co_engine_current(), (f), CO__U64((f)->fn), CO__U64(e)))
 #define CO__TRACE_RESUME(e, f) CO__TRACE(co__trace_frame((e), (f), CO_TRACE_RESUME))
 #define CO__TRACE_YIELD(e, f) CO__TRACE(co__trace_frame((e), (f), CO_TRACE_YIELD))
 #define CO__TRACE_WAIT(e, f) CO__TRACE(co__trace_frame((e), (f), CO_TRACE_WAIT))
@@ -50,7 +53,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 /* engine.c: f made ready for engine e, from any thread */
 #define CO__TRACE_WAKE(e, f) CO__TRACE(co__trace_wake((e), (f)))
 /* engine.c: co_cancel asked for f (any thread) */
-#define CO__TRACE_CANCEL(f) CO__TRACE(co__trace_ev(CO_TRACE_CANCEL, co__tls_engine, (f), CO__U64((f)->fn), 0))
+#define CO__TRACE_CANCEL(f) CO__TRACE(co__trace_ev(CO_TRACE_CANCEL, co_engine_current(), (f), CO__U64((f)->fn), 0))
 /* engine.c: f taken from victim's ring by thief (thief's thread) */
 #define CO__TRACE_STEAL(thief, victim, f) CO__TRACE(co__trace_ev(CO_TRACE_STEAL, (thief), (f), CO__U64(victim), CO__U64(thief)))
 /* engine.c: root moves from engine `from` to `to` inside its transfer await */
@@ -62,13 +65,13 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_COMPLETE(leaf, info, res, tag) CO__TRACE(co__trace_complete((leaf), (info), (res), (tag)))
 /* context.c: a context's thread starts */
 #define CO__TRACE_CONTEXT(c) CO__TRACE(co__trace_context((c), (c)->index, (c)->kind))
-/* timeout.c, wait.c: a time limit ran out for root (sub: 1 co_timeout's
+/* timeout.c, waiter.c: a time limit ran out for root (sub: 1 co_timeout's
  * timer, 2 a waiter's own timer) */
-#define CO__TRACE_TIMEOUT(root, what, sub) CO__TRACE(co__trace_ev(CO_TRACE_TIMEOUT, co__tls_engine, (root), CO__U64(what), (uint64_t)(sub)))
-/* wait.c: a waiter's timer completed with res (-ETIME: it ran out) for
+#define CO__TRACE_TIMEOUT(root, what, sub) CO__TRACE(co__trace_ev(CO_TRACE_TIMEOUT, co_engine_current(), (root), CO__U64(what), (uint64_t)(sub)))
+/* waiter.c: a waiter's timer completed with res (-ETIME: it ran out) for
  * the waiting frame */
 #define CO__TRACE_TIMER(frame, w, res) \
-	CO__TRACE((res) == -ETIME ? co__trace_ev(CO_TRACE_TIMEOUT, co__tls_engine, co_root(frame), CO__U64(w), 2) : (void)0)
+	CO__TRACE((res) == -ETIME ? co__trace_ev(CO_TRACE_TIMEOUT, co_engine_current(), co_root(frame), CO__U64(w), 2) : (void)0)
 
 #else
 
@@ -90,6 +93,5 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 
 #endif
 
-#include "internal.h"
 
 #endif

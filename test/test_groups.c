@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Job types and dispatch: groups of contexts per kind of work, spawn and
+ * Groups and dispatch: groups of contexts per kind of work, spawn and
  * transfer by kind, dispatch by key and by explicit affinity, a manually
  * driven context ticked from the test's own loop, co_engine_tick, and
  * co_spawn_on (run a child elsewhere and await it).
@@ -68,7 +68,7 @@ static void test_dispatch_by_key(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
-/* ---- job types: transfer by kind, a manual logic context ---------------------------- */
+/* ---- groups: transfer by kind, a manual logic context ---------------------------- */
 
 enum { K_IO, K_CPU, K_LOGIC, KINDS };
 

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A line server whose slow jobs run on a group of their own while the I/O
- * stays on its context. Two kinds of contexts: IO (the listener and the
- * connections) and SLOW (the jobs). Each connection is spawned with its
+ * A line server whose slow work runs on a group of its own while the I/O
+ * stays on its context. Two groups of contexts: IO (the listener and the
+ * connections) and SLOW (the slow work). Each connection is spawned with its
  * number as the key (co_sched_spawn_key), so all of one client's work stays
  * on one IO context. For every line a client sends, its connection
- * coroutine runs the job (a slow checksum) on a SLOW context with
+ * coroutine runs the slow part (a checksum) on a SLOW context with
  * co_spawn_on, waits for it without blocking its thread, and sends the
  * result back.
  *
- *     slow_jobs --demo N      serve N clients (threads of this process on
+ *     slow_work --demo N      serve N clients (threads of this process on
  *                             loopback) 20 lines each, check every reply,
  *                             stop, exit 0
  */
@@ -39,17 +39,17 @@ static const co_sched_group groups[KINDS] = {
 
 static co_sched sched;
 
-/* The slow job: checksum of a line, the long way. */
-struct job {
+/* The slow work: checksum of a line, the long way. */
+struct slow {
 	co_frame co;
 	char line[LINE];
 	unsigned long sum;
 	unsigned kind;                  /* where it ran */
 };
 
-static int job_fn(co_frame *f)
+static int slow_fn(co_frame *f)
 {
-	struct job *j = (struct job *)f;
+	struct slow *j = (struct slow *)f;
 	co_context *here = co_context_current();
 	unsigned long h = 5381;
 
@@ -64,11 +64,11 @@ static int job_fn(co_frame *f)
 
 static unsigned long slow_sum(const char *line)
 {
-	struct job j;
+	struct slow j;
 
 	memset(&j, 0, sizeof j);
 	snprintf(j.line, sizeof j.line, "%s", line);
-	co_init(&j.co, job_fn);
+	co_init(&j.co, slow_fn);
 	co_resume(&j.co); /* the same computation, by hand, for the clients */
 	return j.sum;
 }
@@ -78,8 +78,8 @@ struct conn {
 	co_io io;
 	co_xfer x;
 	co_when w;
-	struct job job;
-	int fd, n, jobs_elsewhere;
+	struct slow slow;
+	int fd, n, slow_elsewhere;
 	char buf[LINE];
 	char out[32];
 };
@@ -94,21 +94,21 @@ static int conn_fn(co_frame *f)
 		if ((c->n = co_result(f)) <= 0)
 			break;
 		c->buf[c->n] = '\0';
-		memset(&c->job, 0, sizeof c->job);
-		snprintf(c->job.line, sizeof c->job.line, "%s", c->buf);
-		co_init(&c->job.co, job_fn);
+		memset(&c->slow, 0, sizeof c->slow);
+		snprintf(c->slow.line, sizeof c->slow.line, "%s", c->buf);
+		co_init(&c->slow.co, slow_fn);
 		/* the job runs over there; this context serves other clients */
-		CO_AWAIT(f, co_spawn_on(&c->w, &co_sched_pick(&sched, SLOW)->engine, &c->job.co));
+		CO_AWAIT(f, co_spawn_on(&c->w, &co_sched_pick(&sched, SLOW)->engine, &c->slow.co));
 		if (co_result(f) < 0)
 			break;
-		c->jobs_elsewhere += c->job.kind == SLOW;
-		c->n = snprintf(c->out, sizeof c->out, "%016lx\n", c->job.sum);
+		c->slow_elsewhere += c->slow.kind == SLOW;
+		c->n = snprintf(c->out, sizeof c->out, "%016lx\n", c->slow.sum);
 		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->out, (size_t)c->n, MSG_NOSIGNAL));
 		if (co_result(f) < 0)
 			break;
 	}
 	CO_AWAIT(f, co_close(&c->io, c->fd));
-	CO_RETURN(f, c->jobs_elsewhere);
+	CO_RETURN(f, c->slow_elsewhere);
 	CO_END(f);
 }
 
@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 	int trace_err;
 
 	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
-		fprintf(stderr, "slow_jobs: CORING_TRACE: %s\n", strerror(-trace_err));
+		fprintf(stderr, "slow_work: CORING_TRACE: %s\n", strerror(-trace_err));
 		return 2;
 	}
 	if (argc == 3 && strcmp(argv[1], "--demo") == 0)
@@ -218,7 +218,7 @@ int main(int argc, char **argv)
 		return 1;
 	err = co_sched_init(&sched, &o);
 	if (err < 0) {
-		fprintf(stderr, "slow_jobs: co_sched_init: %s\n", strerror(-err));
+		fprintf(stderr, "slow_work: co_sched_init: %s\n", strerror(-err));
 		return 1;
 	}
 	co_init(&l.co, listener_fn);
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 	/* every reply checked: stop (the listener's accept is cancelled) */
 	co_sched_stop(&sched, CO_STOP_CANCEL);
 	err = co_sched_run(&sched);
-	printf("slow_jobs: %d clients, %d of %d replies right, %d accepted\n", n, ok, n * LINES,
+	printf("slow_work: %d clients, %d of %d replies right, %d accepted\n", n, ok, n * LINES,
 	       l.accepted);
 	if (co_sched_destroy(&sched) != 0 || err != 0)
 		return 1;

@@ -4,11 +4,13 @@
  * FIFO wait queues, parking, claiming and waking, timed waits. Not
  * installed. See docs/sync.md for the protocol.
  */
-#ifndef CORING_WAIT_H
-#define CORING_WAIT_H
+#ifndef CORING_LIB_WAITER_INTERNAL_H
+#define CORING_LIB_WAITER_INTERNAL_H
 
 #include <coring/waiter.h>
-#include "internal.h"
+#include "awaiter.h"
+#include "engine_internal.h"
+#include "spin.h"
 
 /* Every primitive's fields are read and written under its spinlock only. */
 #define co__lock(p) co__spin_lock(&(p)->lock)
@@ -74,5 +76,22 @@ void co__wait_wake_frame(co_waiter *w);
 
 /* Queue operations, under the owning lock. */
 void co__waitq_push(co_waitq *q, co_waiter *w);
+
+/*
+ * Put w, claimed but not woken (its frame is still counted as parked),
+ * back at the head of its queue: a mutex waiter that was invited to take
+ * the lock found it taken again. On w's engine's thread (with no engine,
+ * the thread that runs its frame), with *w->lk held. Returns 1 (waiting
+ * again: once the lock is released, co__wait_rearm arms a timed wait's
+ * timer again), or 0 with w->res = -ECANCELED when its frame was cancelled
+ * or its engine is in a cancel stop: the caller wakes it.
+ */
+int co__wait_repark(co_waiter *w);
+void co__wait_rearm(co_waiter *w);
+
+/* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
+ * (what a time limit, lib/timeout.c, asks of a wait); an earlier limit
+ * already set holds. */
+void co__wait_limit(co_awaiter *aw, uint64_t deadline);
 
 #endif

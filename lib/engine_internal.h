@@ -1,61 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by the Linux layers (not installed). */
-#ifndef CORING_INTERNAL_H
-#define CORING_INTERNAL_H
+/*
+ * The engine as the layers above it see it (not installed; lib/engine.c,
+ * lib/engine_setup.c, lib/engine_move.c): the hooks a scheduler installs,
+ * the owner thread's fast paths that lib/io.c inlines, visits from other
+ * threads, parking, stealing and moving frames.
+ */
+#ifndef CORING_LIB_ENGINE_INTERNAL_H
+#define CORING_LIB_ENGINE_INTERNAL_H
 
-#include <stddef.h>
 #include <stdint.h>
 
-#define co__container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
-
-#define co__likely(x) __builtin_expect(!!(x), 1)
-#define co__unlikely(x) __builtin_expect(!!(x), 0)
-
-/*
- * ThreadSanitizer and Concurrency Kit: ck_ring's atomics are inline asm and
- * volatile loads, and its multi-consumer dequeue reads a slot before its CAS decides
- * whether the read counts (a benign race by design). TSan sees neither, so
- * the few functions that call ck_ring are left uninstrumented, and the
- * happens-before edge the ring provides (everything before an enqueue is
- * visible after the dequeue of that entry) is stated with annotations.
- */
-#if defined(__SANITIZE_THREAD__)
-#define CO_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CO_TSAN 1
-#endif
-#endif
-
-#ifdef CO_TSAN
-#include <sanitizer/tsan_interface.h>
-/* Dynamic annotations of the TSan runtime (exported to shared objects, unlike
- * __tsan_ignore_thread_*); both ignore every access of the thread. */
-void AnnotateIgnoreReadsBegin(const char *file, int line);
-void AnnotateIgnoreReadsEnd(const char *file, int line);
-#if defined(__clang__)
-#define CO_NO_TSAN __attribute__((no_sanitize("thread")))
-#else
-#define CO_NO_TSAN __attribute__((no_sanitize_thread))
-#endif
-#define co__hb_release(p) __tsan_release((void *)(p))
-#define co__hb_acquire(p) __tsan_acquire((void *)(p))
-/* ck_ring copies slots with memcpy, which TSan intercepts even in an
- * uninstrumented function: ignore the thread's accesses around the call. */
-#define co__tsan_ignore_begin() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
-#define co__tsan_ignore_end() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
-#else
-#define co__tsan_ignore_begin() ((void)0)
-#define co__tsan_ignore_end() ((void)0)
-#define CO_NO_TSAN
-#define co__hb_release(p) ((void)(p))
-#define co__hb_acquire(p) ((void)(p))
-#endif
-
-/* ---- the engine as the layers above it see it (lib/engine.c) ---- */
-
 #include <coring/engine.h>
+#include "base.h"
+#include "list.h"
+#include "trace_hooks.h"
 
 /*
  * What a scheduler hooks into its contexts' engines (one struct, set
@@ -72,15 +30,16 @@ struct co__engine_hooks {
 	/* the engine became quiet (1: idle with nothing that can progress,
 	 * about to sleep) or stopped being so (0; from any thread) */
 	void (*quiet)(co_engine *e, void *arg, int quiet);
+	/* the engine would poll for work before it sleeps (begin 1): 1 if
+	 * it may (the scheduler caps how many poll at once); its poll ended
+	 * (begin 0) */
+	int (*spin)(co_engine *e, void *arg, int begin);
 };
 
 /* The engine running on the calling thread (co_engine_current without the
  * call): hidden, so the library reads it straight from its TLS block. */
 extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
-
-#include "list.h"
-#include "trace.h" /* the hooks the fast paths below hold */
 
 /*
  * The owner thread's fast paths, inlined into the layers that take SQEs
@@ -165,15 +124,21 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	}
 }
 
+/* A cancel stop has begun on e (its owner thread reads it). */
+static inline int co__engine_cancelling(const co_engine *e)
+{
+	return e->cancel_since != 0;
+}
+
 /* Install hooks (before the engine first runs). */
 void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
 /* Bracket a change made to e from any thread (see remote_begin in
  * engine.c): begin returns what end needs. */
 int co__engine_visit_begin(co_engine *e);
 void co__engine_visit_end(co_engine *e, int visit);
-/* A scheduler's context's thread returned (lib/scheduler.c). */
-struct co_context;
-void co__sched_context_ended(struct co_context *c);
+/* co_wake(f), then co_engine_unpark(e), in one visit: f waits parked on
+ * e (co_engine_park), so e runs it (any thread). */
+void co__engine_wake_parked(co_engine *e, co_frame *f);
 /* Wake e if it sleeps (any thread). */
 void co__engine_kick(co_engine *e);
 int co__engine_sleeping(co_engine *e);
@@ -204,28 +169,6 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
 int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid);
 int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid);
 
-/* Link a timeout of ns to the I/O awaiter aw just prepared (lib/io.c): 0
- * (linked, or the prep failed and ends at once), -EAGAIN (its SQE is no
- * longer queued, it is a sleep, or it has a timeout already). */
-int co__io_link_timeout(co_awaiter *aw, uint64_t ns);
-
-/* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
- * (lib/wait.c); an earlier limit already set holds. */
-void co__wait_limit(co_awaiter *aw, uint64_t deadline);
-
-/* Awaiter kinds (co_awaiter_ops.kind). */
-enum {
-	CO__AW_USER = 0,
-	CO__AW_IO,        /* lib/io.c */
-	CO__AW_WAIT,      /* a co_waiter (lib/wait.c) */
-	CO__AW_TRANSFER,  /* lib/context.c */
-	CO__AW_WHEN,      /* lib/when.c */
-	CO__AW_LIMIT,     /* lib/timeout.c */
-	CO__AW_FAILED,    /* completes at once with an error */
-	CO__AW_STREAM,    /* co_stream_recv (lib/stream.c) */
-	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
-};
-
 /* The cancel stop's list of parked waits (co_parking): link on e's thread
  * while the wait starts, unlink from any thread when it ends. unlink
  * returns 1 if it took p off the list, 0 if the engine had taken it. */
@@ -248,22 +191,5 @@ static inline void co__engine_park_wait(co_engine *e, co_parking *p)
 	co_engine_park(e);
 	co__engine_park_link(e, p);
 }
-
-/* ---- a spinlock for short critical sections ---- */
-
-static inline void co__cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
-/* Held for a few dozen instructions (a list operation, a copy of one
- * channel item): spin briefly, then yield the CPU, since on a loaded
- * machine the holder may have been preempted. */
-void co__spin_lock(atomic_uint *l);
-void co__spin_unlock(atomic_uint *l);
 
 #endif

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * How an engine waits for work once it has nothing to run: it polls for a
+ * hand-off from another thread for a while (docs/engine.md, "Staying
+ * awake"), then sleeps in the kernel until a completion arrives, or, under
+ * valgrind with nothing in flight, in ppoll. The loop (lib/engine.c) calls
+ * co__engine_wait once per turn that has to wait.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include "clock.h"
+#include "engine_impl.h"
+#include "spin.h"
+
+/* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)
+ * can end it, by writing the wake eventfd whose read is armed in the ring.
+ * The ring is submitted, then the ring and the eventfd are polled: the
+ * ring is readable once a completion is posted; the eventfd is readable
+ * while the ring's read of it still waits for this thread to run the
+ * kernel's deferred completion work (IORING_SETUP_DEFER_TASKRUN, whose
+ * completions do not wake pollers of the ring). The same wake-up as
+ * waiting in io_uring_enter, but in a call that valgrind, which runs one
+ * thread at a time, knows to block in, so the visitor's thread gets to run
+ * (valgrind 3.19 holds its lock through io_uring_enter). Used under
+ * valgrind only: natively it costs a syscall more per sleep than
+ * io_uring_enter (a cross-context mutex hand-off runs at about half the
+ * rate). An engine with I/O in flight always waits in io_uring_enter. */
+static int idle_sleep(co_engine *e, uint64_t ns)
+{
+	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
+			       { .fd = e->wake_fd, .events = POLLIN } };
+	struct timespec ts = { .tv_sec = (time_t)(ns / CO__NS_PER_S),
+			       .tv_nsec = (long)(ns % CO__NS_PER_S) };
+	int ret = io_uring_submit(&e->ring);
+
+	if (ret < 0)
+		return ret;
+	if (ppoll(p, 2, ns ? &ts : NULL, NULL) < 0)
+		return -errno;
+	if (e->ring.flags & IORING_SETUP_DEFER_TASKRUN)
+		return io_uring_get_events(&e->ring); /* completions run in the caller */
+	return 0;
+}
+
+/*
+ * Staying awake (docs/engine.md): with nothing to run and no I/O in flight
+ * the engine can only be waiting for another thread (a wake of a parked
+ * frame, a spawn, a post, a transfer). A sleeping engine costs whoever
+ * hands it work an eventfd write and a thread wake-up; so before it sleeps
+ * it polls epoch, which every such hand-off bumps, for up to spin_cur ns.
+ * While it polls, sleeping is 0: a hand-off sees it awake and writes
+ * nothing. spin_cur adapts: a poll that finds nothing halves it (below
+ * SPIN_MIN_NS it is 0: no poll at all), a poll that finds work doubles it,
+ * and a sleep that a hand-off ended after t < spin_max (a poll of t would
+ * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
+ * that gets no work from other threads never polls, and after the last
+ * hand-off it polls once, for at most spin_max, then sleeps.
+ */
+#define SPIN_MIN_NS 2000u
+
+/* Raise the budget to at least 2 * t, within spin_max. */
+static void spin_grow(co_engine *e, uint64_t t)
+{
+	uint64_t c = 2 * (t > SPIN_MIN_NS ? t : SPIN_MIN_NS);
+
+	if (c > e->spin_max)
+		c = e->spin_max;
+	if (c > e->spin_cur)
+		e->spin_cur = c;
+}
+
+/* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
+ * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
+static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+{
+	uint64_t budget = e->spin_cur, start;
+	int found = 0;
+
+	if (wait_ns && wait_ns < budget)
+		budget = wait_ns;
+	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
+		return 0; /* enough contexts poll already */
+	/* a single writer; readable from any thread (engine.h) */
+	__atomic_store_n(&e->stats.spins, e->stats.spins + 1, __ATOMIC_RELAXED);
+	start = co__now_ns();
+	for (unsigned i = 1;; i++) {
+		/* relaxed: a hint; the next turn reads epoch seq_cst */
+		if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap) {
+			found = 1;
+			break;
+		}
+		co__cpu_relax();
+		if (i % 64 == 0) {
+			if (e->stealing && e->hooks->steal(e, e->hook_arg) > 0) {
+				found = 1;
+				break;
+			}
+			if (co__now_ns() - start >= budget)
+				break;
+		}
+	}
+	if (e->hooks && e->hooks->spin)
+		e->hooks->spin(e, e->hook_arg, 0);
+	if (found) {
+		__atomic_store_n(&e->stats.spin_hits, e->stats.spin_hits + 1, __ATOMIC_RELAXED);
+		spin_grow(e, e->spin_cur);
+	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
+		e->spin_cur = 0;
+	}
+	return found;
+}
+
+/*
+ * Sleep in the kernel until a completion arrives (submitting what is
+ * queued in the same call), unless another thread changed something since
+ * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
+ * when nothing came in time.
+ */
+int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	uint64_t slept = 0;
+	int ret;
+
+	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
+		return 0;
+	if (e->spin_max != 0 && e->inflight == 0)
+		slept = co__now_ns();
+	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || co__engine_has_work(e)) {
+		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+		return 0;
+	}
+	e->stats.waits++;
+	if (idle && co__unlikely(co__under_valgrind())) {
+		ret = idle_sleep(e, ns);
+	} else if (ns) {
+		struct __kernel_timespec ts;
+		struct io_uring_cqe *cqe;
+		co__ns_to_ts(&ts, ns);
+		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+	} else {
+		ret = io_uring_submit_and_wait(&e->ring, 1);
+	}
+	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
+	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
+	    (slept = co__now_ns() - slept) < e->spin_max)
+		spin_grow(e, slept);
+	return ret;
+}

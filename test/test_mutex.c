@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The mutex's policy (lib/sync.c; docs/sync.md, "The mutex"): a free mutex
+ * goes to whoever asks first while its oldest waiter is only invited to
+ * try again; the waiter's retry takes it, goes back to the head of the
+ * queue, or ends with the cancel or the time limit that came meanwhile; no
+ * waiter is overtaken more than CO_MUTEX_OVERTAKES times after it parked;
+ * a FIFO mutex hands off; destroy waits for a retry on its way.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "helpers.h"
+
+/* ---- one engine: a holder, a waiter, what happens between unlock and retry ------- */
+
+enum act { ACT_RELOCK, ACT_CANCEL_WAITER, ACT_DESTROY, ACT_HOLD_UNTIL_WAITER_DONE,
+	   ACT_CANCEL_STOP };
+
+struct pair;
+
+struct holder {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	struct pair *p;
+	int k, relocked, destroy_res;
+};
+
+struct waiter {
+	co_frame co;
+	co_waiter w;
+	struct pair *p;
+	int res, ran_locked;
+};
+
+struct pair {
+	co_engine e;
+	co_mutex m;
+	enum act act;
+	uint64_t limit;          /* the waiter's time limit (0: none) */
+	struct holder h;
+	struct waiter wt;
+};
+
+static int holder_fn(co_frame *f)
+{
+	struct holder *h = (struct holder *)f;
+	struct pair *p = h->p;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&h->w, &p->m));
+	assert_int_equal(co_result(f), 0);
+	for (h->k = 0; h->k < 3; h->k++)
+		CO_YIELD(f); /* the waiter parks meanwhile */
+	assert_int_equal(co_mutex_unlock(&p->m), 0); /* frees it, invites the waiter */
+	switch (p->act) {
+	case ACT_CANCEL_WAITER:
+		assert_int_equal(co_cancel(&p->wt.co), 0);
+		/* fall through: then take the mutex before the retry */
+	case ACT_RELOCK:
+	case ACT_HOLD_UNTIL_WAITER_DONE:
+	case ACT_CANCEL_STOP:
+		h->relocked = co_mutex_trylock(&p->m) == 0;
+		break;
+	case ACT_DESTROY:
+		h->destroy_res = co_mutex_destroy(&p->m);
+		break;
+	}
+	if (p->act == ACT_CANCEL_STOP && h->relocked)
+		assert_int_equal(co_engine_stop(&p->e, CO_STOP_CANCEL), 0);
+	if (h->relocked) {
+		/* the waiter's retry runs at the next turn, and finds it held */
+		CO_AWAIT(f, co_nop(&h->io));
+		while (p->act == ACT_HOLD_UNTIL_WAITER_DONE && !co_done(&p->wt.co))
+			CO_YIELD(f);
+		assert_int_equal(co_mutex_unlock(&p->m), 0);
+	}
+	CO_END(f);
+}
+
+static int waiter_fn(co_frame *f)
+{
+	struct waiter *t = (struct waiter *)f;
+	struct pair *p = t->p;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the holder takes it first */
+	if (p->limit)
+		CO_AWAIT(f, co_wait_for(co_mutex_lock(&t->w, &p->m), p->limit));
+	else
+		CO_AWAIT(f, co_mutex_lock(&t->w, &p->m));
+	t->res = co_result(f);
+	if (t->res == 0) {
+		t->ran_locked = co_mutex_trylock(&p->m) == -EBUSY;
+		assert_int_equal(co_mutex_unlock(&p->m), 0);
+	}
+	CO_END(f);
+}
+
+static void pair_run(struct pair *p, enum act act, int fifo, uint64_t limit, int run_ret)
+{
+	memset(p, 0, sizeof *p);
+	p->act = act;
+	p->limit = limit;
+	assert_int_equal(co_engine_init(&p->e, NULL), 0);
+	assert_int_equal(fifo ? co_mutex_init_fifo(&p->m) : co_mutex_init(&p->m), 0);
+	p->h.p = p;
+	p->wt.p = p;
+	co_init(&p->h.co, holder_fn);
+	co_init(&p->wt.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&p->e, &p->h.co), 0);
+	assert_int_equal(co_engine_spawn(&p->e, &p->wt.co), 0);
+	assert_int_equal(co_engine_run(&p->e, CO_RUN_UNTIL_IDLE), run_ret);
+	assert_int_equal(co_engine_destroy(&p->e), 0);
+}
+
+/* A newcomer takes the free mutex while the invited waiter's retry is on
+ * its way; the retry then finds it held, waits again, and gets it at the
+ * next unlock. */
+static void test_free_mutex_goes_to_newcomer(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_RELOCK, 0, 0, 0);
+	assert_int_equal(p.h.relocked, 1);
+	assert_int_equal(p.wt.res, 0);
+	assert_int_equal(p.wt.ran_locked, 1);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+}
+
+/* A FIFO mutex hands off: after the unlock the waiter owns it. */
+static void test_fifo_mutex_hands_off(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_RELOCK, 1, 0, 0);
+	assert_int_equal(p.h.relocked, 0);
+	assert_int_equal(p.wt.res, 0);
+	assert_int_equal(p.wt.ran_locked, 1);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+}
+
+/* A waiter cancelled while its retry is on its way, the mutex taken
+ * meanwhile: the retry ends its wait with -ECANCELED. */
+static void test_invited_waiter_cancelled(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_CANCEL_WAITER, 0, 0, 0);
+	assert_int_equal(p.h.relocked, 1);
+	assert_int_equal(p.wt.res, -ECANCELED);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+}
+
+/* Destroy refuses while a retry is on its way (it will touch the mutex). */
+static void test_destroy_waits_for_retry(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_DESTROY, 0, 0, 0);
+	assert_int_equal(p.h.destroy_res, -EBUSY);
+	assert_int_equal(p.wt.res, 0);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+	assert_int_equal(co_mutex_destroy(&p.m), -EINVAL);
+}
+
+/* A timed waiter whose retry found the mutex taken waits again with its
+ * time limit armed again: held until it is done, the wait ends -ETIME. */
+static void test_invited_timed_waiter_times_out(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_HOLD_UNTIL_WAITER_DONE, 0, 20 * CO_MS, 0);
+	assert_int_equal(p.h.relocked, 1);
+	assert_int_equal(p.wt.res, -ETIME);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+}
+
+/* A cancel stop while a retry is on its way (a timed waiter's retry comes
+ * after its timer's CQE, so after the stop began): the waiter ends
+ * -ECANCELED and the stop ends. */
+static void test_invited_waiter_under_cancel_stop(void **state)
+{
+	struct pair p;
+
+	(void)state;
+	pair_run(&p, ACT_CANCEL_STOP, 0, 3600 * CO_S, 0);
+	assert_int_equal(p.h.relocked, 1);
+	assert_int_equal(p.wt.res, -ECANCELED);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+}
+
+/* ---- no waiter starves -------------------------------------------------------------- */
+
+/*
+ * On one engine, so that nothing depends on timing: a hog holds the mutex
+ * across every turn (it unlocks and locks again in one resume, then awaits
+ * a no-op that ends the turn), so an invited waiter's retry, which runs at
+ * the next turn, always finds the mutex held. Without the bound the victim
+ * would wait until the hog stops; with it, unlock hands the victim the
+ * mutex after CO_MUTEX_OVERTAKES acquisitions by the hog.
+ */
+#define HOG_ROUNDS (3 * CO_MUTEX_OVERTAKES)
+
+struct race {
+	co_mutex m;
+	int victim_waits, victim_done;
+	long overtakes, counter, hog_rounds;
+};
+
+struct hog {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	struct race *r;
+	long i;
+};
+
+static int hog_fn(co_frame *f)
+{
+	struct hog *h = (struct hog *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&h->w, &h->r->m));
+	for (h->i = 0; h->i < HOG_ROUNDS && !h->r->victim_done; h->i++) {
+		h->r->counter++;
+		assert_int_equal(co_mutex_unlock(&h->r->m), 0);
+		CO_AWAIT(f, co_mutex_lock(&h->w, &h->r->m)); /* free, or handed to the victim */
+		assert_int_equal(co_result(f), 0);
+		if (h->r->victim_waits)
+			h->r->overtakes++;
+		CO_AWAIT(f, co_nop(&h->io)); /* held across the turn */
+	}
+	h->r->hog_rounds = h->i;
+	assert_int_equal(co_mutex_unlock(&h->r->m), 0);
+	CO_END(f);
+}
+
+static int victim_fn(co_frame *f)
+{
+	struct hog *v = (struct hog *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the hog takes it first */
+	v->r->victim_waits = 1;
+	CO_AWAIT(f, co_mutex_lock(&v->w, &v->r->m));
+	assert_int_equal(co_result(f), 0);
+	v->r->victim_waits = 0;
+	v->r->victim_done = 1;
+	v->r->counter++;
+	assert_int_equal(co_mutex_unlock(&v->r->m), 0);
+	CO_END(f);
+}
+
+static void test_no_waiter_starves(void **state)
+{
+	co_engine e;
+	struct race r = { .counter = 0 };
+	struct hog hog = { .r = &r }, victim = { .r = &r };
+
+	(void)state;
+	assert_int_equal(co_mutex_init(&r.m), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&hog.co, hog_fn);
+	co_init(&victim.co, victim_fn);
+	assert_int_equal(co_engine_spawn(&e, &hog.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &victim.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(r.victim_done, 1);
+	assert_int_equal(r.counter, r.hog_rounds + 1);
+	/* overtaken exactly as often as the bound allows, then served */
+	assert_int_equal(r.overtakes, CO_MUTEX_OVERTAKES);
+	assert_true(r.hog_rounds < HOG_ROUNDS);
+	assert_int_equal(co_mutex_destroy(&r.m), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- many lockers on two contexts: every increment counted ----------------------- */
+
+#define LOCKERS 64
+#define LOCKS 2000
+
+struct locker {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	long *counter;
+	int i;
+};
+
+static int locker_fn(co_frame *f)
+{
+	struct locker *l = (struct locker *)f;
+	CO_BEGIN(f);
+	for (l->i = 0; l->i < LOCKS; l->i++) {
+		CO_AWAIT(f, co_mutex_lock(&l->w, l->m));
+		assert_int_equal(co_result(f), 0);
+		++*l->counter;
+		assert_int_equal(co_mutex_unlock(l->m), 0);
+		if (l->i % 64 == 0)
+			CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static void lockers(int fifo)
+{
+	co_sched s;
+	co_mutex m;
+	long counter = 0;
+	struct locker *l = calloc(LOCKERS, sizeof *l);
+
+	assert_non_null(l);
+	assert_int_equal(fifo ? co_mutex_init_fifo(&m) : co_mutex_init(&m), 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	for (int i = 0; i < LOCKERS; i++) {
+		l[i] = (struct locker){ .m = &m, .counter = &counter };
+		co_init(&l[i].co, locker_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &l[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(counter, (long)LOCKERS * LOCKS);
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_mutex_unlock(&m), 0);
+	assert_int_equal(co_mutex_destroy(&m), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(l);
+}
+
+static void test_lockers_barging(void **state)
+{
+	(void)state;
+	lockers(0);
+}
+
+static void test_lockers_fifo(void **state)
+{
+	(void)state;
+	lockers(1);
+}
+
+static void test_init_errors(void **state)
+{
+	(void)state;
+	assert_int_equal(co_mutex_init(NULL), -EINVAL);
+	assert_int_equal(co_mutex_init_fifo(NULL), -EINVAL);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_free_mutex_goes_to_newcomer),
+		cmocka_unit_test(test_fifo_mutex_hands_off),
+		cmocka_unit_test(test_invited_waiter_cancelled),
+		cmocka_unit_test(test_destroy_waits_for_retry),
+		cmocka_unit_test(test_invited_timed_waiter_times_out),
+		cmocka_unit_test(test_invited_waiter_under_cancel_stop),
+		cmocka_unit_test(test_no_waiter_starves),
+		cmocka_unit_test(test_lockers_barging),
+		cmocka_unit_test(test_lockers_fifo),
+		cmocka_unit_test(test_init_errors),
+	};
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
+}

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Staying awake before sleeping (lib/engine.c spin_poll; docs/engine.md,
+ * "Staying awake"): hand-offs between threads arrive with polling on and
+ * off, an engine that gets no hand-off never polls, the poll ends after the
+ * last hand-off (the engine reaches its sleep), where polling cannot help
+ * it is off, and a scheduler caps how many contexts poll at once. Counts,
+ * never timings: a poll that never ended would hang a test, and meson's
+ * timeout is the guard.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "engine_internal.h"
+#include "helpers.h"
+
+static uint64_t spins(co_engine *e)
+{
+	return __atomic_load_n(&e->stats.spins, __ATOMIC_RELAXED);
+}
+
+/* ---- ping-pong over two channels between two contexts --------------------------- */
+
+#define ROUND_TRIPS 20000
+
+struct pp {
+	co_frame co;
+	co_waiter w;
+	co_chan *to, *from;
+	long v, n, got;
+	int bad;
+};
+
+static int ping_fn(co_frame *f)
+{
+	struct pp *p = (struct pp *)f;
+	CO_BEGIN(f);
+	for (p->v = 0; p->v < p->n; p->v++) {
+		CO_AWAIT(f, co_chan_send(&p->w, p->to, &p->v));
+		if (co_result(f) != 0)
+			break;
+		CO_AWAIT(f, co_chan_recv(&p->w, p->from, &p->got));
+		if (co_result(f) != 0 || p->got != p->v + 1)
+			p->bad++;
+	}
+	co_chan_close(p->to);
+	CO_END(f);
+}
+
+static int pong_fn(co_frame *f)
+{
+	struct pp *p = (struct pp *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv(&p->w, p->from, &p->got));
+		if (co_result(f) != 0)
+			break;
+		p->got++;
+		p->n++;
+		CO_AWAIT(f, co_chan_send(&p->w, p->to, &p->got));
+	}
+	CO_END(f);
+}
+
+/* ping on context a, pong on b, n round trips. */
+static void ping_pong(co_sched *s, unsigned a, unsigned b, long n, struct pp *ping, struct pp *pong,
+		      co_chan ch[2])
+{
+	assert_int_equal(co_chan_init(&ch[0], sizeof(long), 1, NULL), 0);
+	assert_int_equal(co_chan_init(&ch[1], sizeof(long), 1, NULL), 0);
+	*ping = (struct pp){ .to = &ch[0], .from = &ch[1], .n = n };
+	*pong = (struct pp){ .to = &ch[1], .from = &ch[0] };
+	co_init(&ping->co, ping_fn);
+	co_init(&pong->co, pong_fn);
+	assert_int_equal(co_sched_spawn_to(s, a, &ping->co), 0);
+	assert_int_equal(co_sched_spawn_to(s, b, &pong->co), 0);
+}
+
+static void pp_check(struct pp *ping, struct pp *pong, co_chan ch[2], long n)
+{
+	assert_int_equal(ping->bad, 0);
+	assert_int_equal(ping->v, n);
+	assert_int_equal(pong->n, n);
+	assert_int_equal(co_chan_destroy(&ch[0]), 0);
+	assert_int_equal(co_chan_destroy(&ch[1]), 0);
+}
+
+/* Every round trip arrives, with polling on (the default) and off. */
+static void handoffs_arrive(int no_spin)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .engine = { .no_spin = no_spin } };
+	struct pp ping, pong;
+	co_chan ch[2];
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	ping_pong(&s, 0, 1, ROUND_TRIPS, &ping, &pong, ch);
+	assert_int_equal(co_sched_run(&s), 0);
+	pp_check(&ping, &pong, ch, ROUND_TRIPS);
+	for (unsigned i = 0; i < s.n; i++) {
+		co_engine *e = &s.ctx[i].engine;
+		assert_true(spins(e) >= __atomic_load_n(&e->stats.spin_hits, __ATOMIC_RELAXED));
+		if (no_spin) {
+			assert_int_equal(e->spin_max, 0);
+			assert_int_equal(spins(e), 0);
+		}
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+static void test_handoffs_arrive_polling(void **state)
+{
+	(void)state;
+	handoffs_arrive(0);
+}
+
+static void test_handoffs_arrive_not_polling(void **state)
+{
+	(void)state;
+	handoffs_arrive(1);
+}
+
+/* ---- a lone engine fed by a plain thread ------------------------------------------ */
+
+#define FEEDS 3000
+
+struct fed {
+	co_frame co;
+	atomic_int *ran;
+};
+
+static int fed_fn(co_frame *f)
+{
+	struct fed *t = (struct fed *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(t->ran, 1);
+	CO_END(f);
+}
+
+/* Each frame is spawned from this thread once the one before has run:
+ * every hand-off finds the engine idle, polling or asleep. */
+static void feed(co_engine *e, struct fed *t, int n, atomic_int *ran)
+{
+	for (int i = 0; i < n; i++) {
+		t[i].ran = ran;
+		co_init(&t[i].co, fed_fn);
+		assert_int_equal(co_engine_spawn(e, &t[i].co), 0);
+		WAIT_UNTIL(atomic_load(ran) == i + 1);
+	}
+}
+
+/* After the last hand-off the engine polls once at most, then sleeps. */
+static void test_poll_ends_after_last_handoff(void **state)
+{
+	co_engine e;
+	co_test_runner r;
+	struct fed *t = calloc(FEEDS, sizeof *t);
+	atomic_int ran = 0;
+	uint64_t s0;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	feed(&e, t, FEEDS, &ran);
+	s0 = spins(&e);
+	WAIT_UNTIL(co__engine_sleeping(&e)); /* a poll that never ended hangs here */
+	assert_true(spins(&e) - s0 <= 1);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(atomic_load(&ran), FEEDS);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	free(t);
+}
+
+/* ---- an engine that gets no hand-off never polls ---------------------------------- */
+
+struct napper {
+	co_frame co;
+	co_io io;
+	int k;
+};
+
+static int napper_fn(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	CO_BEGIN(f);
+	for (n->k = 0; n->k < 20; n->k++) {
+		CO_AWAIT(f, co_sleep(&n->io, 100 * CO_US));
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static void test_no_poll_without_handoffs(void **state)
+{
+	co_engine e;
+	co_test_runner r;
+	struct napper n[4];
+	co_frame *fs[4];
+
+	(void)state;
+	/* with I/O in flight it sleeps in the kernel, never polling first */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 4; i++) {
+		co_init(&n[i].co, napper_fn);
+		fs[i] = &n[i].co;
+		assert_int_equal(co_engine_spawn(&e, fs[i]), 0);
+	}
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_true(e.stats.waits > 0);
+	assert_int_equal(e.stats.spins, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	/* idle, waiting for a stop: it sleeps at once, with no hand-off yet */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(co__engine_sleeping(&e));
+	assert_int_equal(spins(&e), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- where polling cannot help, or is not wanted, it is off ----------------------- */
+
+static void test_spin_options(void **state)
+{
+	co_engine e;
+	cpu_set_t all, one;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+	/* the value taken, where the process has two CPUs or more */
+	if (CPU_COUNT(&all) > 1) {
+		assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .spin_ns = 7000 }), 0);
+		assert_int_equal(e.spin_max, 7000);
+		assert_int_equal(co_engine_destroy(&e), 0);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		assert_int_equal(e.spin_max, 50000); /* the default */
+		assert_int_equal(co_engine_destroy(&e), 0);
+	}
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .no_spin = 1 }), 0);
+	assert_int_equal(e.spin_max, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	/* one CPU: the thread that would hand work over cannot run meanwhile */
+	CPU_ZERO(&one);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &all)) {
+			CPU_SET(c, &one);
+			break;
+		}
+	assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .spin_ns = 7000 }), 0);
+	assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+	assert_int_equal(e.spin_max, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* ---- the scheduler caps how many contexts poll at once --------------------------- */
+
+static void test_sched_caps_pollers(void **state)
+{
+	co_sched s;
+	struct pp ping[2], pong[2];
+	co_chan ch[2][2];
+	cpu_set_t all;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 4 }), 0);
+	assert_int_equal(s.spinners, (unsigned)(CPU_COUNT(&all) > 1 ? CPU_COUNT(&all) : 1));
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 4, .spinners = 1 }), 0);
+	assert_int_equal(s.spinners, 1);
+	ping_pong(&s, 0, 1, ROUND_TRIPS / 2, &ping[0], &pong[0], ch[0]);
+	ping_pong(&s, 2, 3, ROUND_TRIPS / 2, &ping[1], &pong[1], ch[1]);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 2; i++)
+		pp_check(&ping[i], &pong[i], ch[i], ROUND_TRIPS / 2);
+	assert_true(s.spin_peak <= 1);
+	assert_int_equal(atomic_load(&s.spinning), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_handoffs_arrive_polling),
+		cmocka_unit_test(test_handoffs_arrive_not_polling),
+		cmocka_unit_test(test_poll_ends_after_last_handoff),
+		cmocka_unit_test(test_no_poll_without_handoffs),
+		cmocka_unit_test(test_spin_options),
+		cmocka_unit_test(test_sched_caps_pollers),
+	};
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
+}
