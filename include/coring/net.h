@@ -17,6 +17,7 @@
 #ifndef CORING_NET_H
 #define CORING_NET_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stdint.h>
 #include <netdb.h>
 

@@ -33,6 +33,7 @@
 #ifndef CORING_READER_H
 #define CORING_READER_H
 
+#include <coring/posix.h> /* first: the feature macro liburing needs */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
