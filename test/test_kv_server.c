@@ -503,6 +503,12 @@ static void test_bad_input(void **state)
 	expect_reply(c, "-ERR Protocol error: expected '$', got ':'");
 	assert_true(at_eof(c));
 	client_close(c);
+	/* an empty command name is a command nobody knows */
+	c = client_open(s.port);
+	send_str(c, "*1\r\n$0\r\n\r\n*2\r\n$4\r\nECHO\r\n$0\r\n\r\n");
+	expect_reply(c, "-ERR unknown command '', with args beginning with: ");
+	expect_reply(c, "$");
+	client_close(c);
 	/* empty and negative arrays are nothing to do; the connection goes on */
 	c = client_open(s.port);
 	send_str(c, "*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n");

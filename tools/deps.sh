@@ -5,7 +5,7 @@ set -eu
 common="meson ninja-build pkg-config gcc liburing-dev libck-dev"
 case "${1:-test}" in
 test)  want="$common libcmocka-dev clang llvm gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user valgrind" ;;
-bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go" ;;
+bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go redis-server redis-tools" ;;
 # the pictures of docs/tracing.md (tools/trace_pictures.sh)
 docs)  want="$common libcmocka-dev python3 binutils graphviz gnuplot-nox" ;;
 *) echo "usage: $0 test|bench|docs" >&2; exit 2 ;;

@@ -27,9 +27,13 @@
  * (default 1 MiB): past those the answer is Redis's protocol error and the
  * connection closes. A request of more than --max-request bytes (default
  * 16 MiB) closes the connection without an answer, as Redis does when a
- * client's query buffer passes its limit. A connection that sends nothing
- * for --idle-timeout ms (default 300000; 0: never) is closed, and so is one
- * whose answers cannot be sent for that long.
+ * client's query buffer passes its limit. --idle-timeout MS (default
+ * 300000; 0: never): a connection on which nothing happens for that long
+ * (no command, no answer sent) is closed, and a request begun must have
+ * come whole within that time (the reader's own time limit, on the reads
+ * after a request's first line that have to wait). A connection's
+ * activity is a stamp of its context's tick, which the sweeper (every
+ * 100 ms) compares: no timer per request.
  *
  * SIGTERM or SIGINT: the listeners stop, every connection answers the
  * commands it has received and closes; after 5 s whatever is left is
@@ -275,6 +279,7 @@ struct quiesce {
 
 struct ctx {
 	unsigned idx;
+	atomic_uint tick;             /* the sweeper's: one per 100 ms */
 	struct shard sh;
 	pthread_mutex_t lock;         /* over conns: walked by a stop, from here */
 	struct conn *conns;
@@ -290,7 +295,6 @@ struct arg {
 struct flusher {
 	co_frame co;
 	co_io io;
-	co_limit lim;
 	struct conn *c;
 	size_t done;
 };
@@ -307,6 +311,7 @@ struct conn {
 	co_io io;
 	struct ctx *home;
 	struct conn *prev, *next;
+	atomic_uint seen;             /* home's tick at its last activity */
 	unsigned where;               /* the context it runs on now */
 	int fd, state, closing;
 	co_frame *rf;                 /* the read being awaited */
@@ -376,13 +381,37 @@ static void out_add(struct conn *c, const char *p, size_t n)
 	}
 }
 
+/* v in decimal at p (room for 20 bytes): the length. */
+static size_t fmt_ll(char *p, long long v)
+{
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+	char tmp[20];
+	size_t n = 0, len;
+
+	do {
+		tmp[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*p++ = '-';
+	len = n + (v < 0);
+	while (n)
+		*p++ = tmp[--n];
+	return len;
+}
+
 /* A prefix character, a number and CRLF: ":42", "$5", "*3". */
 static void out_num(struct conn *c, char type, long long v)
 {
 	char *o = out_room(c, 24);
 
-	if (o)
-		c->olen += (size_t)sprintf(o, "%c%lld\r\n", type, v);
+	if (o) {
+		o[0] = type;
+		o += 1 + fmt_ll(o + 1, v);
+		o[0] = '\r';
+		o[1] = '\n';
+		c->olen = (size_t)(o + 2 - c->out);
+	}
 }
 
 static void reply_ok(struct conn *c)
@@ -691,7 +720,7 @@ static void incr_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 	struct entry *e = shard_get(sh, arg_p(c, i), arg_n(c, i), h);
 	long long v = 0;
 	char num[24];
-	int n;
+	size_t n;
 
 	if (e && !parse_ll(e->kv + e->klen, e->vlen, &v)) {
 		reply_error(c, "ERR value is not an integer or out of range");
@@ -702,8 +731,8 @@ static void incr_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		return;
 	}
 	v += c->num;
-	n = sprintf(num, "%lld", v);
-	if (shard_set(sh, arg_p(c, i), arg_n(c, i), h, num, (size_t)n, e ? e->expire_ms : 0))
+	n = fmt_ll(num, v);
+	if (shard_set(sh, arg_p(c, i), arg_n(c, i), h, num, n, e ? e->expire_ms : 0))
 		reply_error(c, "ERR out of memory");
 	else
 		out_num(c, ':', v);
@@ -836,7 +865,8 @@ static int command_start(struct conn *c)
 
 	c->cmd = NULL;
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-		if (arg_is(c, 0, commands[i].name)) {
+		if (arg_n(c, 0) > 0 && (arg_p(c, 0)[0] | 0x20) == commands[i].name[0] &&
+		    arg_is(c, 0, commands[i].name)) {
 			cmd = &commands[i];
 			break;
 		}
@@ -898,7 +928,7 @@ static int arg_add(struct conn *c, const char *p, size_t n)
 		c->args = a;
 		c->argcap = cap;
 	}
-	if (c->alen + n > c->acap) {
+	if (c->abuf == NULL || c->alen + n > c->acap) {
 		size_t cap = c->acap ? c->acap : 256;
 		char *b;
 
@@ -1040,6 +1070,9 @@ static int request_take(struct conn *c, const char *p, size_t n)
 /* The next read of the request. */
 static co_frame *request_read(struct conn *c)
 {
+	/* a request's first line may wait as long as the connection may be
+	 * idle (the sweeper's business); the rest must come within the time */
+	c->rd.timeout_ns = c->state == ST_HEAD ? 0 : srv.idle_ns;
 	if (c->state == ST_BULK) {
 		c->rd.max = c->blen + 2;
 		return co_reader_exact(&c->rd, c->blen + 2);
@@ -1067,20 +1100,27 @@ static void request_failed(struct conn *c, int err)
 
 /* ---- sending answers ---------------------------------------------------------------------------- */
 
-/* Send every answer buffered, each send limited to the idle timeout. */
+/* The connection did something: stamp it with its home's tick. */
+static void conn_active(struct conn *c)
+{
+	atomic_store_explicit(&c->seen, atomic_load_explicit(&c->home->tick, memory_order_relaxed),
+			      memory_order_relaxed);
+}
+
+/* Send every answer buffered. A peer that does not read stops the sends:
+ * the sweeper ends such a connection once it has been idle too long. */
 static int flush_fn(co_frame *f)
 {
 	struct flusher *fl = (struct flusher *)f;
 	struct conn *c = fl->c;
-	co_awaiter *aw;
 
 	CO_BEGIN(f);
 	for (fl->done = 0; fl->done < fl->c->olen;) {
-		aw = co_send(&fl->io, c->fd, c->out + fl->done, c->olen - fl->done, MSG_NOSIGNAL);
-		CO_AWAIT(f, srv.idle_ns ? co_timeout(&fl->lim, aw, srv.idle_ns) : aw);
+		CO_AWAIT(f, co_send(&fl->io, c->fd, c->out + fl->done, c->olen - fl->done, MSG_NOSIGNAL));
 		if (co_result(f) <= 0)
 			CO_RETURN(f, co_result(f) < 0 ? co_result(f) : -EPIPE);
 		fl->done += (size_t)co_result(f);
+		conn_active(c);
 	}
 	fl->c->olen = 0;
 	CO_END(f);
@@ -1173,6 +1213,7 @@ static int conn_fn(co_frame *f)
 			break;
 		if (took == 0)
 			continue;
+		conn_active(c);
 		if (command_start(c) && srv.threads == 1) {
 			while ((c->cur = command_key(c)) != 0) /* one shard: no moves */
 				command_run_key(c, c->cur, hash_key(arg_p(c, c->cur), arg_n(c, c->cur)));
@@ -1202,8 +1243,8 @@ static void conn_start(struct ctx *x, int fd)
 	struct conn *c = calloc(1, sizeof *c);
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
-	if (c == NULL || co_reader_init(&c->rd, fd, &(co_reader_opts){
-			.size = 4096, .max = LINE_MAX_BYTES + 2, .timeout_ns = srv.idle_ns }) < 0) {
+	if (c == NULL ||
+	    co_reader_init(&c->rd, fd, &(co_reader_opts){ .size = 4096, .max = LINE_MAX_BYTES + 2 }) < 0) {
 		free(c);
 		close(fd);
 		return;
@@ -1211,6 +1252,7 @@ static void conn_start(struct ctx *x, int fd)
 	c->fd = fd;
 	c->home = x;
 	c->where = x->idx;
+	conn_active(c);
 	co_init(&c->co, conn_fn);
 	c->co.on_done = conn_done;
 	atomic_fetch_add(&srv.live, 1);
@@ -1248,8 +1290,24 @@ static int listener_fn(co_frame *f)
 	CO_END(f);
 }
 
-/* Expired keys that nobody asks for go too: a slice of the table every
- * 100 ms. */
+/* End the connections of x idle for longer than the timeout: a shutdown
+ * ends their wait for a request (0) or for a send (-EPIPE). */
+static void sweep_idle(struct ctx *x, unsigned tick)
+{
+	unsigned limit = (unsigned)(srv.idle_ns / (100 * CO_MS));
+	struct conn *c;
+
+	if (srv.idle_ns == 0)
+		return;
+	pthread_mutex_lock(&x->lock);
+	for (c = x->conns; c; c = c->next)
+		if (tick - atomic_load_explicit(&c->seen, memory_order_relaxed) > limit)
+			shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* Every 100 ms: the tick, idle connections, and a slice of the table's
+ * expired keys (those nobody asks for go too). */
 static int sweeper_fn(co_frame *f)
 {
 	struct sweeper *w = (struct sweeper *)f;
@@ -1259,6 +1317,7 @@ static int sweeper_fn(co_frame *f)
 		CO_AWAIT(f, co_sleep(&w->io, 100 * CO_MS));
 		if (co_result(f) == -ECANCELED)
 			break;
+		sweep_idle(w->x, atomic_fetch_add(&w->x->tick, 1) + 1);
 		shard_sweep(&w->x->sh, 256);
 	}
 	CO_END(f);
