@@ -528,12 +528,11 @@ static void test_bad_input(void **state)
 static void test_request_limits(void **state)
 {
 	struct server s = server_start("--max-bulk", "1000", "--max-request", "5000", NULL);
-	char *big = malloc(80000);
+	static char big[80000];
 	size_t n;
 	struct client *c;
 
 	(void)state;
-	assert_non_null(big);
 	EXPECT_CLOSE(&s, "*2\r\n$4\r\nECHO\r\n$1001\r\n", "-ERR Protocol error: invalid bulk length");
 	/* 1000 bytes pass */
 	c = client_open(s.port);
@@ -564,7 +563,6 @@ static void test_request_limits(void **state)
 	c = client_open(s.port); /* and every other connection goes on */
 	EXPECT(c, "+PONG", "PING");
 	client_close(c);
-	free(big);
 	assert_int_equal(server_stop(&s, SIGTERM), 0);
 }
 

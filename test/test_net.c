@@ -47,10 +47,12 @@ static const uint64_t *late_until;
 struct fake {
 	struct addrinfo ai;
 	struct sockaddr_in sin;
-	unsigned magic;
 };
 
-#define FAKE_MAGIC 0x46414b45u
+/* The fake answers: slots taken in turn (a test makes far fewer lookups);
+ * freeaddrinfo leaves them alone. */
+static struct fake fakes[256][3];
+static atomic_uint fakes_used;
 
 int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
 		struct addrinfo **res)
@@ -72,9 +74,7 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 	if (hints && (hints->ai_flags & AI_NUMERICHOST))
 		return EAI_NONAME;
 	atomic_fetch_add(&multi_lookups, 1);
-	f = calloc(3, sizeof *f);
-	if (f == NULL)
-		return EAI_MEMORY;
+	f = fakes[atomic_fetch_add(&fakes_used, 1) % 256];
 	for (int i = 0; i < 3; i++) {
 		f[i].sin.sin_family = AF_INET;
 		f[i].sin.sin_port = htons((uint16_t)atoi(service));
@@ -83,7 +83,6 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 					     .ai_protocol = IPPROTO_TCP, .ai_addrlen = sizeof f[i].sin,
 					     .ai_addr = (struct sockaddr *)&f[i].sin,
 					     .ai_next = i < 2 ? &f[i + 1].ai : NULL };
-		f[i].magic = FAKE_MAGIC;
 	}
 	*res = &f[0].ai;
 	return 0;
@@ -93,10 +92,8 @@ void freeaddrinfo(struct addrinfo *ai)
 {
 	void (*real)(struct addrinfo *);
 
-	if (ai && ((struct fake *)(void *)ai)->magic == FAKE_MAGIC) {
-		free(ai);
+	if ((char *)ai >= (char *)fakes && (char *)ai < (char *)fakes + sizeof fakes)
 		return;
-	}
 	*(void **)&real = dlsym(RTLD_NEXT, "freeaddrinfo");
 	real(ai);
 }
