@@ -24,8 +24,9 @@
  *             operations per second
  *   idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
  *             time over --idle-ms starting 1 ms after the burst's last
- *             round trip: % of one CPU (after_ms says how late the window
- *             started if the burst's end was seen later than that)
+ *             coroutine finished: % of one CPU (after_ms: how long after
+ *             that the window started, 1 unless the scheduler took longer to
+ *             report the burst done)
  *
  * Every shape checks its result: each item arrives once and in order,
  * each answer is the one expected, each hop lands on the context it
@@ -81,7 +82,7 @@ static void spawn_to(unsigned ctx, co_frame *f, int (*fn)(co_frame *))
 {
 	co_init(f, fn);
 	if (co_sched_spawn_to(&sched, ctx, f) < 0)
-		handoff_fail("coring", "spawn", "co_sched_spawn_to failed");
+		handoff_fail("coring", "setup", "co_sched_spawn_to failed");
 }
 
 /* ---- channels: ping-pong and throughput --------------------------------------------- */
@@ -94,6 +95,7 @@ struct end {
 	uint64_t v;
 	long i, n;
 	const char *bad;
+	uint64_t end_ns;  /* when it finished */
 };
 
 /* context 0: item i out, the same item back, n times (or until the
@@ -118,6 +120,7 @@ static int pinger_fn(co_frame *f)
 	}
 	handoff_span_end(&span);
 	co_chan_close(p->out);
+	p->end_ns = handoff_now_ns();
 	CO_END(f);
 }
 
@@ -143,6 +146,7 @@ static int ponger_fn(co_frame *f)
 		}
 	}
 	co_chan_close(p->out); /* on a failure, the pinger's wait ends */
+	p->end_ns = handoff_now_ns();
 	CO_END(f);
 }
 
@@ -152,6 +156,9 @@ static void chan_pair(co_chan *a, co_chan *b, unsigned cap, const char *shape)
 	    (b != NULL && co_chan_init(b, sizeof(uint64_t), cap, NULL) < 0))
 		handoff_fail("coring", shape, "co_chan_init failed");
 }
+
+/* when the last ping-pong's last coroutine finished */
+static uint64_t pingpong_end;
 
 /* n round trips at most, within secs; returns the round trips done */
 static long pingpong(const char *shape, long n, double secs)
@@ -175,6 +182,7 @@ static long pingpong(const char *shape, long n, double secs)
 	if (b.i != a.i || a.i < 1)
 		handoff_fail("coring", shape, "round trips counted differently on the two sides");
 	done = a.i;
+	pingpong_end = a.end_ns > b.end_ns ? a.end_ns : b.end_ns;
 	co_chan_destroy(&ping);
 	co_chan_destroy(&pong);
 	return done;
@@ -420,12 +428,12 @@ static void sleep_until(uint64_t t)
 static void idle(void)
 {
 	long n = pingpong("idle", args.rt, args.seconds < 0.1 ? args.seconds : 0.1);
-	uint64_t start = atomic_load(&span.t1) + 1000000u, late = handoff_now_ns();
+	uint64_t start = pingpong_end + 1000000u, late = handoff_now_ns();
 	double c0, c1, window = (double)args.idle_ms / 1e3;
 	char extra[64];
 
-	/* the window starts 1 ms after the last round trip, or now if the
-	 * scheduler took longer than that to report that its work was done */
+	/* the window starts 1 ms after the burst's last coroutine finished,
+	 * or now if the scheduler took longer than that to report it */
 	if (late > start)
 		start = late;
 	sleep_until(start);
@@ -433,7 +441,7 @@ static void idle(void)
 	sleep_until(start + (uint64_t)args.idle_ms * 1000000u);
 	c1 = cpu_s();
 	snprintf(extra, sizeof extra, "after_ms=%.3f burst=%ld",
-		 (double)(start - atomic_load(&span.t1)) / 1e6, n);
+		 (double)(start - pingpong_end) / 1e6, n);
 	handoff_line("coring", "idle", n, window, (c1 - c0) * 100 / window, "cpu_pct", extra);
 }
 

@@ -17,7 +17,7 @@
 //	          1 (32) goroutines per P, started together, lock a sync.Mutex,
 //	          bump a counter, unlock: lock operations per second
 //	idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
-//	          time over -idle-ms starting 1 ms after the last round trip
+//	          time over -idle-ms starting 1 ms after its last goroutine ended
 //
 // Command line and output as bench/handoff.h says (-miscount included);
 // every shape checks its result and the program exits 1 if one fails. bench/run.py builds it
@@ -113,16 +113,18 @@ func reportRate(shape string, n int64, secs float64) {
 	line(shape, n, secs, float64(n)/secs, "per_s", "")
 }
 
-// pingpong over two channels of capacity capacity: the round trips done
-func pingpong(shape string, capacity int, n int64, secs float64) (int64, *span) {
+// pingpong over two channels of capacity capacity: the round trips done,
+// the span, when its last goroutine finished
+func pingpong(shape string, capacity int, n int64, secs float64) (int64, *span, int64) {
 	ping, pong := make(chan int64, capacity), make(chan int64, capacity)
 	sp := newSpan(1)
 	dl := deadlineIn(secs)
-	var a, b int64
+	var a, b, aEnd, bEnd int64
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // the answering side: every item back, in order
 		defer wg.Done()
+		defer func() { bEnd = now() }()
 		for v := range ping {
 			if v != b {
 				fail(shape, "item lost or out of order")
@@ -142,12 +144,16 @@ func pingpong(shape string, capacity int, n int64, secs float64) (int64, *span) 
 		}
 		sp.end()
 		close(ping)
+		aEnd = now()
 	}()
 	wg.Wait()
 	if a != b || a < 1 {
 		fail(shape, "round trips counted differently on the two sides")
 	}
-	return a, sp
+	if bEnd > aEnd {
+		aEnd = bEnd
+	}
+	return a, sp, aEnd
 }
 
 func spawn() {
@@ -258,8 +264,7 @@ func idle() {
 	if burst > 0.1 {
 		burst = 0.1
 	}
-	n, sp := pingpong("idle", 1, *rt, burst)
-	last := atomic.LoadInt64(&sp.t1)
+	n, _, last := pingpong("idle", 1, *rt, burst)
 	start := last + int64(time.Millisecond)
 	if t := now(); t > start {
 		start = t
@@ -306,11 +311,11 @@ func main() {
 	}
 	runtime.GOMAXPROCS(2)
 	if want("pingpong") {
-		n, sp := pingpong("pingpong", 1, *rt, *seconds)
+		n, sp, _ := pingpong("pingpong", 1, *rt, *seconds)
 		reportRT("pingpong", n, sp.secs())
 	}
 	if want("transfer") {
-		n, sp := pingpong("transfer", 0, *rt, *seconds)
+		n, sp, _ := pingpong("transfer", 0, *rt, *seconds)
 		reportRT("transfer", n, sp.secs())
 	}
 	if want("spawn") {

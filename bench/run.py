@@ -791,7 +791,7 @@ class Run:
         def hist(data):
             return "plot " + ", ".join(f'"{data}" using {2 + i}' + (":xtic(1)" if i == 0 else "") +
                                        f' title "{t}" lc rgb {colors[i]}' for i, t in enumerate(titles))
-        return f"""set offsets 0.6, 0, 0, 0
+        return f"""set offsets 1, 0, 0, 0
 set ylabel "us per round trip (log)"
 set title "hand-off between 2 contexts: round trips (lower is better)"
 {hist(rt)}

@@ -329,6 +329,34 @@ void co__engine_wake_parked(co_engine *e, co_frame *f)
 	remote_end(e, remote);
 }
 
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked)
+{
+	int remote = remote_begin(e);
+
+	if (first && !remote) {
+		/* the owner: its own queue, oldest first (the chain is newest first) */
+		co_frame *fifo = NULL, *next;
+
+		for (co_frame *r = first; r; r = next) {
+			next = r->next;
+			r->next = fifo;
+			fifo = r;
+		}
+		for (co_frame *r = fifo; r; r = next) {
+			next = r->next;
+			CO__TRACE_WAKE(e, r);
+			owner_push(e, r);
+		}
+	} else if (first) {
+		for (co_frame *r = first; r; r = r->next)
+			CO__TRACE_WAKE(e, r);
+		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
+	}
+	/* release: after the pushes (see co__engine_wake_parked) */
+	atomic_fetch_sub_explicit(&e->parked, parked, memory_order_release);
+	remote_end(e, remote);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Cancel requests from other threads                                       */
 /* ------------------------------------------------------------------------ */
@@ -505,44 +533,6 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	return 0;
 }
 
-static int stop(co_engine *e, int mode, uint64_t at)
-{
-	int remote, cur;
-
-	if (e == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
-		return -EINVAL;
-	if (call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
-		return -EINVAL;
-	atomic_fetch_or_explicit(&e->live, CO__LIVE_STOPPED, memory_order_acq_rel);
-	if (at) { /* the earliest time asked for */
-		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
-		while ((cur_at == 0 || at < cur_at) &&
-		       !atomic_compare_exchange_weak(&e->stop_at, &cur_at, at))
-			;
-	}
-	/* the mode only rises: none < drain < cancel */
-	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
-	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
-		;
-	co__engine_transition(e, CO__T_STOP);
-	if (!remote) /* the owner may be about to sleep in this turn */
-		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
-	remote_end(e, remote);
-	return 0;
-}
-
-int co_engine_stop(co_engine *e, int mode)
-{
-	return stop(e, mode, 0);
-}
-
-int co_engine_stop_timed(co_engine *e, uint64_t ns)
-{
-	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
-
-	return stop(e, CO_STOP_DRAIN, at ? at : 1);
-}
-
 int co_engine_park(co_engine *e)
 {
 	if (e == NULL || !co__engine_alive(e))
@@ -682,6 +672,20 @@ void co__engine_abandon(co_engine *e, co_frame *f)
 	finish_frame(e, f);
 }
 
+/* After a frame's resume, with SQEs that should not wait for the turn's
+ * end: a read or write prepared (submit_batch 0), or submit_batch of any
+ * kind waiting. */
+static void submit_soon(co_engine *e)
+{
+	unsigned want = e->submit_batch ? e->submit_batch : 1;
+
+	e->submit_soon = 0;
+	if (io_uring_sq_ready(&e->ring) >= want) {
+		io_uring_submit(&e->ring);
+		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
+	}
+}
+
 /* Resume up to batch ready frames; a yield goes to the back of the queue.
  * Under a cancel stop, every frame resumed is marked cancelled first. */
 static void run_ready(co_engine *e, uint64_t cancel_deadline)
@@ -712,8 +716,8 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 		}
 		/* opts.submit_batch: the frame is suspended, so whatever it
 		 * prepared (an operation and a timeout linked to it) is whole */
-		if (co__unlikely(e->submit_batch) && io_uring_sq_ready(&e->ring) >= e->submit_batch)
-			io_uring_submit(&e->ring);
+		if (co__unlikely(e->submit_soon | e->submit_batch))
+			submit_soon(e);
 	}
 }
 
@@ -854,6 +858,45 @@ static void quiet_set(co_engine *e, unsigned snap)
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
+/*
+ * Sleep in the kernel until a completion arrives (submitting what is
+ * queued in the same call), unless another thread changed something since
+ * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
+ * when nothing came in time. With nothing in flight it can only be waiting
+ * for another thread: it polls for that first (lib/engine_wait.c).
+ */
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	uint64_t slept = 0;
+	int ret;
+
+	if (e->inflight == 0 && e->spin_max != 0) {
+		if (e->spin_cur != 0 && co__engine_spin_poll(e, snap, ns))
+			return 0;
+		slept = co__now_ns();
+	}
+	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
+		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+		return 0;
+	}
+	e->stats.waits++;
+	if (idle && co__unlikely(co__under_valgrind())) {
+		ret = co__engine_idle_sleep(e, ns);
+	} else if (ns) {
+		struct __kernel_timespec ts;
+		struct io_uring_cqe *cqe;
+		co__ns_to_ts(&ts, ns);
+		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+	} else {
+		ret = io_uring_submit_and_wait(&e->ring, 1);
+	}
+	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	if (slept)
+		co__engine_spin_learn(e, snap, slept);
+	return ret;
+}
+
 /* The stop state at the start of a turn: escalates a timed drain to a
  * cancel when its time came, begins the cancel once, and returns the
  * time after which frames still running are finished for them (0: no
@@ -935,13 +978,13 @@ static int loop(co_engine *e, int mode)
 			/* The common wait, one syscall: submit + wait. What other
 			 * threads sent meanwhile (inbox, posts, cancels) is seen
 			 * by engine_wait, which then does not sleep. */
-			ret = co__engine_wait(e, snap, wait_ns, 0);
+			ret = engine_wait(e, snap, wait_ns, 0);
 		} else if (ready_nonempty(e)) {
 			ret = io_uring_submit(&e->ring); /* other threads sent work */
 		} else if (stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!engine_idle(e)) {
-			ret = co__engine_wait(e, snap, wait_ns, 0);
+			ret = engine_wait(e, snap, wait_ns, 0);
 		} else {
 			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
@@ -960,7 +1003,7 @@ static int loop(co_engine *e, int mode)
 				}
 				quiet_set(e, snap); /* a scheduler decides */
 			}
-			ret = co__engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
+			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)
@@ -1132,4 +1175,18 @@ co_frame *co__engine_ring_pop(co_engine *e)
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+int co__engine_call_begin(co_engine *e, int *visit)
+{
+	return call_begin(e, visit);
+}
+
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f)
+{
+	CO__TRACE_WAKE(e, f);
+	if (!visit)
+		owner_push(e, f);
+	else
+		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
 }

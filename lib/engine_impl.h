@@ -78,15 +78,25 @@ int co__engine_has_work(co_engine *e);
 void co__engine_wake_disarm(co_engine *e);
 /* Take a frame from e's ready ring (the owner or a thief); NULL if empty. */
 co_frame *co__engine_ring_pop(co_engine *e);
+/* Queue root f, made ready, on e inside a visit of e (visit: what
+ * co__engine_visit_begin returned; 0 on e's own thread). */
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f);
+/* Begin a call that may come from another thread: the visit, then the
+ * check that e is set up (inside the visit). 0 (end it with
+ * co__engine_visit_end), or -EINVAL with no visit left. */
+int co__engine_call_begin(co_engine *e, int *visit);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */
 int co__engine_live_get(co_engine *e);
 /* Cancel stop: finish f for it without running it (status -ECANCELED). */
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
-/* Wait for work: poll for a hand-off, then sleep (engine_wait.c); 0, or
- * io_uring's error (-ETIME when ns > 0 ran out). */
-int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle);
+/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off
+ * until wait_ns (0: none) or the budget runs out (1: one came); learn
+ * from a sleep that began at since; the sleep under valgrind. */
+int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns);
+void co__engine_spin_learn(co_engine *e, unsigned snap, uint64_t since);
+int co__engine_idle_sleep(co_engine *e, uint64_t ns);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
 

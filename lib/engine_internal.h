@@ -139,6 +139,10 @@ void co__engine_visit_end(co_engine *e, int visit);
 /* co_wake(f), then co_engine_unpark(e), in one visit: f waits parked on
  * e (co_engine_park), so e runs it (any thread). */
 void co__engine_wake_parked(co_engine *e, co_frame *f);
+/* The same for frames parked on e, in one visit (one kick of e for all):
+ * the roots first .. last, already taken with co__wake_root and linked
+ * through ->next newest first (NULL: none), and parked counts to drop. */
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked);
 /* Wake e if it sleeps (any thread). */
 void co__engine_kick(co_engine *e);
 int co__engine_sleeping(co_engine *e);

@@ -79,9 +79,13 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 	else if ((err = runner_move(root, target)) < 0)
 		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
 	if (err == 0) {
+		co_frame *r;
+
 		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
 		CO__TRACE_TRANSFER(root, from, target);
-		co_wake(root);
+		r = co__wake_root(root); /* co_wake, inside this visit */
+		if (r)
+			co__engine_enqueue(target, visit, r);
 	}
 	co__engine_visit_end(target, visit);
 	return err;

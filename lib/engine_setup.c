@@ -1,16 +1,60 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's cold parts: set-up (the ring with the fastest task-run mode
- * the kernel takes, the probe of its operations), registered files,
- * buffers and buffer rings, and destroy. The hot path is lib/engine.c.
+ * The engine's cold parts: the stop, set-up (the ring with the fastest
+ * task-run mode the kernel takes, the probe of its operations), registered
+ * files, buffers and buffer rings, and destroy. The hot path is
+ * lib/engine.c.
  */
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "fault.h"
+
+/* ---- stop ---- */
+
+/* Ask e to stop (any thread): refuse spawns from now on, raise the mode,
+ * and, for a timed drain, keep the earliest time asked for. */
+static int stop(co_engine *e, int mode, uint64_t at)
+{
+	int remote, cur;
+
+	if (e == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
+		return -EINVAL;
+	if (co__engine_call_begin(e, &remote) < 0) /* before the engine can see the stop and leave */
+		return -EINVAL;
+	atomic_fetch_or_explicit(&e->live, CO__LIVE_STOPPED, memory_order_acq_rel);
+	if (at) { /* the earliest time asked for */
+		uint64_t cur_at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
+		while ((cur_at == 0 || at < cur_at) &&
+		       !atomic_compare_exchange_weak(&e->stop_at, &cur_at, at))
+			;
+	}
+	/* the mode only rises: none < drain < cancel */
+	cur = atomic_load_explicit(&e->stop_mode, memory_order_relaxed);
+	while (cur < mode && !atomic_compare_exchange_weak(&e->stop_mode, &cur, mode))
+		;
+	co__engine_transition(e, CO__T_STOP);
+	if (!remote) /* the owner may be about to sleep in this turn */
+		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
+	co__engine_visit_end(e, remote);
+	return 0;
+}
+
+int co_engine_stop(co_engine *e, int mode)
+{
+	return stop(e, mode, 0);
+}
+
+int co_engine_stop_timed(co_engine *e, uint64_t ns)
+{
+	uint64_t at = co__deadline_after(ns); /* UINT64_MAX: it never becomes a cancel */
+
+	return stop(e, CO_STOP_DRAIN, at ? at : 1);
+}
 
 /* Setup flags the engine takes from the caller; the rest of the known
  * ones it cannot honour: IOPOLL (sockets and eventfd cannot be polled

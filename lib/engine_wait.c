@@ -3,8 +3,9 @@
  * How an engine waits for work once it has nothing to run: it polls for a
  * hand-off from another thread for a while (docs/engine.md, "Staying
  * awake"), then sleeps in the kernel until a completion arrives, or, under
- * valgrind with nothing in flight, in ppoll. The loop (lib/engine.c) calls
- * co__engine_wait once per turn that has to wait.
+ * valgrind with nothing in flight, in ppoll. The loop's wait (engine_wait
+ * in lib/engine.c, inlined there: a server's turn pays nothing for this)
+ * calls these only with nothing in flight.
  */
 #include <errno.h>
 #include <poll.h>
@@ -27,7 +28,7 @@
  * valgrind only: natively it costs a syscall more per sleep than
  * io_uring_enter (a cross-context mutex hand-off runs at about half the
  * rate). An engine with I/O in flight always waits in io_uring_enter. */
-static int idle_sleep(co_engine *e, uint64_t ns)
+int co__engine_idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
 			       { .fd = e->wake_fd, .events = POLLIN } };
@@ -73,7 +74,7 @@ static void spin_grow(co_engine *e, uint64_t t)
 
 /* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
  * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
-static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 {
 	uint64_t budget = e->spin_cur, start;
 	int found = 0;
@@ -112,41 +113,13 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	return found;
 }
 
-/*
- * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless another thread changed something since
- * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time.
- */
-int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+/* After a sleep that began at `since`, with a poll allowed: a hand-off
+ * that ended it sooner than spin_max says a poll would have caught it. */
+void co__engine_spin_learn(co_engine *e, unsigned snap, uint64_t since)
 {
-	uint64_t slept = 0;
-	int ret;
+	uint64_t t;
 
-	if (e->spin_cur != 0 && e->inflight == 0 && spin_poll(e, snap, ns))
-		return 0;
-	if (e->spin_max != 0 && e->inflight == 0)
-		slept = co__now_ns();
-	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || co__engine_has_work(e)) {
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-		return 0;
-	}
-	e->stats.waits++;
-	if (idle && co__unlikely(co__under_valgrind())) {
-		ret = idle_sleep(e, ns);
-	} else if (ns) {
-		struct __kernel_timespec ts;
-		struct io_uring_cqe *cqe;
-		co__ns_to_ts(&ts, ns);
-		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
-	} else {
-		ret = io_uring_submit_and_wait(&e->ring, 1);
-	}
-	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	/* a hand-off ended a sleep a poll would have outlasted: poll next time */
-	if (slept && atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
-	    (slept = co__now_ns() - slept) < e->spin_max)
-		spin_grow(e, slept);
-	return ret;
+	if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
+	    (t = co__now_ns() - since) < e->spin_max)
+		spin_grow(e, t);
 }

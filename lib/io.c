@@ -188,6 +188,17 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
+/* A read or write (or fsync): a disk serves several at once, so by default
+ * it goes to the kernel as soon as its frame suspends, not at the turn's
+ * end (docs/engine.md, "The loop"). */
+#define IO_PREP_SOON(io, prep_call)                              \
+	do {                                                     \
+		struct io_uring_sqe *sqe = io_begin((io), 0);    \
+		if (sqe)                                         \
+			prep_call, co__tls_engine->submit_soon = 1, CO__TRACE_SUBMIT(sqe); \
+		return (io) ? &(io)->aw : NULL;                  \
+	} while (0)
+
 /* The SQE's length is 32 bits and the kernel moves at most CO_IO_MAX
  * bytes per call anyway: longer requests are clamped to it (a short count,
  * reported as such), never truncated modulo 2^32. */
@@ -203,22 +214,22 @@ co_awaiter *co_nop(co_io *io)
 
 co_awaiter *co_read(co_io *io, int fd, void *buf, unsigned len, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_read(sqe, fd, buf, io_len(len), off));
+	IO_PREP_SOON(io, io_uring_prep_read(sqe, fd, buf, io_len(len), off));
 }
 
 co_awaiter *co_write(co_io *io, int fd, const void *buf, unsigned len, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_write(sqe, fd, buf, io_len(len), off));
+	IO_PREP_SOON(io, io_uring_prep_write(sqe, fd, buf, io_len(len), off));
 }
 
 co_awaiter *co_readv(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_readv(sqe, fd, iov, n, off));
+	IO_PREP_SOON(io, io_uring_prep_readv(sqe, fd, iov, n, off));
 }
 
 co_awaiter *co_writev(co_io *io, int fd, const struct iovec *iov, unsigned n, uint64_t off)
 {
-	IO_PREP(io, 0, io_uring_prep_writev(sqe, fd, iov, n, off));
+	IO_PREP_SOON(io, io_uring_prep_writev(sqe, fd, iov, n, off));
 }
 
 co_awaiter *co_recv(co_io *io, int fd, void *buf, size_t len, int flags)
@@ -265,7 +276,7 @@ co_awaiter *co_openat(co_io *io, int dfd, const char *path, int flags, mode_t mo
 
 co_awaiter *co_fsync(co_io *io, int fd, unsigned flags)
 {
-	IO_PREP(io, 0, io_uring_prep_fsync(sqe, fd, flags));
+	IO_PREP_SOON(io, io_uring_prep_fsync(sqe, fd, flags));
 }
 
 co_awaiter *co_statx(co_io *io, int dfd, const char *path, int flags, unsigned mask,
@@ -468,13 +479,13 @@ int co_signals_close(co_signals *s)
 co_awaiter *co_read_fixed(co_io *io, int fd, void *buf, unsigned len, uint64_t off,
 			  unsigned buf_index)
 {
-	IO_PREP(io, 0, io_uring_prep_read_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
+	IO_PREP_SOON(io, io_uring_prep_read_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
 }
 
 co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned len, uint64_t off,
 			   unsigned buf_index)
 {
-	IO_PREP(io, 0, io_uring_prep_write_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
+	IO_PREP_SOON(io, io_uring_prep_write_fixed(sqe, fd, buf, io_len(len), off, (int)buf_index));
 }
 
 co_awaiter *co_fixed_file(co_awaiter *aw)

@@ -68,6 +68,19 @@ static inline void co__lifo_push(_Atomic(void *) *top, void *node, size_t link)
 							memory_order_relaxed));
 }
 
+/* Push a chain of nodes already linked first -> ... -> last (newest
+ * first, as the stack holds them) with one CAS. */
+static inline void co__lifo_push_chain(_Atomic(void *) *top, void *first, void *last, size_t link)
+{
+	void *head = atomic_load_explicit(top, memory_order_relaxed);
+
+	do {
+		co__link_set(last, link, head);
+		/* release: pairs with the acquire exchange in co__lifo_take */
+	} while (!atomic_compare_exchange_weak_explicit(top, &head, first, memory_order_release,
+							memory_order_relaxed));
+}
+
 /* Take the whole stack, oldest first: each pusher's nodes in its order. */
 static inline void *co__lifo_take(_Atomic(void *) *top, size_t link)
 {

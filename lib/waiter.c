@@ -109,9 +109,47 @@ void co__wait_claim(co_waiter *w, int res, co__wake_list *l)
 	co__fifo_push(&l->head, &l->tail, w, next);
 }
 
+/* Frames of plain waiters parked on one engine, woken together: their
+ * roots linked newest first, and the park counts to drop. */
+struct wake_batch {
+	co_engine *e;
+	co_frame *first, *last;
+	unsigned parked;
+};
+
+static void batch_add(struct wake_batch *b, co_waiter *w)
+{
+	co_frame *r = co__wake_root(w->frame); /* NULL: woken twice (release builds) */
+
+	b->e = w->engine;
+	b->parked++;
+	if (r == NULL)
+		return;
+	r->next = b->first;
+	b->first = r;
+	if (b->last == NULL)
+		b->last = r;
+}
+
+static void batch_flush(struct wake_batch *b)
+{
+	if (b->parked)
+		co__engine_wake_parked_chain(b->e, b->first, b->last, b->parked);
+	b->first = b->last = NULL;
+	b->parked = 0;
+}
+
+/* A plain waiter: woken by a wake of its frame, nothing before it. */
+static int plain(const co_waiter *w)
+{
+	return !w->timed && w->engine &&
+	       ((const co__wait_ops *)(const void *)w->aw.ops)->deliver == NULL;
+}
+
 void co__wake_all(co__wake_list *l)
 {
 	co_waiter *w = l->head, *next;
+	struct wake_batch b = { NULL, NULL, NULL, 0 };
 
 	for (; w; w = next) {
 		next = w->next; /* before the wake: then w may be gone */
@@ -122,11 +160,21 @@ void co__wake_all(co__wake_list *l)
 		 * CLAIMED store came first). */
 		while (atomic_load_explicit(&w->park.visit, memory_order_seq_cst))
 			co__cpu_relax();
+		if (plain(w)) {
+			/* consecutive plain waiters of one engine: one visit,
+			 * one kick (their frames in claim order) */
+			if (b.parked && b.e != w->engine)
+				batch_flush(&b);
+			batch_add(&b, w);
+			continue;
+		}
+		batch_flush(&b);
 		if (w->timed) /* its engine removes the timer, then wakes it */
 			co_engine_post(w->engine, &w->post);
 		else
 			deliver(w);
 	}
+	batch_flush(&b);
 	l->head = l->tail = NULL;
 }
 

@@ -104,6 +104,12 @@ for h in $(find "$tmp/prefix" -path "*/include/coring/*.h"); do
 	cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags -c "$tmp/one.c" -o "$tmp/one.o" ||
 		fail "coring/$name alone does not build under -std=c11"
 done
+# the sync headers need no liburing (coring/engine_types.h, not engine.h)
+printf '#include <coring/sync.h>\n#include <coring/channel.h>\n#include <coring/when.h>\n' > "$tmp/sync.c"
+# shellcheck disable=SC2086
+if cc -std=c11 $cflags -H -fsyntax-only "$tmp/sync.c" 2>&1 | grep -q liburing; then
+	fail "the sync headers include liburing.h"
+fi
 printf '#include <stdio.h>\n#include <coring/engine.h>\nint main(void) { return 0; }\n' > "$tmp/late.c"
 # shellcheck disable=SC2086
 if cc -std=c11 $cflags -c "$tmp/late.c" -o "$tmp/late.o" 2> "$tmp/late.log"; then

@@ -589,12 +589,14 @@ static void test_write_to_closed_pipe(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-/* ---- opts.submit_batch: an await's SQEs go to the kernel when it suspends ---- */
+/* ---- when SQEs go to the kernel: a read as its frame suspends, a socket
+ * op at the turn's end, or as opts.submit_batch says ---------------------- */
 
 struct early {
 	co_frame co;
 	co_io io;
 	int p[2];
+	int sock;                 /* a recv on p[0] (a socket) instead of a read */
 	unsigned waiting;         /* the SQEs the other frame saw waiting */
 	struct early *other;      /* NULL: the frame that awaits */
 	char buf[8];
@@ -613,18 +615,24 @@ static int early_fn(co_frame *f)
 		s->waiting = io_uring_sq_ready(&co_engine_current()->ring);
 		CO_RETURN(f, 0);
 	}
-	CO_AWAIT(f, co_deadline(co_read(&s->io, s->p[0], s->buf, sizeof s->buf, 0), 20 * CO_MS));
+	if (s->sock)
+		CO_AWAIT(f, co_deadline(co_recv(&s->io, s->p[0], s->buf, sizeof s->buf, 0), 20 * CO_MS));
+	else
+		CO_AWAIT(f, co_deadline(co_read(&s->io, s->p[0], s->buf, sizeof s->buf, 0), 20 * CO_MS));
 	CO_RETURN(f, co_result(f));
 	CO_END(f);
 }
 
-static void submit_batch_case(unsigned batch, unsigned want_waiting)
+static void submit_batch_case(unsigned batch, int sock, unsigned want_waiting)
 {
 	co_engine_opts o = { .submit_batch = batch };
-	struct early a = { .other = NULL }, b;
+	struct early a = { .other = NULL, .sock = sock }, b;
 	co_engine e;
 
-	assert_int_equal(pipe(a.p), 0);
+	if (sock)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a.p), 0);
+	else
+		assert_int_equal(pipe(a.p), 0);
 	b = a;
 	b.other = &a;
 	assert_int_equal(co_engine_init(&e, &o), 0);
@@ -644,9 +652,10 @@ static void submit_batch_case(unsigned batch, unsigned want_waiting)
 static void test_submit_batch(void **state)
 {
 	(void)state;
-	submit_batch_case(0, 2);  /* the default: the read and its timeout wait for the turn's end */
-	submit_batch_case(1, 0);  /* submitted as the await suspended, the chain whole */
-	submit_batch_case(3, 2);  /* fewer than 3 waiting: not yet */
+	submit_batch_case(0, 0, 0); /* the default: a read goes as it suspends, the chain whole */
+	submit_batch_case(0, 1, 2); /* the default: a recv and its timeout wait for the turn's end */
+	submit_batch_case(1, 1, 0); /* 1: anything goes as the await suspends */
+	submit_batch_case(3, 0, 2); /* 3: fewer than 3 waiting, a read too: not yet */
 }
 
 int main(int argc, char **argv)

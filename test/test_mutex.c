@@ -63,9 +63,10 @@ static int holder_fn(co_frame *f)
 		CO_YIELD(f); /* the waiter parks meanwhile */
 	assert_int_equal(co_mutex_unlock(&p->m), 0); /* frees it, invites the waiter */
 	switch (p->act) {
-	case ACT_CANCEL_WAITER:
+	case ACT_CANCEL_WAITER: /* then take the mutex before the retry */
 		assert_int_equal(co_cancel(&p->wt.co), 0);
-		/* fall through: then take the mutex before the retry */
+		h->relocked = co_mutex_trylock(&p->m) == 0;
+		break;
 	case ACT_RELOCK:
 	case ACT_HOLD_UNTIL_WAITER_DONE:
 	case ACT_CANCEL_STOP:

@@ -289,8 +289,66 @@ static void test_sched_caps_pollers(void **state)
 	for (int i = 0; i < 2; i++)
 		pp_check(&ping[i], &pong[i], ch[i], ROUND_TRIPS / 2);
 	assert_true(s.spin_peak <= 1);
+	/* a context that went quiet may still be polling when run returns;
+	 * once they have all ended, none is */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&s.spinning), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- wakes to one engine travel together ---------------------------------------- */
+
+#define SLEEPERS 64
+
+struct sleeper {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	int res;
+};
+
+static int sleeper_fn(co_frame *f)
+{
+	struct sleeper *t = (struct sleeper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&t->w, t->ev));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+/* A set that releases 64 frames parked on one sleeping engine visits it
+ * once: one bump of its epoch, one eventfd write at most. */
+static void test_broadcast_wakes_in_one_visit(void **state)
+{
+	co_engine e;
+	co_event ev;
+	co_test_runner r;
+	struct sleeper *t = calloc(SLEEPERS, sizeof *t);
+	unsigned epoch, writes;
+
+	(void)state;
+	assert_non_null(t);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .no_spin = 1 }), 0);
+	for (int i = 0; i < SLEEPERS; i++) {
+		t[i] = (struct sleeper){ .ev = &ev, .res = 1 };
+		co_init(&t[i].co, sleeper_fn);
+		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+	}
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
+	WAIT_UNTIL(atomic_load(&e.parked) == SLEEPERS && co__engine_sleeping(&e));
+	epoch = atomic_load(&e.epoch);
+	writes = atomic_load(&e.wake_writes);
+	assert_int_equal(co_event_set(&ev), 0);
+	assert_int_equal(atomic_load(&e.epoch) - epoch, 1);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(atomic_load(&e.wake_writes) - writes, 1);
+	for (int i = 0; i < SLEEPERS; i++)
+		assert_int_equal(t[i].res, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+	free(t);
 }
 
 int main(int argc, char **argv)
@@ -302,6 +360,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_poll_without_handoffs),
 		cmocka_unit_test(test_spin_options),
 		cmocka_unit_test(test_sched_caps_pollers),
+		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

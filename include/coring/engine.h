@@ -56,12 +56,15 @@ typedef struct co_engine_opts {
 	                          after it are finished for them (status
 	                          -ECANCELED); default 1 s; near UINT64_MAX:
 	                          never (the stop waits for their end) */
-	unsigned submit_batch; /* 0 (the default): the SQEs of a loop turn go
-	                          to the kernel together, at the turn's end (one
-	                          syscall). N: also as soon as N of them wait
-	                          when a frame's resume returns (a read at
-	                          queue depth 32 on a disk starts sooner; see
-	                          docs/engine.md) */
+	unsigned submit_batch; /* 0 (the default): a read or write (the
+	                          read/write family, fsync) goes to the kernel as
+	                          soon as its frame suspends, so a disk starts it
+	                          at once; every other SQE of a loop turn goes at
+	                          the turn's end, together (one syscall for a
+	                          server's sockets). N: any SQEs, as soon as N of
+	                          them wait when a frame's resume returns (the SQ
+	                          size or more: all at the turn's end); see
+	                          docs/engine.md, "The loop" */
 	uint64_t spin_ns;      /* with nothing to run and no I/O in flight, poll
 	                          for work other threads hand over at most this
 	                          long before sleeping (an adaptive budget, only
@@ -156,6 +159,8 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
+	unsigned char submit_soon;      /* private: a read or write waits in the
+	                                   SQ (submit_batch 0) */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
 	uint64_t spin_cur;              /* private: the adaptive poll budget */
