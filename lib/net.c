@@ -170,8 +170,8 @@ static int dial_fn(co_frame *f)
 		d->err = co_result(f);
 		close(d->fd);
 		d->fd = -1;
-		if (d->err == -ETIME || d->err == -ECANCELED)
-			break; /* the time is up, or the caller gave up: no next address */
+		if (d->err == -ECANCELED)
+			break; /* the caller gave up (or a co_timeout ran out): no next address */
 	}
 	freeaddrinfo(d->list);
 	d->list = d->ai = NULL;

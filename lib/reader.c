@@ -408,7 +408,6 @@ static int reader_got(co_reader *r, int res)
 			r->iov = co_stream_iov(r->stream, &r->niov);
 			r->seg = 0;
 			r->off = 0;
-			r->back = 0; /* the buffers copied from are given back */
 		} else {
 			r->tail += (size_t)res;
 		}

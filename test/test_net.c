@@ -320,11 +320,12 @@ static void test_dial_refused_and_unresolved(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
-/* A listener whose accept queue is full: the kernel drops the next SYN,
- * so a connect to it hangs (retrying) until something ends it. */
+/* A listener (on every address) whose accept queue is full: the kernel
+ * drops the next SYN, so a connect to it hangs (retrying) until something
+ * ends it. */
 static int full_listener(int *port, int *filler)
 {
-	int lfd = co_listen("127.0.0.1", 0, 1, 0);
+	int lfd = co_listen("0.0.0.0", 0, 1, 0);
 	struct sockaddr_in a;
 
 	assert_true(lfd >= 0);
@@ -446,7 +447,7 @@ static int canceller_fn(co_frame *f)
 	struct canceller *k = (struct canceller *)f;
 
 	CO_BEGIN(f);
-	CO_AWAIT_UNTIL(f, co_waiting(&k->a->co));
+	CO_AWAIT_UNTIL(f, co_waiting(&k->a->co) && k->a->d.tried > 0); /* in a connect */
 	CO_AWAIT(f, co_dial(&k->a->d, NULL, "127.0.0.1", 1, 0));
 	k->busy = co_result(f);
 	k->cancel = co_cancel(&k->a->co);
@@ -460,6 +461,7 @@ static void test_dial_cancel_and_misuse(void **state)
 	struct dial a;
 	co_frame *frames[2] = { &a.co, &k.co };
 	co_dialer d;
+	co_pool pool;
 
 	(void)state;
 	memset(&d, 0, sizeof d);
@@ -479,15 +481,19 @@ static void test_dial_cancel_and_misuse(void **state)
 	co_test_run1(&a.co);
 	check_connected(lfd, a.res);
 	close(lfd);
-	/* busy, then cancelled */
+	/* busy, then cancelled: no next address is tried (all three of
+	 * multi.test would hang on this listener, bound to every address) */
 	lfd = full_listener(&port, filler);
-	dial_init(&a, NULL, "127.0.0.1", port, 0);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	dial_init(&a, &pool, "multi.test", port, 0);
 	k.a = &a;
 	co_init(&k.co, canceller_fn);
 	co_test_run_frames(frames, 2);
 	assert_int_equal(k.busy, -EBUSY);
 	assert_int_equal(k.cancel, 0);
 	assert_int_equal(a.res, -ECANCELED);
+	assert_int_equal(a.tried, 1);
+	assert_int_equal(co_pool_destroy(&pool), 0);
 	close(filler[0]);
 	close(filler[1]);
 	close(lfd);
