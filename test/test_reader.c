@@ -132,6 +132,7 @@ struct script {
 	int at_once[MAX_STEPS];   /* the read completed in the call */
 	int in_place[MAX_STEPS];  /* its view was in the ring's buffers */
 	size_t held[MAX_STEPS];   /* co_reader_buffered after it */
+	size_t cap1;              /* limits_fn: the buffer after two refusals */
 	int bad;                  /* a value or a byte differed */
 	int last;                 /* one more until after the steps */
 	int destroy;
@@ -431,6 +432,7 @@ static int limits_fn(co_frame *f)
 	CO_AWAIT(f, co_reader_until(&s->r, "\n", 1));
 	s->res[1] = co_result(f);
 	s->held[1] = co_reader_buffered(&s->r);
+	s->cap1 = s->r.cap;
 	CO_AWAIT(f, co_reader_exact(&s->r, 17));
 	s->res[2] = co_result(f);
 	CO_AWAIT(f, co_reader_exact(&s->r, 16));
@@ -477,6 +479,7 @@ static void test_line_longer_than_the_limit(void **state)
 		assert_int_equal(s.res[0], -EMSGSIZE);
 		assert_int_equal(s.res[1], -EMSGSIZE);
 		assert_true(s.held[1] >= 16);
+		assert_true(s.cap1 <= 16); /* the buffer did not grow past the limit */
 		assert_int_equal(s.res[2], -EMSGSIZE);
 		assert_int_equal(s.res[3], 16);
 		assert_int_equal(s.res[4], 4);

@@ -4,7 +4,7 @@
  * redis-benchmark talk to it unchanged.
  *
  *   kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]
- *             [--max-bulk BYTES] [--max-request BYTES]
+ *             [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]
  *
  * Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS,
  * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE (NX, XX, GT, LT), TTL,
@@ -28,16 +28,15 @@
  * connection closes. A request of more than --max-request bytes (default
  * 16 MiB) closes the connection without an answer, as Redis does when a
  * client's query buffer passes its limit. --idle-timeout MS (default
- * 300000; 0: never): a connection on which nothing happens for that long
- * (no command, no answer sent) is closed, and a request begun must have
- * come whole within that time (the reader's own time limit, on the reads
- * after a request's first line that have to wait). A connection's
- * activity is a stamp of its context's tick, which the sweeper (every
- * 100 ms) compares: no timer per request.
+ * 300000; 0: never): a connection on which no command completes and no
+ * answer is sent for that long is closed, so a request that trickles in
+ * is bounded too. A connection's activity is a stamp of its context's
+ * tick, which a sweeper compares every 100 ms: no timer per request (a
+ * time limit on each read would add a kernel timeout to every recv).
  *
  * SIGTERM or SIGINT: the listeners stop, every connection answers the
- * commands it has received and closes; after 5 s whatever is left is
- * cancelled. The exit status is 0.
+ * commands it has received and closes; after --stop-grace MS (default
+ * 5000) whatever is left is cancelled. The exit status is 0.
  *
  * The reading is coring/reader.h over co_recv; the listening sockets are
  * coring/net.h's co_listen.
@@ -63,13 +62,12 @@
 #define LINE_MAX_BYTES (64 * 1024)    /* a request line, as Redis */
 #define ARGS_MAX INT_MAX              /* arguments of one command, as Redis */
 #define OUT_FLUSH (64 * 1024)         /* answers buffered before a send */
-#define STOP_GRACE (5 * CO_S)
 
 static struct {
 	unsigned threads;
 	int port;
 	const char *bind;
-	uint64_t idle_ns;
+	uint64_t idle_ns, grace_ns;
 	size_t max_bulk, max_request;
 	co_sched s;
 	struct ctx *ctx;
@@ -77,7 +75,7 @@ static struct {
 	atomic_int stopping;
 	atomic_long live;             /* connections open */
 	co_event all_closed;          /* set when the last one closes after a stop */
-} srv = { .threads = 1, .bind = "127.0.0.1", .idle_ns = 300 * CO_S,
+} srv = { .threads = 1, .bind = "127.0.0.1", .idle_ns = 300 * CO_S, .grace_ns = 5 * CO_S,
 	  .max_bulk = 1 << 20, .max_request = 16 << 20 };
 
 /* ---- the store: one shard per context, touched only by its thread ------------------ */
@@ -1070,9 +1068,6 @@ static int request_take(struct conn *c, const char *p, size_t n)
 /* The next read of the request. */
 static co_frame *request_read(struct conn *c)
 {
-	/* a request's first line may wait as long as the connection may be
-	 * idle (the sweeper's business); the rest must come within the time */
-	c->rd.timeout_ns = c->state == ST_HEAD ? 0 : srv.idle_ns;
 	if (c->state == ST_BULK) {
 		c->rd.max = c->blen + 2;
 		return co_reader_exact(&c->rd, c->blen + 2);
@@ -1082,7 +1077,8 @@ static co_frame *request_read(struct conn *c)
 }
 
 /* A read failed: answer a line too long as Redis does; the connection
- * closes in every case (0, -EPROTO: the peer is gone; -ETIME: idle). */
+ * closes in every case (0, -EPROTO: the peer is gone, or the sweeper or
+ * the stop shut the connection). */
 static void request_failed(struct conn *c, int err)
 {
 	size_t n;
@@ -1359,7 +1355,7 @@ static int stopper_fn(co_frame *f)
 		co_sched_spawn_to(&srv.s, i, &srv.ctx[i].q.co);
 	}
 	if (atomic_load(&srv.live) > 0) {
-		CO_AWAIT(f, co_timeout(&st->lim, co_event_wait(&st->w, &srv.all_closed), STOP_GRACE));
+		CO_AWAIT(f, co_timeout(&st->lim, co_event_wait(&st->w, &srv.all_closed), srv.grace_ns));
 		if (co_result(f) < 0)
 			co_sched_stop(&srv.s, CO_STOP_CANCEL); /* the grace is over */
 	}
@@ -1371,7 +1367,7 @@ static int stopper_fn(co_frame *f)
 static void usage(void)
 {
 	fprintf(stderr, "usage: kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]"
-			" [--max-bulk BYTES] [--max-request BYTES]\n");
+			" [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]\n");
 	exit(2);
 }
 
@@ -1386,7 +1382,8 @@ static void parse_args(int argc, char **argv)
 			srv.bind = argv[i + 1];
 			continue;
 		}
-		if (!parse_ll(argv[i + 1], strlen(argv[i + 1]), &v) || v < 0)
+		if (!parse_ll(argv[i + 1], strlen(argv[i + 1]), &v) || v < 0 ||
+		    (uint64_t)v > UINT64_MAX / CO_MS)
 			usage();
 		if (!strcmp(argv[i], "--port") && v <= 65535)
 			srv.port = (int)v;
@@ -1394,6 +1391,8 @@ static void parse_args(int argc, char **argv)
 			srv.threads = (unsigned)v;
 		else if (!strcmp(argv[i], "--idle-timeout"))
 			srv.idle_ns = (uint64_t)v * CO_MS;
+		else if (!strcmp(argv[i], "--stop-grace"))
+			srv.grace_ns = (uint64_t)v * CO_MS;
 		else if (!strcmp(argv[i], "--max-bulk") && v >= 1 && v <= INT_MAX - 2)
 			srv.max_bulk = (size_t)v;
 		else if (!strcmp(argv[i], "--max-request") && v >= 1)
