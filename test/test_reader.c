@@ -107,6 +107,14 @@ static void peer_join(struct peer *p)
 		close(p->fd);
 }
 
+/* Run f on e until nothing is left; nothing stays in flight. */
+static void co_test_run1_on(co_engine *e, co_frame *f)
+{
+	assert_int_equal(co_engine_spawn(e, f), 0);
+	assert_int_equal(co_engine_run(e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(e->inflight, 0);
+}
+
 /* ---- a script of reads ------------------------------------------------------------------- */
 
 enum { UNTIL = 1, EXACT = 2 };
@@ -490,6 +498,72 @@ static void test_line_longer_than_the_limit(void **state)
 		assert_int_equal(s.res[9], 11);
 		assert_int_equal(s.bad, 0);
 		assert_int_equal(s.last, 0);
+	}
+}
+
+/* A line of 100 bytes against a limit of 16, over co_recv and over
+ * 64-byte stream buffers (the first holds no delimiter): -EMSGSIZE, and
+ * the buffer stays within 16. */
+struct toolong {
+	co_frame co;
+	co_reader r;
+	co_stream s;
+	co_bufring *ring;
+	int fd, res;
+	size_t cap;
+};
+
+static int toolong_fn(co_frame *f)
+{
+	struct toolong *t = (struct toolong *)f;
+	co_reader_opts o = { .size = 8, .max = 16 };
+
+	CO_BEGIN(f);
+	if (t->ring) {
+		assert_int_equal(co_stream_open(&t->s, t->ring, t->fd), 0);
+		assert_int_equal(co_reader_init_stream(&t->r, &t->s, &o), 0);
+	} else {
+		assert_int_equal(co_reader_init(&t->r, t->fd, &o), 0);
+	}
+	CO_AWAIT(f, co_reader_until(&t->r, "\n", 1));
+	t->res = co_result(f);
+	t->cap = t->r.cap;
+	assert_int_equal(co_reader_destroy(&t->r), 0);
+	if (t->ring)
+		CO_AWAIT(f, co_stream_close(&t->s));
+	CO_END(f);
+}
+
+static void test_no_delimiter_within_the_limit(void **state)
+{
+	char line[101];
+
+	(void)state;
+	memset(line, 'z', 100);
+	line[100] = '\n';
+	for (int stream = 0; stream < 2; stream++) {
+		struct toolong t;
+		co_engine e;
+		co_bufring ring;
+		int sv[2];
+
+		tcp_pair(sv);
+		memset(&t, 0, sizeof t);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		if (stream)
+			assert_int_equal(co_bufring_init(&ring, &e, 4, 64), 0);
+		assert_int_equal(write(sv[1], line, sizeof line), (ssize_t)sizeof line);
+		t.fd = sv[0];
+		t.ring = stream ? &ring : NULL;
+		co_init(&t.co, toolong_fn);
+		co_test_run1_on(&e, &t.co);
+		assert_int_equal(t.res, -EMSGSIZE);
+		assert_true(t.cap <= 16);
+		if (stream)
+			assert_int_equal(co_bufring_destroy(&ring), 0);
+		assert_int_equal(co_engine_destroy(&e), 0);
+		close(sv[0]);
+		close(sv[1]);
 	}
 }
 
@@ -1007,6 +1081,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_peer_closes_mid_line),
 	cmocka_unit_test(test_peer_resets_mid_line),
 	cmocka_unit_test(test_line_longer_than_the_limit),
+	cmocka_unit_test(test_no_delimiter_within_the_limit),
 	cmocka_unit_test(test_slow_sender_time_limit),
 	cmocka_unit_test(test_cancel_and_busy),
 	cmocka_unit_test(test_no_engine),
