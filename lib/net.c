@@ -19,28 +19,11 @@
 static const co_frame fail_einval = { .state = CO__ST_DONE, .status = -EINVAL };
 static const co_frame fail_ebusy = { .state = CO__ST_DONE, .status = -EBUSY };
 
-/* getaddrinfo's error as an errno (as co_getaddrinfo maps it). */
-static int eai_errno(int eai)
+/* getaddrinfo's answer for a numeric host (AI_NUMERICHOST): 0, -EAGAIN
+ * when the host is not numeric (a name), -ENOMEM, or -EINVAL. */
+static int numeric_errno(int eai)
 {
-	switch (eai) {
-	case EAI_NONAME:
-	case EAI_SERVICE:
-#ifdef EAI_NODATA
-	case EAI_NODATA:
-#endif
-#ifdef EAI_ADDRFAMILY
-	case EAI_ADDRFAMILY:
-#endif
-		return -ENOENT;
-	case EAI_AGAIN:
-		return -EAGAIN;
-	case EAI_MEMORY:
-		return -ENOMEM;
-	case EAI_SYSTEM:
-		return errno ? -errno : -EIO;
-	default:
-		return -EINVAL;
-	}
+	return eai == 0 ? 0 : eai == EAI_NONAME ? -EAGAIN : eai == EAI_MEMORY ? -ENOMEM : -EINVAL;
 }
 
 /* ---- listening ------------------------------------------------------------------ */
@@ -70,14 +53,14 @@ int co_listen(const char *addr, int port, int backlog, unsigned flags)
 				  .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai;
 	char service[8];
-	int fd, eai;
+	int fd, err;
 
 	if (addr == NULL || port < 0 || port > 65535 || backlog < 0 ||
 	    (flags & ~CO_LISTEN_REUSEPORT))
 		return -EINVAL;
 	snprintf(service, sizeof service, "%d", port);
-	if ((eai = getaddrinfo(addr, service, &hints, &ai)) != 0)
-		return eai == EAI_MEMORY ? -ENOMEM : -EINVAL; /* not a numeric address */
+	if ((err = numeric_errno(getaddrinfo(addr, service, &hints, &ai))) != 0)
+		return err == -EAGAIN ? -EINVAL : err; /* -EAGAIN: not a numeric address */
 	fd = bound_socket(ai, backlog, flags);
 	freeaddrinfo(ai);
 	return fd;
@@ -109,13 +92,9 @@ static co_awaiter *limited(co_dialer *d, co_awaiter *aw)
 static int dial_numeric(co_dialer *d)
 {
 	struct addrinfo hints = d->hints;
-	int eai;
 
 	hints.ai_flags |= AI_NUMERICHOST;
-	eai = getaddrinfo(d->host, d->service, &hints, &d->list);
-	if (eai == EAI_NONAME)
-		return -EAGAIN;
-	return eai ? eai_errno(eai) : 0;
+	return numeric_errno(getaddrinfo(d->host, d->service, &hints, &d->list));
 }
 
 /* The time is up (a lookup a worker had begun may end after it): no

@@ -30,20 +30,6 @@
 
 #define MAX_STEPS 512
 
-static void tcp_pair(int sv[2])
-{
-	uint16_t port;
-	int lfd = co_test_listen(&port);
-	struct sockaddr_in a = co_test_loopback(port);
-
-	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(sv[1] >= 0);
-	assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof a), 0);
-	sv[0] = accept(lfd, NULL, NULL);
-	assert_true(sv[0] >= 0);
-	close(lfd);
-}
-
 /* ---- a peer: a thread that writes bytes in pieces ---------------------------------- */
 
 struct peer {
@@ -213,7 +199,7 @@ static void script_run(struct script *s, struct peer *p, unsigned count, unsigne
 	co_bufring ring;
 	int sv[2];
 
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	if (count)
 		assert_int_equal(co_bufring_init(&ring, &e, count, size), 0);
@@ -547,7 +533,7 @@ static void test_no_delimiter_within_the_limit(void **state)
 		co_bufring ring;
 		int sv[2];
 
-		tcp_pair(sv);
+		co_test_tcp_pair(sv);
 		memset(&t, 0, sizeof t);
 		assert_int_equal(co_engine_init(&e, NULL), 0);
 		if (stream)
@@ -652,7 +638,7 @@ static void test_slow_sender_time_limit(void **state)
 		co_bufring ring;
 		int sv[2];
 
-		tcp_pair(sv);
+		co_test_tcp_pair(sv);
 		memset(&s, 0, sizeof s);
 		assert_int_equal(co_engine_init(&e, NULL), 0);
 		if (stream)
@@ -722,7 +708,7 @@ static void test_stream_held_before_init(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	memset(&h, 0, sizeof h);
 	assert_int_equal(write(sv[1], "first\nsecond\n", 13), 13);
 	h.fd = sv[0];
@@ -810,7 +796,7 @@ static void test_cancel_and_busy(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	assert_int_equal(co_reader_init(&r, sv[0], NULL), 0);
 	assert_int_equal(write(sv[1], "ab", 2), 2);
 	p.fd = sv[1];
@@ -863,7 +849,7 @@ static void test_no_engine(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	assert_int_equal(co_reader_init(&r, sv[0], NULL), 0);
 	h.r = &r;
 	co_init(&h.co, by_hand_fn);
@@ -1001,7 +987,7 @@ static void test_allocation_fails(void **state)
 		co_bufring ring;
 		int sv[2];
 
-		tcp_pair(sv);
+		co_test_tcp_pair(sv);
 		memset(&g, 0, sizeof g);
 		assert_int_equal(co_engine_init(&e, NULL), 0);
 		if (stream)
@@ -1049,7 +1035,7 @@ static void test_reading_allocates_nothing(void **state)
 			/* over co_recv under a time limit too: a linked timeout, no timer */
 			s.o = (co_reader_opts){ .size = 256, .max = 256,
 						.timeout_ns = stream ? 0 : 3600 * CO_S };
-			tcp_pair(sv);
+			co_test_tcp_pair(sv);
 			assert_int_equal(co_engine_init(&e, NULL), 0);
 			if (stream)
 				assert_int_equal(co_bufring_init(&ring, &e, 64, 64), 0);
