@@ -105,8 +105,15 @@ int co_context_tick(co_context *c)
 	if (co_context_state(c) != CO_CONTEXT_RUNNING)
 		return co_context_state(c) == CO_CONTEXT_DEAD ? -EINVAL : -ESHUTDOWN;
 	co__ctx_current = c;
+	CO__TRACE_TICK_CONTEXT(c); /* its thread is the context's track */
 	ret = co_engine_tick(&c->engine);
 	co__ctx_current = NULL;
+	/* Only the engine's owner gets past co_engine_tick's thread check:
+	 * remember it, so that co_sched_run can refuse to block it. */
+	if (ret >= 0 && !atomic_load_explicit(&c->ticked, memory_order_relaxed)) {
+		c->ticker = pthread_self();
+		atomic_store_explicit(&c->ticked, 1, memory_order_release);
+	}
 	/* Stopped with nothing left: it has ended (its scheduler may end it
 	 * too, if the ticks stop coming). */
 	if (ret >= 0 && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
@@ -144,6 +151,10 @@ int co_context_join(co_context *c)
 	s = co_context_state(c);
 	if (c->manual || (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED))
 		return -EINVAL;
+	if (co__ctx_current == c)
+		return -EDEADLK; /* its own thread (a frame, an on_done): as pthread_join */
+	if (atomic_exchange_explicit(&c->joining, 1, memory_order_acq_rel))
+		return -EINVAL; /* another join has it */
 	pthread_join(c->thread, NULL);
 	atomic_store_explicit(&c->state, CO_CONTEXT_JOINED, memory_order_release);
 	return c->ret;
@@ -160,8 +171,9 @@ int co_context_destroy(co_context *c)
 		return -EINVAL;
 	if (s == CO_CONTEXT_RUNNING || s == CO_CONTEXT_STARTING)
 		return -EBUSY; /* a manual one too: its scheduler has not ended it */
-	if (s == CO_CONTEXT_ENDED && !c->manual)
-		co_context_join(c);
+	if (s == CO_CONTEXT_ENDED && !c->manual && co_context_join(c) == -EINVAL &&
+	    co_context_state(c) != CO_CONTEXT_JOINED)
+		return -EBUSY; /* another thread's join has not returned yet */
 	err = co_engine_destroy(&c->engine);
 	if (err == 0)
 		atomic_store_explicit(&c->state, CO_CONTEXT_DEAD, memory_order_release);

@@ -590,49 +590,6 @@ struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 	return sqe_get(e);
 }
 
-struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
-{
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	return co__engine_sqe(e, info, tag);
-}
-
-struct io_uring_sqe *co_engine_sqe_link(co_engine *e, co_io_info *info, unsigned tag)
-{
-	struct io_uring_sqe *sqe;
-
-	if (e == NULL || e != co__tls_engine)
-		return NULL;
-	sqe = io_uring_get_sqe(&e->ring); /* room kept by co_engine_sqe */
-	e->last_info = NULL;
-	if (sqe == NULL)
-		return NULL;
-	co__sqe_tag(e, sqe, info, tag);
-	return sqe;
-}
-
-struct io_uring_sqe *co_engine_last_sqe(co_engine *e, co_io_info *info)
-{
-	struct io_uring_sq *sq;
-
-	if (e == NULL || e != co__tls_engine || info == NULL || e->last_info != info)
-		return NULL;
-	sq = &e->ring.sq; /* last_info's SQE is the one before the tail */
-	return &sq->sqes[((sq->sqe_tail - 1) & sq->ring_mask) << e->sqe_shift];
-}
-
-struct __kernel_timespec *co_engine_sqe_ts(co_engine *e, struct io_uring_sqe *sqe)
-{
-	size_t i;
-
-	if (e == NULL || e->ts == NULL || sqe < e->ring.sq.sqes)
-		return NULL;
-	i = (size_t)(sqe - e->ring.sq.sqes) >> e->sqe_shift; /* SQE128: two per slot */
-	if (i >= e->ring.sq.ring_entries)
-		return NULL;
-	return &e->ts[i];
-}
-
 /* ------------------------------------------------------------------------ */
 /* The loop                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -679,7 +636,7 @@ static void submit_soon(co_engine *e)
 {
 	unsigned want = e->submit_batch ? e->submit_batch : 1;
 
-	e->submit_soon = 0;
+	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
 	if (io_uring_sq_ready(&e->ring) >= want) {
 		io_uring_submit(&e->ring);
 		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
@@ -716,7 +673,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 		}
 		/* opts.submit_batch: the frame is suspended, so whatever it
 		 * prepared (an operation and a timeout linked to it) is whole */
-		if (co__unlikely(e->submit_soon | e->submit_batch))
+		if (co__unlikely(e->submit_soon))
 			submit_soon(e);
 	}
 }
@@ -862,19 +819,12 @@ static void quiet_set(co_engine *e, unsigned snap)
  * Sleep in the kernel until a completion arrives (submitting what is
  * queued in the same call), unless another thread changed something since
  * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time. With nothing in flight it can only be waiting
- * for another thread: it polls for that first (lib/engine_wait.c).
+ * when nothing came in time.
  */
-static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
-	uint64_t slept = 0;
 	int ret;
 
-	if (e->inflight == 0 && e->spin_max != 0) {
-		if (e->spin_cur != 0 && co__engine_spin_poll(e, snap, ns))
-			return 0;
-		slept = co__now_ns();
-	}
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
@@ -892,9 +842,22 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	if (slept)
-		co__engine_spin_learn(e, snap, slept);
 	return ret;
+}
+
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	return engine_sleep(e, snap, ns, idle);
+}
+
+/* Wait for work. With nothing in flight the engine can only be waiting for
+ * another thread: it polls for that first (lib/engine_wait.c); with I/O in
+ * flight, a server's every turn, it sleeps at once. */
+static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
+{
+	if (co__unlikely(e->inflight == 0) && e->spin_max != 0)
+		return co__engine_wait_idle(e, snap, ns, idle);
+	return engine_sleep(e, snap, ns, idle);
 }
 
 /* The stop state at the start of a turn: escalates a timed drain to a
@@ -923,7 +886,16 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	}
 	if (e->cancel_since == 0)
 		cancel_begin(e);
-	return co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
+	at = co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
+	if (co__unlikely(co__engine_park_lingering(e)) && at != UINT64_MAX) {
+		uint64_t now = co__now_ns();
+
+		if (now < at)
+			*wait_ns = at - now; /* wake when the grace runs out */
+		else
+			co__engine_park_give_up_all(e);
+	}
+	return at;
 }
 
 /* The first half of every turn, looping or ticking: take in what other
@@ -1044,7 +1016,7 @@ static int enter(co_engine *e)
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	if (co__engine_transition(e, CO__T_RUN) < 0)
+	if (co__engine_take(e) < 0)
 		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
@@ -1172,9 +1144,24 @@ co_frame *co__engine_ring_pop(co_engine *e)
 	return ring_pop(e);
 }
 
+co_frame *co__engine_local_pop(co_engine *e)
+{
+	return local_pop(e);
+}
+
 int co__engine_live_get(co_engine *e)
 {
 	return live_get(e);
+}
+
+void co__engine_inbox_drain(co_engine *e)
+{
+	inbox_drain(e);
+}
+
+void co__engine_finish_now(co_engine *e, co_frame *f)
+{
+	finish_now(e, f);
 }
 
 int co__engine_call_begin(co_engine *e, int *visit)

@@ -4,7 +4,8 @@
  * hot path: ready queue, visits and wake-ups, cancel requests, the loop),
  * lib/engine_setup.c (set-up, the probe, registration, destroy),
  * lib/engine_park.c (the cancel stop's list of parked waits),
- * lib/engine_wait.c (polling for work, then sleeping) and
+ * lib/engine_wait.c (polling for work, then sleeping), lib/engine_sqe.c
+ * (the SQE calls of engine.h) and
  * lib/engine_move.c (stealing, moving frames, the cancel of frames that
  * never ran). No other file includes it: the layers above see the engine
  * through lib/engine_internal.h.
@@ -48,6 +49,10 @@ enum co__transition {
 
 /* Apply t; returns the state it was applied to, or -1 (nothing changed). */
 int co__engine_transition(co_engine *e, enum co__transition t);
+/* co__engine_transition(e, CO__T_RUN) for a run, a tick or a cancel stop
+ * of frames never run, waiting out a thread that borrows e (see
+ * co__engine_cancel_unstarted: it is short). */
+int co__engine_take(co_engine *e);
 
 static inline int co__engine_alive(co_engine *e)
 {
@@ -76,6 +81,9 @@ void co__engine_runner_init(co_engine *e);
 int co__engine_has_work(co_engine *e);
 /* Reap the armed eventfd read before the ring goes (invariant 6). */
 void co__engine_wake_disarm(co_engine *e);
+/* Take the oldest frame of e's local FIFO (its owner, or a thread that
+ * took e while it does not run); NULL if empty. */
+co_frame *co__engine_local_pop(co_engine *e);
 /* Take a frame from e's ready ring (the owner or a thief); NULL if empty. */
 co_frame *co__engine_ring_pop(co_engine *e);
 /* Queue root f, made ready, on e inside a visit of e (visit: what
@@ -91,13 +99,29 @@ int co__engine_live_get(co_engine *e);
 void co__engine_abandon(co_engine *e, co_frame *f);
 /* Handle the cancel requests other threads queued for e's frames. */
 void co__engine_run_cancels(co_engine *e);
-/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off
- * until wait_ns (0: none) or the budget runs out (1: one came); learn
- * from a sleep that began at since; the sleep under valgrind. */
-int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns);
-void co__engine_spin_learn(co_engine *e, unsigned snap, uint64_t since);
+/* e's owner, or a thread that took e while it does not run: queue what
+ * other threads pushed, then take f out of the queue if it is there and
+ * has not started: 1 if it did. */
+int co__engine_unqueue_unstarted(co_engine *e, co_frame *f);
+/* The same: finish the frames whose finish waits for a cancel request,
+ * once their requests are in (their requesters are inside co_cancel);
+ * other requests stay for the owner's next turn. */
+void co__engine_settle_finishes(co_engine *e);
+/* Queue what other threads pushed; finish f now (its on_done, the counts). */
+void co__engine_inbox_drain(co_engine *e);
+void co__engine_finish_now(co_engine *e, co_frame *f);
+/* Waiting with nothing in flight (engine_wait.c): poll for a hand-off,
+ * then sleep; the sleep under valgrind. co__engine_sleep is the loop's
+ * sleep (engine.c). Each returns 0 or io_uring's error (-ETIME: ns ran
+ * out). */
+int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle);
 int co__engine_idle_sleep(co_engine *e, uint64_t ns);
+int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle);
 /* Cancel stop, owner thread: end every listed parked wait (engine_park.c). */
 void co__engine_park_cancel_all(co_engine *e);
+/* Cancel stop, owner thread: whether waits linger that the stop could not
+ * end, and, once its grace has run out, give each up (engine_park.c). */
+int co__engine_park_lingering(co_engine *e);
+void co__engine_park_give_up_all(co_engine *e);
 
 #endif

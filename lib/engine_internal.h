@@ -155,6 +155,13 @@ unsigned co__engine_live(co_engine *e);
 int co__engine_quiet(co_engine *e, unsigned *epoch);
 /* A cancel stop's work on an engine that never ran (lib/context.c). */
 int co__engine_cancel_unrun(co_engine *e);
+/* A cancel was asked for f, a frame of e that may not have started, and e
+ * may not run (lib/when.c: co_spawn_on's child, whose await must end): if
+ * e does not run and f has not started, finish f for it now, on the
+ * calling thread (status -ECANCELED, its on_done runs here), rather than
+ * at e's next turn, which may never come. 0 if it did; -EBUSY if e runs
+ * (its next turn handles the request), steals, or f has started. */
+int co__engine_cancel_unstarted(co_engine *e, co_frame *f);
 unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max);
 /* Move a waiting root to target and wake it there: 0, -ESHUTDOWN (target
  * refuses), -ECANCELED (asked to cancel), -EBUSY (pinned by a time limit). */
@@ -179,12 +186,29 @@ int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid);
 void co__engine_park_link(co_engine *e, co_parking *p);
 int co__engine_park_unlink(co_engine *e, co_parking *p);
 
+/* A wait the cancel stop's p->cancel could not end (a pool job that has
+ * started), on e's thread from inside p->cancel: the engine keeps it on a
+ * second list (unlink takes it off as from the first), and once the
+ * stop's grace has run out calls p->give_up on its thread, which ends the
+ * wait: the frame is then finished for it (-ECANCELED). */
+void co__engine_park_linger(co_engine *e, co_parking *p);
+/* From p->give_up, on e's thread: the frame's wait is given up while
+ * what it waited for goes on elsewhere; e no longer counts it as parked
+ * but as held (co_engine_destroy refuses) until co__engine_unhold, from
+ * any thread, once that work has ended. */
+void co__engine_hold(co_engine *e);
+void co__engine_unhold(co_engine *e);
+/* e holds what its destroy refuses for though no frame may be live: a
+ * co_bufring, or a hold (any thread; a snapshot). */
+int co__engine_held(co_engine *e);
+
 /* A parking not on any list yet, whose cancel stop call is cancel. */
 static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p))
 {
 	p->next = p->prev = NULL;
 	p->linked = 0;
 	p->cancel = cancel;
+	p->give_up = NULL;
 	atomic_store_explicit(&p->visit, 0, memory_order_relaxed);
 }
 

@@ -100,7 +100,7 @@ int co__engine_cancel_unrun(co_engine *e)
 {
 	co_frame *f, *next;
 
-	if (co__engine_transition(e, CO__T_RUN) < 0)
+	if (co__engine_take(e) < 0)
 		return -EBUSY;
 	if (e->has_owner) {
 		co__engine_transition(e, CO__T_RUN_END);
@@ -110,6 +110,9 @@ int co__engine_cancel_unrun(co_engine *e)
 	 * finish their push. */
 	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
 		sched_yield();
+	/* the local FIFO holds what a borrower queued (co__engine_cancel_unstarted) */
+	while ((f = co__engine_local_pop(e)) != NULL)
+		co__engine_abandon(e, f);
 	for (f = co__lifo_take(&e->inbox, offsetof(co_frame, next)); f; f = next) {
 		next = f->next;
 		co__engine_abandon(e, f);
@@ -117,4 +120,74 @@ int co__engine_cancel_unrun(co_engine *e)
 	co__engine_run_cancels(e); /* requests for them: each finishes its frame */
 	co__engine_transition(e, CO__T_RUN_END);
 	return 0;
+}
+
+int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
+{
+	int visit = co__engine_visit_begin(e), err = -EBUSY;
+
+	/* A visit: e outlives the call. Borrowed as a run would take it: a
+	 * run or a tick that comes meanwhile waits (co__engine_take); while
+	 * e does not run, its queues are the borrower's. */
+	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_acq_rel);
+	if (co__engine_alive(e) && !e->stealing && co__engine_transition(e, CO__T_RUN) >= 0) {
+		if (co__engine_unqueue_unstarted(e, f)) {
+			co__engine_abandon(e, f); /* its finish waits for the request... */
+			co__engine_settle_finishes(e); /* ...which is in (or on its way) */
+			err = 0;
+		}
+		co__engine_transition(e, CO__T_RUN_END);
+	}
+	atomic_fetch_sub_explicit(&e->borrowers, 1, memory_order_release);
+	co__engine_visit_end(e, visit);
+	return err;
+}
+
+int co__engine_take(co_engine *e)
+{
+	while (co__engine_transition(e, CO__T_RUN) < 0) {
+		if (!atomic_load_explicit(&e->borrowers, memory_order_acquire))
+			return -1;
+		sched_yield();
+	}
+	return 0;
+}
+
+int co__engine_unqueue_unstarted(co_engine *e, co_frame *f)
+{
+	co_frame **p = &e->local_head, *prev = NULL;
+
+	co__engine_inbox_drain(e);
+	for (; *p; prev = *p, p = &(*p)->next) {
+		if (*p != f)
+			continue;
+		if (f->label != 0)
+			return 0; /* started: its engine's next turn */
+		*p = f->next;
+		if (e->local_tail == f)
+			e->local_tail = prev;
+		e->local_n--;
+		return 1;
+	}
+	return 0;
+}
+
+void co__engine_settle_finishes(co_engine *e)
+{
+	while (e->deferred) {
+		co_frame *f = co__lifo_take(&e->cancels, offsetof(co_frame, cancel_next)), *next;
+
+		for (; f; f = next) {
+			next = f->cancel_next;
+			if (!(co__cx_load(f) & CO__CX_FINISHED)) { /* for the owner's next turn */
+				co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+				continue;
+			}
+			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
+			e->deferred--;
+			co__engine_finish_now(e, f);
+		}
+		if (e->deferred)
+			sched_yield(); /* a requester is about to push */
+	}
 }

@@ -193,7 +193,7 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
 	/* a group id of our own: of bufrings + 1 ids in a row, one is free
 	 * (unless the user took ids behind our back: then the kernel's
 	 * -EEXIST) */
-	for (unsigned i = 0; i <= e->bufrings; i++) {
+	for (unsigned i = 0; i <= atomic_load_explicit(&e->bufrings, memory_order_relaxed); i++) {
 		memset(&reg, 0, sizeof reg);
 		reg.ring_addr = (uint64_t)(uintptr_t)ring;
 		reg.ring_entries = entries;
@@ -204,8 +204,29 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
 	}
 	if (err == 0) {
 		*bgid = reg.bgid;
-		e->bufrings++;
+		atomic_fetch_add_explicit(&e->bufrings, 1, memory_order_release);
 	}
+	return err;
+}
+
+/* A thread that may not unregister (the kernel takes registrations from
+ * the ring's own thread only) on a stopped engine with no frame left: its
+ * thread may be gone for good (a context that ended). The ring stays
+ * registered until the engine's destroy closes the io_uring, which
+ * releases it; the engine stops counting it. Otherwise err, the
+ * refusal (-EBUSY: it runs elsewhere, -EPERM: another thread owns it). */
+static int buf_ring_drop(co_engine *e, int err)
+{
+	int visit = co__engine_visit_begin(e);
+
+	if (!co__engine_alive(e))
+		err = -EINVAL;
+	else if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_STOPPED &&
+		 co__engine_live(e) == 0) {
+		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
+		err = 0;
+	}
+	co__engine_visit_end(e, visit);
 	return err;
 }
 
@@ -213,10 +234,12 @@ int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
 {
 	int err = register_check(e);
 
+	if (err == -EPERM || err == -EBUSY)
+		return buf_ring_drop(e, err);
 	if (err == 0)
 		err = io_uring_unregister_buf_ring(&e->ring, bgid);
 	if (err == 0)
-		e->bufrings--;
+		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
 	return err;
 }
 
@@ -280,6 +303,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->batch = o.batch;
 	e->spin_max = spin_max(&o);
 	e->submit_batch = o.submit_batch;
+	e->submit_soon = o.submit_batch != 0;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
 	atomic_init(&e->stop_mode, CO__STOP_NONE);
@@ -327,7 +351,9 @@ int co_engine_destroy(co_engine *e)
 
 	if (e == NULL)
 		return -EINVAL;
-	was = co__engine_transition(e, CO__T_DESTROY);
+	while ((was = co__engine_transition(e, CO__T_DESTROY)) < 0 &&
+	       atomic_load_explicit(&e->borrowers, memory_order_acquire))
+		sched_yield(); /* a borrow (co__engine_cancel_unstarted) is short */
 	if (was < 0) {
 		int s = atomic_load_explicit(&e->state, memory_order_acquire);
 		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
@@ -340,7 +366,7 @@ int co_engine_destroy(co_engine *e)
 	 * a spawn counted itself meanwhile) or posts are pending. */
 	live = atomic_load_explicit(&e->live, memory_order_acquire);
 	if ((CO__LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
-	    e->bufrings != 0 ||
+	    co__engine_held(e) ||
 	    !atomic_compare_exchange_strong(&e->live, &live, live | CO__LIVE_STOPPED)) {
 		/* Busy after all. A stop that came meanwhile set the refusal
 		 * bit but could not move the state: STOPPED then. */

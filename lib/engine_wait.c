@@ -4,8 +4,8 @@
  * hand-off from another thread for a while (docs/engine.md, "Staying
  * awake"), then sleeps in the kernel until a completion arrives, or, under
  * valgrind with nothing in flight, in ppoll. The loop's wait (engine_wait
- * in lib/engine.c, inlined there: a server's turn pays nothing for this)
- * calls these only with nothing in flight.
+ * in lib/engine.c) comes here only with nothing in flight: a server's turn
+ * pays two tests for it.
  */
 #include <errno.h>
 #include <poll.h>
@@ -74,7 +74,7 @@ static void spin_grow(co_engine *e, uint64_t t)
 
 /* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
  * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
-int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
+static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 {
 	uint64_t budget = e->spin_cur, start;
 	int found = 0;
@@ -113,13 +113,20 @@ int co__engine_spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	return found;
 }
 
-/* After a sleep that began at `since`, with a poll allowed: a hand-off
- * that ended it sooner than spin_max says a poll would have caught it. */
-void co__engine_spin_learn(co_engine *e, unsigned snap, uint64_t since)
+/* Nothing in flight and polling allowed: poll while the budget lasts,
+ * then sleep; a hand-off that ended the sleep sooner than spin_max says a
+ * poll would have caught it: poll next time. */
+int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
-	uint64_t t;
+	uint64_t since, t;
+	int ret;
 
+	if (e->spin_cur != 0 && spin_poll(e, snap, ns))
+		return 0;
+	since = co__now_ns();
+	ret = co__engine_sleep(e, snap, ns, idle);
 	if (atomic_load_explicit(&e->epoch, memory_order_relaxed) != snap &&
 	    (t = co__now_ns() - since) < e->spin_max)
 		spin_grow(e, t);
+	return ret;
 }

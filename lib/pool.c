@@ -29,14 +29,41 @@ static void job_release(co_pool_job *j)
 		co_engine_unpark(e);
 }
 
+/* A job that ran to its end: its result, and its frame back; or one given
+ * up meanwhile (job_give_up: its frame has gone on, and the job record
+ * with it perhaps): the result is dropped and only its engine's hold is
+ * let go. */
+static void job_ended(struct co__pool_worker *w, co_pool_job *j, int res)
+{
+	co_pool *p = w->pool;
+	co_engine *held;
+
+	pthread_mutex_lock(&p->lock);
+	p->busy--;
+	held = w->held;
+	w->held = NULL;
+	if (w->job == j) {
+		j->res = res;
+		j->state = JOB_DONE;
+	}
+	w->job = NULL;
+	pthread_mutex_unlock(&p->lock);
+	if (held)
+		co__engine_unhold(held);
+	else
+		job_release(j);
+}
+
 static void *worker(void *arg)
 {
-	co_pool *p = arg;
+	struct co__pool_worker *w = arg;
+	co_pool *p = w->pool;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
 		co_pool_job *j;
-		int res;
+		int (*fn)(void *arg);
+		void *fn_arg;
 
 		while (p->head == NULL && !p->stopping)
 			pthread_cond_wait(&p->work, &p->lock);
@@ -47,23 +74,21 @@ static void *worker(void *arg)
 		if (p->head == NULL)
 			p->tail = NULL;
 		j->state = JOB_RUNNING;
+		w->job = j;
+		/* read under the lock: once it runs, the job may be given up
+		 * and its record go with its frame */
+		fn = j->fn;
+		fn_arg = j->arg;
 		pthread_mutex_unlock(&p->lock);
 
-		res = j->fn(j->arg);
-
-		pthread_mutex_lock(&p->lock);
-		j->res = res;
-		j->state = JOB_DONE;
-		p->busy--;
-		pthread_mutex_unlock(&p->lock);
-		job_release(j);
+		job_ended(w, j, fn(fn_arg));
 		pthread_mutex_lock(&p->lock);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
-/* Stop the workers of p->threads[0 .. n) and wait for them. */
+/* Stop the workers of p->workers[0 .. n) and wait for them. */
 static void pool_join(co_pool *p, unsigned n)
 {
 	pthread_mutex_lock(&p->lock);
@@ -71,7 +96,7 @@ static void pool_join(co_pool *p, unsigned n)
 	pthread_cond_broadcast(&p->work);
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned i = 0; i < n; i++)
-		pthread_join(p->threads[i], NULL);
+		pthread_join(p->workers[i].thread, NULL);
 }
 
 int co_pool_init(co_pool *p, unsigned threads)
@@ -79,20 +104,22 @@ int co_pool_init(co_pool *p, unsigned threads)
 	if (p == NULL || threads == 0 || threads > POOL_MAX_THREADS)
 		return -EINVAL;
 	memset(p, 0, sizeof *p);
-	p->threads = co__calloc(threads, sizeof *p->threads);
-	if (p->threads == NULL)
+	p->workers = co__calloc(threads, sizeof *p->workers);
+	if (p->workers == NULL)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->work, NULL);
 	for (unsigned i = 0; i < threads; i++) {
-		int err = co__thread_create(&p->threads[i], worker, p);
+		int err;
 
+		p->workers[i].pool = p;
+		err = co__thread_create(&p->workers[i].thread, worker, &p->workers[i]);
 		if (err) {
 			pool_join(p, i);
 			pthread_cond_destroy(&p->work);
 			pthread_mutex_destroy(&p->lock);
-			free(p->threads);
-			p->threads = NULL;
+			free(p->workers);
+			p->workers = NULL;
 			return -EAGAIN;
 		}
 	}
@@ -102,10 +129,10 @@ int co_pool_init(co_pool *p, unsigned threads)
 
 int co_pool_destroy(co_pool *p)
 {
-	if (p == NULL || p->threads == NULL)
+	if (p == NULL || p->workers == NULL)
 		return -EINVAL;
 	pthread_mutex_lock(&p->lock);
-	if (p->busy) {
+	if (p->busy) { /* queued, running, or given up and still running */
 		pthread_mutex_unlock(&p->lock);
 		return -EBUSY;
 	}
@@ -114,8 +141,8 @@ int co_pool_destroy(co_pool *p)
 	/* the lock and the condition stay usable (glibc's hold no resource):
 	 * a co_pool_run after this answers -ESHUTDOWN, a co_pool_destroy
 	 * -EINVAL */
-	free(p->threads);
-	p->threads = NULL;
+	free(p->workers);
+	p->workers = NULL;
 	return 0;
 }
 
@@ -129,7 +156,7 @@ static int job_suspend(co_awaiter *a, co_frame *f)
 		return 0;
 	}
 	pthread_mutex_lock(&p->lock);
-	if (p->stopping || p->threads == NULL) {
+	if (p->stopping || p->workers == NULL) {
 		pthread_mutex_unlock(&p->lock);
 		j->res = -ESHUTDOWN;
 		return 0;
@@ -161,6 +188,27 @@ static int job_resume(co_awaiter *a, co_frame *f)
 	return ((co_pool_job *)a)->res;
 }
 
+/* Under the pool's lock: take j off the queue if it has not started (its
+ * await ends with -ECANCELED once released). 1 if it was queued. */
+static int job_unqueue(co_pool *p, co_pool_job *j)
+{
+	co_pool_job **q = &p->head, *prev = NULL;
+
+	if (j->state != JOB_QUEUED)
+		return 0;
+	while (*q != j) {
+		prev = *q;
+		q = &(*q)->next;
+	}
+	*q = j->next;
+	if (p->tail == j)
+		p->tail = prev;
+	j->state = JOB_DONE;
+	j->res = -ECANCELED;
+	p->busy--;
+	return 1;
+}
+
 /* A queued job leaves the queue and never runs; a running one runs to its
  * end (its wake ends the await). */
 static int job_cancel(co_awaiter *a, co_frame *f)
@@ -168,24 +216,10 @@ static int job_cancel(co_awaiter *a, co_frame *f)
 	(void)f;
 	co_pool_job *j = (co_pool_job *)a;
 	co_pool *p = j->pool;
-	int mine = 0;
+	int mine;
 
 	pthread_mutex_lock(&p->lock);
-	if (j->state == JOB_QUEUED) {
-		co_pool_job **q = &p->head, *prev = NULL;
-
-		while (*q != j) {
-			prev = *q;
-			q = &(*q)->next;
-		}
-		*q = j->next;
-		if (p->tail == j)
-			p->tail = prev;
-		j->state = JOB_DONE;
-		j->res = -ECANCELED;
-		p->busy--;
-		mine = 1;
-	}
+	mine = job_unqueue(p, j);
 	pthread_mutex_unlock(&p->lock);
 	if (mine)
 		job_release(j);
@@ -193,12 +227,50 @@ static int job_cancel(co_awaiter *a, co_frame *f)
 }
 
 /* The cancel stop's call (on the engine's thread, the job already off its
- * list). */
+ * list): a queued job is cancelled; a running one lingers, under the
+ * pool's lock (its worker's end, which takes the lock after, unlinks it),
+ * until it ends or the stop's grace runs out (job_give_up). */
 static void job_park_cancel(co_parking *park)
 {
 	co_pool_job *j = co__container_of(park, co_pool_job, park);
+	co_pool *p = j->pool;
+	int mine;
 
-	job_cancel(&j->aw, j->frame);
+	pthread_mutex_lock(&p->lock);
+	mine = job_unqueue(p, j);
+	if (!mine && j->state == JOB_RUNNING)
+		co__engine_park_linger(j->engine, park);
+	pthread_mutex_unlock(&p->lock);
+	if (mine)
+		job_release(j);
+}
+
+/* The stop's grace ran out while the job runs (on the engine's thread, the
+ * job off the linger list): its worker will drop the result and only let
+ * go of the engine's hold; the frame is woken and finished for it
+ * (-ECANCELED), and its on_done may free the job. */
+static void job_give_up(co_parking *park)
+{
+	co_pool_job *j = co__container_of(park, co_pool_job, park);
+	co_pool *p = j->pool;
+	co_engine *e = j->engine;
+	int mine = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (unsigned i = 0; j->state == JOB_RUNNING && i < p->nthreads; i++) {
+		if (p->workers[i].job == j) {
+			p->workers[i].job = NULL;
+			p->workers[i].held = e;
+			j->state = JOB_DONE;
+			j->res = -ECANCELED;
+			mine = 1;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (mine) {
+		co__engine_hold(e); /* e's thread: nothing looks at its counts meanwhile */
+		co_wake(j->frame); /* not touched after: past the grace, finished for it */
+	}
 }
 
 static const co_awaiter_ops job_ops = { NULL, job_suspend, job_resume, job_cancel, CO__AW_USER };
@@ -216,6 +288,7 @@ co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg), void *
 	j->state = JOB_DONE;
 	j->engine = NULL;
 	co__parking_init(&j->park, job_park_cancel);
+	j->park.give_up = job_give_up;
 	return &j->aw;
 }
 

@@ -18,6 +18,7 @@
 
 #define ACCEPTING 1ul
 #define TASK 2ul /* one task in the word */
+#define GONE 0x80000000u /* in visitors: destroyed */
 
 static co_context *ctx_of(co_engine *e)
 {
@@ -32,6 +33,38 @@ static void lock(co_sched *s)
 static void unlock(co_sched *s)
 {
 	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Every call that may race co_sched_destroy (a spawn from any thread, a
+ * stop from a signal thread, a run) is a visit: counted in visitors
+ * before it reads anything of s, so that destroy, which marks s GONE in
+ * the same word, frees the contexts only once the calls inside have left.
+ * A call that comes after the mark answers -EINVAL and touches nothing
+ * but the word (the co_sched itself must outlive every call on it, as any
+ * object). 0, or -EINVAL (NULL, destroyed or never set up: no visit left).
+ */
+static int visit(co_sched *s)
+{
+	if (s == NULL)
+		return -EINVAL;
+	if (atomic_fetch_add_explicit(&s->visitors, 1, memory_order_acq_rel) & GONE) {
+		atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
+		return -EINVAL;
+	}
+	if (s->ctx == NULL) { /* zeroed, or an init that failed */
+		atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The visit's end; returns ret. */
+static int leave(co_sched *s, int ret)
+{
+	/* release: the call's last touch of s happens before destroy frees */
+	atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
+	return ret;
 }
 
 /* Wake the threads in co_sched_run and co_sched_destroy. */
@@ -343,43 +376,66 @@ static int live_frames(co_sched *s)
 	return 0;
 }
 
-int co_sched_destroy(co_sched *s)
+/* What a context's engine holds that its destroy refuses for, though no
+ * frame is live: a co_bufring, or a pool job still running for a frame a
+ * cancel stop finished (co__engine_held). */
+static int engines_held(co_sched *s)
 {
-	if (s == NULL || s->ctx == NULL)
-		return -EINVAL;
-	lock(s);
-	if (s->state == CO_SCHED_DEAD || s->waiters) {
-		int busy = s->waiters != 0;
-		unlock(s);
-		return busy ? -EBUSY : -EINVAL;
+	for (unsigned i = 0; i < s->n; i++)
+		if (co__engine_held(&s->ctx[i].engine))
+			return 1;
+	return 0;
+}
+
+/* Under the lock, while RUNNING: refuse spawns and stop every context,
+ * if nothing is live and no engine holds anything; 0 once every context
+ * has ended. -EBUSY otherwise, with the refusal taken back (a spawn that
+ * saw it was refused with -ESHUTDOWN and kept nothing). */
+static int stop_idle(co_sched *s)
+{
+	unsigned long w = ACCEPTING;
+
+	if (!atomic_compare_exchange_strong(&s->word, &w, 0) || live_frames(s) || engines_held(s)) {
+		if (w == ACCEPTING)
+			atomic_fetch_or(&s->word, ACCEPTING);
+		return -EBUSY;
 	}
-	if (s->state == CO_SCHED_RUNNING) {
-		/* Refuse spawns, then make sure nothing was live: if something
-		 * is, take the refusal back (a spawn that saw it was refused
-		 * with -ESHUTDOWN and kept nothing). */
-		unsigned long w = ACCEPTING;
-		if (!atomic_compare_exchange_strong(&s->word, &w, 0) || live_frames(s)) {
-			if (w == ACCEPTING)
-				atomic_fetch_or(&s->word, ACCEPTING);
-			unlock(s);
-			return -EBUSY;
-		}
-		s->state = CO_SCHED_STOPPING;
-		unlock(s);
-		for (unsigned i = 0; i < s->n; i++)
-			co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
-		lock(s);
-		end_manual(s);
-		while (s->ended != s->n) /* nothing was live: they end at once */
-			pthread_cond_wait(&s->cond, &s->lock);
-	} else if (end_manual(s), s->ended != s->n) {
-		unlock(s);
-		return -EBUSY; /* stopped, still finishing: co_sched_run waits */
-	}
-	s->state = CO_SCHED_DEAD;
+	s->state = CO_SCHED_STOPPING;
 	unlock(s);
 	for (unsigned i = 0; i < s->n; i++)
-		co_context_destroy(&s->ctx[i]); /* joins; forgets stuck frames */
+		co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
+	lock(s);
+	end_manual(s);
+	while (s->ended != s->n) /* nothing was live: they end at once */
+		pthread_cond_wait(&s->cond, &s->lock);
+	return 0;
+}
+
+/* Release the contexts not released yet (every one has ended): 0, or the
+ * first refusal (the others are released; a later destroy tries again). */
+static int contexts_destroy(co_sched *s)
+{
+	int err = 0;
+
+	for (unsigned i = 0; i < s->n; i++) {
+		int e;
+
+		if (co_context_state(&s->ctx[i]) == CO_CONTEXT_DEAD)
+			continue;
+		e = co_context_destroy(&s->ctx[i]); /* joins; forgets stuck frames */
+		if (e < 0 && err == 0)
+			err = e;
+	}
+	return err;
+}
+
+/* Every context released: mark s GONE, wait for the calls inside to
+ * leave (destroy is one of them), free. */
+static void sched_free(co_sched *s)
+{
+	atomic_fetch_or_explicit(&s->visitors, GONE, memory_order_acq_rel);
+	while ((atomic_load_explicit(&s->visitors, memory_order_acquire) & ~GONE) != 1)
+		sched_yield();
 	free(s->ctx);
 	free(s->epochs);
 	free(s->groups);
@@ -388,6 +444,43 @@ int co_sched_destroy(co_sched *s)
 	s->groups = NULL;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
+	atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
+}
+
+int co_sched_destroy(co_sched *s)
+{
+	int err;
+
+	if (visit(s) < 0)
+		return -EINVAL;
+	lock(s);
+	if (s->state == CO_SCHED_DEAD) {
+		unlock(s);
+		return leave(s, -EINVAL);
+	}
+	if (s->waiters || s->closing)
+		err = -EBUSY; /* a run waits, or another destroy is releasing */
+	else if (s->state == CO_SCHED_RUNNING)
+		err = stop_idle(s);
+	else /* stopped: -EBUSY while contexts finish (co_sched_run waits) */
+		err = (end_manual(s), s->ended != s->n) ? -EBUSY : 0;
+	if (err == 0 && engines_held(s))
+		err = -EBUSY; /* a ring or a pool job holds an engine: release it first */
+	if (err < 0) {
+		unlock(s);
+		return leave(s, err);
+	}
+	s->closing = 1;
+	unlock(s);
+	err = contexts_destroy(s);
+	lock(s);
+	s->closing = 0;
+	if (err == 0)
+		s->state = CO_SCHED_DEAD;
+	unlock(s);
+	if (err < 0)
+		return leave(s, err);
+	sched_free(s);
 	return 0;
 }
 
@@ -452,16 +545,14 @@ static int spawn(co_sched *s, co_context *c, co_frame *f)
 	return err;
 }
 
-static int usable(co_sched *s)
-{
-	return s != NULL && s->ctx != NULL;
-}
-
+/* The spawns race co_sched_destroy safely: each is a visit (see visit). */
 int co_sched_spawn_kind(co_sched *s, unsigned kind, co_frame *f)
 {
-	if (!usable(s) || kind >= s->ngroups)
+	if (visit(s) < 0)
 		return -EINVAL;
-	return spawn(s, pick(s, kind), f);
+	if (kind >= s->ngroups)
+		return leave(s, -EINVAL);
+	return leave(s, spawn(s, pick(s, kind), f));
 }
 
 int co_sched_spawn(co_sched *s, co_frame *f)
@@ -473,24 +564,33 @@ int co_sched_spawn_key(co_sched *s, unsigned kind, uint64_t key, co_frame *f)
 {
 	const struct co__sched_group *g;
 
-	if (!usable(s) || kind >= s->ngroups)
+	if (visit(s) < 0)
 		return -EINVAL;
+	if (kind >= s->ngroups)
+		return leave(s, -EINVAL);
 	g = &s->groups[kind];
-	return spawn(s, &s->ctx[g->first + (unsigned)(mix(key) % g->n)], f);
+	return leave(s, spawn(s, &s->ctx[g->first + (unsigned)(mix(key) % g->n)], f));
 }
 
 int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f)
 {
-	if (!usable(s) || i >= s->n)
+	if (visit(s) < 0)
 		return -EINVAL;
-	return spawn(s, &s->ctx[i], f);
+	if (i >= s->n)
+		return leave(s, -EINVAL);
+	return leave(s, spawn(s, &s->ctx[i], f));
 }
 
 co_context *co_sched_pick(co_sched *s, unsigned kind)
 {
-	if (!usable(s) || kind >= s->ngroups)
+	co_context *c = NULL;
+
+	if (visit(s) < 0)
 		return NULL;
-	return pick(s, kind);
+	if (kind < s->ngroups)
+		c = pick(s, kind);
+	leave(s, 0);
+	return c;
 }
 
 unsigned long co_sched_tasks(co_sched *s)
@@ -504,24 +604,24 @@ int co_sched_state(co_sched *s)
 
 	if (s == NULL)
 		return -EINVAL;
-	if (s->ctx == NULL)
+	if (visit(s) < 0)
 		return CO_SCHED_DEAD;
 	lock(s);
 	st = s->state == CO_SCHED_STOPPING && s->ended == s->n ? CO_SCHED_ENDED : s->state;
 	unlock(s);
-	return st;
+	return leave(s, st);
 }
 
 /* ---- stop --------------------------------------------------------------------- */
 
 static int sched_stop(co_sched *s, int mode, uint64_t ns, int timed)
 {
-	if (s == NULL || s->ctx == NULL || (mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL))
+	if ((mode != CO_STOP_DRAIN && mode != CO_STOP_CANCEL) || visit(s) < 0)
 		return -EINVAL;
 	lock(s);
 	if (s->state == CO_SCHED_DEAD) {
 		unlock(s);
-		return -EINVAL;
+		return leave(s, -EINVAL);
 	}
 	s->state = CO_SCHED_STOPPING;
 	atomic_fetch_and_explicit(&s->word, ~ACCEPTING, memory_order_acq_rel);
@@ -533,7 +633,7 @@ static int sched_stop(co_sched *s, int mode, uint64_t ns, int timed)
 			co_context_stop(&s->ctx[i], mode);
 	}
 	unlock(s);
-	return 0;
+	return leave(s, 0);
 }
 
 int co_sched_stop(co_sched *s, int mode)
@@ -590,7 +690,10 @@ static int over(co_sched *s, int *ret)
 	if (s->state == CO_SCHED_STOPPING)
 		end_manual(s);
 	if (s->ended == s->n) /* stopped, and every context ended */
-		work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
+		/* what is left is in an engine: the task count may still hold
+		 * a spawn that counted itself before the stop and is being
+		 * refused by its stopped engine (spawn takes it back) */
+		work = live_frames(s);
 	else if ((unsigned)atomic_load(&s->quiet) + s->ended < s->n ||
 		 !all_quiet(s, s->epochs, &work))
 		return 0;
@@ -604,16 +707,45 @@ static int over(co_sched *s, int *ret)
 	return 1;
 }
 
+/* A manual context that a wait may need ticks for: it has not ended, and
+ * is not stopped with nothing live (a run ends that one: end_manual). */
+static int needs_ticks(co_context *c)
+{
+	return co_context_state(c) == CO_CONTEXT_RUNNING &&
+	       (co_engine_state(&c->engine) != CO_ENGINE_STOPPED ||
+		co__engine_live(&c->engine) != 0);
+}
+
+/* The calling thread runs one of s's contexts: a task or an on_done on
+ * it, or the thread that ticks a manual one that may need more ticks. A
+ * wait there would wait for the thread that waits. */
+static int runs_here(co_sched *s)
+{
+	co_context *c = co_context_current();
+
+	if (c && c->sched == s)
+		return 1;
+	for (unsigned i = 0; i < s->n; i++) {
+		c = &s->ctx[i];
+		if (c->manual && atomic_load_explicit(&c->ticked, memory_order_acquire) &&
+		    pthread_equal(c->ticker, pthread_self()) && needs_ticks(c))
+			return 1;
+	}
+	return 0;
+}
+
 int co_sched_run(co_sched *s)
 {
 	int ret;
 
-	if (!usable(s))
+	if (visit(s) < 0)
 		return -EINVAL;
+	if (runs_here(s))
+		return leave(s, -EBUSY);
 	lock(s);
 	if (s->state == CO_SCHED_DEAD) {
 		unlock(s);
-		return -EINVAL;
+		return leave(s, -EINVAL);
 	}
 	s->waiters++;
 	while (!over(s, &ret))
@@ -621,14 +753,14 @@ int co_sched_run(co_sched *s)
 	s->waiters--;
 	pthread_cond_broadcast(&s->cond);
 	unlock(s);
-	return ret;
+	return leave(s, ret);
 }
 
 int co_sched_poll(co_sched *s)
 {
 	int ret = -EAGAIN;
 
-	if (!usable(s))
+	if (visit(s) < 0)
 		return -EINVAL;
 	lock(s);
 	if (s->state == CO_SCHED_DEAD)
@@ -636,5 +768,5 @@ int co_sched_poll(co_sched *s)
 	else if (!over(s, &ret))
 		ret = -EAGAIN;
 	unlock(s);
-	return ret;
+	return leave(s, ret);
 }

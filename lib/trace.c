@@ -79,6 +79,7 @@ struct tstate {
 	                                 (or moved) before its resume returned: from
 	                                 then on another thread may run it */
 	int context;                  /* the context index the thread runs + 1, 0: none */
+	unsigned context_gen;         /* the session its CONTEXT event went to */
 	uint64_t moved_at[4];         /* where it was: root fn, label, leaf fn, label */
 	unsigned moved_sub;           /* and the kind of the awaiter it waits on */
 };
@@ -307,6 +308,16 @@ void co__trace_context(const void *c, unsigned index, unsigned kind)
 	if (me.b)
 		atomic_store_explicit(&me.b->context, (int)index, memory_order_relaxed);
 	record(CO_TRACE_CONTEXT, 0, (int)index, co_engine_current(), NULL, P(c), index, kind, 0);
+	me.context_gen = atomic_load_explicit(&sess_gen, memory_order_relaxed);
+}
+
+/* A manual context has no thread of its own: the thread that ticks it is
+ * its track, named after it from its first tick in a session. */
+void co__trace_tick_context(const void *c, unsigned index, unsigned kind)
+{
+	if (me.context != (int)index + 1 ||
+	    me.context_gen != atomic_load_explicit(&sess_gen, memory_order_relaxed))
+		co__trace_context(c, index, kind);
 }
 
 void co_trace_frame(co_frame *f, int kind)

@@ -38,6 +38,7 @@ void co__trace_wake(co_engine *e, co_frame *f);
 void co__trace_submit(const struct io_uring_sqe *sqe);
 void co__trace_complete(co_frame *leaf, const void *info, int res, unsigned tag);
 void co__trace_context(const void *c, unsigned index, unsigned kind);
+void co__trace_tick_context(const void *c, unsigned index, unsigned kind);
 
 #define CO__TRACE(call) \
 	(co__unlikely(atomic_load_explicit(&co__trace_on, memory_order_relaxed)) ? (void)(call) : (void)0)
@@ -71,6 +72,9 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_COMPLETE(leaf, info, res, tag) CO__TRACE(co__trace_complete((leaf), (info), (res), (tag)))
 /* context.c: a context's thread starts */
 #define CO__TRACE_CONTEXT(c) CO__TRACE(co__trace_context((c), (c)->index, (c)->kind))
+/* context.c: a manual context is ticked on this thread (recorded as
+ * CONTEXT once a session, or when the thread ticks another one) */
+#define CO__TRACE_TICK_CONTEXT(c) CO__TRACE(co__trace_tick_context((c), (c)->index, (c)->kind))
 /* timeout.c, waiter.c: a time limit ran out for root (sub: 1 co_timeout's
  * timer, 2 a waiter's own timer) */
 #define CO__TRACE_TIMEOUT(root, what, sub) CO__TRACE(co__trace_ev(CO_TRACE_TIMEOUT, co_engine_current(), (root), CO__U64(what), (uint64_t)(sub)))
@@ -95,6 +99,7 @@ void co__trace_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_COMPLETE(leaf, info, res, tag) ((void)0)
 #define CO__TRACING() 0
 #define CO__TRACE_CONTEXT(c) ((void)0)
+#define CO__TRACE_TICK_CONTEXT(c) ((void)0)
 #define CO__TRACE_TIMEOUT(root, what, sub) ((void)0)
 #define CO__TRACE_TIMER(frame, w, res) ((void)0)
 

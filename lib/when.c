@@ -65,6 +65,10 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 
 	if (w->err || w->n == 0)
 		return 0;
+	if (co_await_cancelled(f)) {
+		w->cancelled = 1; /* -ECANCELED at once, nothing spawned (co.h's rule) */
+		return 0;
+	}
 	if (e == NULL || co_root(f)->runner != &e->runner) {
 		w->err = -ENXIO;
 		return 0;
@@ -141,6 +145,12 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 	(void)f;
 	w->cancelled = 1;
 	cancel_others(w, NULL);
+	/* co_spawn_on's child on an engine that does not run (a context not
+	 * started, a manual one not ticked) would wait for that engine's next
+	 * turn, and the await with it: if it has not started, it is finished
+	 * for it now (-ECANCELED, never run; kid_done wakes us) */
+	if (w->target && w->spawned == 1)
+		co__engine_cancel_unstarted(w->target, w->kids[0]);
 	return 0;
 }
 

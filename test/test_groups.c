@@ -328,6 +328,125 @@ static void test_spawn_on(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* co_spawn_on under a time limit (or cancelled) aimed at an engine that
+ * does not run: a lone engine never run, a context not started, a manual
+ * context nobody ticks. The child has not started, so it is finished for
+ * it (-ECANCELED, it never runs) and the await ends: -ETIME, -ECANCELED. */
+struct limited_parent {
+	co_frame co;
+	co_when w;
+	co_limit lim;
+	struct child kid;
+	co_engine *on;
+	uint64_t limit_ns;
+	int res;
+	atomic_int waiting;
+};
+
+static int limited_parent_fn(co_frame *f)
+{
+	struct limited_parent *p = (struct limited_parent *)f;
+	CO_BEGIN(f);
+	atomic_store(&p->waiting, 1);
+	if (p->limit_ns)
+		CO_AWAIT(f, co_timeout(&p->lim, co_spawn_on(&p->w, p->on, &p->kid.co), p->limit_ns));
+	else
+		CO_AWAIT(f, co_spawn_on(&p->w, p->on, &p->kid.co));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+/* Await a child on `on` (which never runs meanwhile) from a frame run on a
+ * fresh engine here, limited or cancelled from a thread of its own. */
+static void spawn_on_idle(co_engine *on, uint64_t limit_ns)
+{
+	struct limited_parent p;
+	co_engine e;
+	co_test_runner r;
+
+	memset(&p, 0, sizeof p);
+	p.on = on;
+	p.limit_ns = limit_ns;
+	p.kid.kind = 1234;
+	co_init(&p.kid.co, child_fn);
+	co_init(&p.co, limited_parent_fn);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_spawn(&e, &p.co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
+	if (!limit_ns) {
+		/* its engine takes the request at a turn after the one that
+		 * runs the frame into its await */
+		WAIT_UNTIL(atomic_load(&p.waiting));
+		assert_int_equal(co_cancel(&p.co), 0);
+	}
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(p.res, limit_ns ? -ETIME : -ECANCELED);
+	assert_true(co_done(&p.kid.co));
+	assert_int_equal(co_status(&p.kid.co), -ECANCELED);
+	assert_int_equal(p.kid.kind, 1234); /* it never ran */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_spawn_on_engine_not_running(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_sched s;
+	co_engine idle;
+	co_context c;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_engine_init(&idle, NULL), 0); /* never run */
+	spawn_on_idle(&idle, 20 * CO_MS);
+	spawn_on_idle(&idle, 0);
+	/* a frame cancelled before the await: -ECANCELED at once, the
+	 * child not spawned */
+	{
+		struct limited_parent q;
+
+		memset(&q, 0, sizeof q);
+		q.on = &idle;
+		co_init(&q.kid.co, child_fn);
+		co_init(&q.co, limited_parent_fn);
+		assert_int_equal(co_cancel(&q.co), 0); /* not run anywhere: at once */
+		co_test_run1(&q.co);
+		assert_int_equal(q.res, -ECANCELED);
+		assert_false(co_done(&q.kid.co));
+		assert_int_equal(q.kid.co.state & CO__ST_SPAWNED, 0);
+	}
+	assert_int_equal(co_engine_state(&idle), CO_ENGINE_READY);
+	assert_int_equal(co_engine_destroy(&idle), 0); /* nothing left on it */
+
+	/* a context not started, with a frame queued before: that one stays
+	 * queued, and a cancel stop of the context still finishes it */
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	{
+		struct child before;
+
+		memset(&before, 0, sizeof before);
+		before.kind = 1234;
+		co_init(&before.co, child_fn);
+		assert_int_equal(co_context_spawn(&c, &before.co), 0);
+		spawn_on_idle(&c.engine, 20 * CO_MS);
+		assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+		assert_int_equal(co_context_destroy(&c), -EBUSY); /* `before` is queued */
+		assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0);
+		assert_int_equal(co_status(&before.co), -ECANCELED);
+		assert_int_equal(before.kind, 1234); /* never ran */
+	}
+	assert_int_equal(co_context_destroy(&c), 0);
+
+	/* a manual context not ticked: ticked afterwards, it has nothing left */
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	spawn_on_idle(&co_sched_pick(&s, 1)->engine, 20 * CO_MS);
+	assert_int_equal(co_context_tick(co_sched_pick(&s, 1)), 0);
+	while ((r = co_sched_poll(&s)) == -EAGAIN) /* the other context settles */
+		assert_int_equal(co_context_tick(co_sched_pick(&s, 1)), 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* when_any whose losing child moved to another context: the cancel reaches
  * it there, it finishes, and the await completes. */
 struct mover {
@@ -504,6 +623,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_job_types),
 	cmocka_unit_test(test_stealing_stays_in_group),
 	cmocka_unit_test(test_spawn_on),
+	cmocka_unit_test(test_spawn_on_engine_not_running),
 	cmocka_unit_test(test_when_any_loser_moved),
 	cmocka_unit_test(test_engine_tick),
 	cmocka_unit_test(test_tick_errors),

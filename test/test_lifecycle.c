@@ -274,6 +274,60 @@ static void test_lone_context_door(void **state)
 
 #define START_TASKS 8
 
+/* co_context_join (and destroy) from the context's own thread, here a
+ * frame it runs: -EDEADLK (-EBUSY), and nothing changes: the context still
+ * runs, and the real join from outside joins its thread. Two joins at
+ * once: one joins, the other answers -EINVAL. */
+struct self_joiner {
+	co_frame co;
+	int join, destroy;
+	atomic_int done;
+};
+
+static int self_joiner_fn(co_frame *f)
+{
+	struct self_joiner *j = (struct self_joiner *)f;
+	CO_BEGIN(f);
+	j->join = co_context_join(co_context_current());
+	j->destroy = co_context_destroy(co_context_current());
+	atomic_store(&j->done, 1);
+	CO_END(f);
+}
+
+static void *join_main(void *arg)
+{
+	co_context *c = arg;
+
+	return (void *)(intptr_t)co_context_join(c);
+}
+
+static void test_context_join_from_its_own_frame(void **state)
+{
+	co_context c;
+	struct self_joiner j = { .join = 1, .destroy = 1 };
+	pthread_t th[2];
+	void *ret[2];
+	(void)state;
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_init(&j.co, self_joiner_fn);
+	assert_int_equal(co_context_spawn(&c, &j.co), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	WAIT_UNTIL(atomic_load(&j.done));
+	assert_int_equal(j.join, -EDEADLK);
+	assert_int_equal(j.destroy, -EBUSY);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_RUNNING);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, join_main, &c), 0);
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], &ret[i]);
+	assert_true(((intptr_t)ret[0] == 0 && (intptr_t)ret[1] == -EINVAL) ||
+		    ((intptr_t)ret[1] == 0 && (intptr_t)ret[0] == -EINVAL));
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_JOINED);
+	assert_int_equal(co_context_join(&c), -EINVAL);
+	assert_int_equal(co_context_destroy(&c), 0);
+}
+
 static void test_context_start_failure(void **state)
 {
 	co_context c;
@@ -616,6 +670,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_setup_flags),
 	cmocka_unit_test(test_lone_context_door),
 	cmocka_unit_test(test_context_start_failure),
+	cmocka_unit_test(test_context_join_from_its_own_frame),
 	cmocka_unit_test(test_transfer_exdev),
 	cmocka_unit_test(test_sched_deadlock),
 	cmocka_unit_test(test_engine_deadlock_then_destroy),

@@ -20,6 +20,7 @@
 
 #include <coring/io.h>
 #include <coring/pool.h>
+#include <coring/scheduler.h>
 #include <coring/timeout.h>
 #include "helpers.h"
 #include "fault.h"
@@ -80,12 +81,17 @@ static void test_every_job_runs_once(void **state)
 static int gate[2];
 static atomic_int blocked_ran, never_ran;
 
+static atomic_int gate_passed;
+
 static int wait_for_gate(void *arg)
 {
 	char c;
+	int ok;
 	(void)arg;
 	atomic_fetch_add(&blocked_ran, 1);
-	return read(gate[0], &c, 1) == 1 ? 7 : -EIO; /* blocks until written */
+	ok = read(gate[0], &c, 1) == 1; /* blocks until written */
+	atomic_fetch_add(&gate_passed, 1);
+	return ok ? 7 : -EIO;
 }
 
 static int must_not_run(void *arg)
@@ -135,6 +141,7 @@ static void gate_setup(co_pool *pool, struct runner *b, struct runner *q)
 	assert_int_equal(pipe(gate), 0);
 	atomic_store(&blocked_ran, 0);
 	atomic_store(&never_ran, 0);
+	atomic_store(&gate_passed, 0);
 	assert_int_equal(co_pool_init(pool, 1), 0);
 	runner_init(b, pool, wait_for_gate, 0);
 	runner_init(q, pool, must_not_run, 0);
@@ -241,6 +248,142 @@ static void test_cancel_stop_ends_queued_jobs(void **state)
 	assert_int_equal(co_pool_destroy(&pool), 0);
 	close(gate[0]);
 	close(gate[1]);
+}
+
+/* A cancel stop whose grace runs out while a job runs: the stop stays
+ * bounded. The job's frame (on the heap, freed by its on_done) is
+ * finished for it with -ECANCELED after the grace; the job runs on to its
+ * end on its worker, which drops its result without touching the freed
+ * frame (ASan); pool and engine destroy answer -EBUSY until the job has
+ * ended, then succeed. On a lone engine and on a scheduler's context. */
+struct owned {
+	co_frame co;
+	co_pool_job job;
+	co_pool *pool;
+};
+
+static atomic_int owned_status = 1, owned_done_n;
+
+static int owned_fn(co_frame *f)
+{
+	struct owned *o = (struct owned *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_pool_run(&o->job, o->pool, wait_for_gate, NULL));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void owned_done(co_frame *f)
+{
+	atomic_store(&owned_status, co_status(f));
+	free(f);
+	atomic_fetch_add(&owned_done_n, 1);
+}
+
+static struct owned *owned_new(co_pool *pool)
+{
+	struct owned *o = calloc(1, sizeof *o);
+
+	assert_non_null(o);
+	o->pool = pool;
+	co_init(&o->co, owned_fn);
+	o->co.on_done = owned_done;
+	atomic_store(&owned_status, 1);
+	atomic_store(&owned_done_n, 0);
+	return o;
+}
+
+/* The job still blocks: the frame was given up, the destroys wait. Open
+ * the gate; once the job ended the pool's destroy succeeds. */
+static void gate_open_after_give_up(co_pool *pool)
+{
+	assert_int_equal(atomic_load(&owned_done_n), 1);
+	assert_int_equal(atomic_load(&owned_status), -ECANCELED);
+	assert_int_equal(atomic_load(&gate_passed), 0);
+	assert_int_equal(co_pool_destroy(pool), -EBUSY);
+	assert_int_equal(write(gate[1], "g", 1), 1);
+	while (co_pool_destroy(pool) == -EBUSY) /* the job's end lets it go */
+		usleep(100);
+	assert_int_equal(atomic_load(&gate_passed), 1);
+	close(gate[0]);
+	close(gate[1]);
+}
+
+static void test_cancel_stop_past_grace_gives_up_job(void **state)
+{
+	co_engine_opts eo = { .cancel_grace_ns = 20 * CO_MS };
+	co_sched_opts so = { .contexts = 1, .engine = eo };
+	co_pool pool;
+	co_engine e;
+	co_sched s;
+	co_test_runner r;
+	struct runner unused_b, unused_q;
+	struct owned *o;
+	(void)state;
+
+	/* a lone engine, a timed stop (a drain of 10 ms, then the cancel) */
+	gate_setup(&pool, &unused_b, &unused_q);
+	assert_int_equal(co_engine_init(&e, &eo), 0);
+	o = owned_new(&pool);
+	assert_int_equal(co_engine_spawn(&e, &o->co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&blocked_ran) == 1); /* the job has started */
+	assert_int_equal(co_engine_stop_timed(&e, 10 * CO_MS), 0);
+	assert_int_equal(co_test_runner_join(&r), 0); /* without the job's end */
+	assert_int_equal(co_engine_destroy(&e), -EBUSY); /* the job still runs */
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_STOPPED);
+	gate_open_after_give_up(&pool);
+	assert_int_equal(co_engine_destroy(&e), 0);
+
+	/* a scheduler's context, a cancel stop */
+	gate_setup(&pool, &unused_b, &unused_q);
+	assert_int_equal(co_sched_init(&s, &so), 0);
+	o = owned_new(&pool);
+	assert_int_equal(co_sched_spawn(&s, &o->co), 0);
+	WAIT_UNTIL(atomic_load(&blocked_ran) == 1);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* its engine is held */
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	gate_open_after_give_up(&pool);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* A frame already cancelled when it awaits a job: the await ends with
+ * -ECANCELED at once, and the job is neither queued nor run. */
+struct self_cancelled {
+	co_frame co;
+	co_pool_job job;
+	co_pool *pool;
+	int res, cancel;
+};
+
+static int self_cancelled_fn(co_frame *f)
+{
+	struct self_cancelled *c = (struct self_cancelled *)f;
+	CO_BEGIN(f);
+	c->cancel = co_cancel(f); /* its own thread: at once */
+	CO_AWAIT(f, co_pool_run(&c->job, c->pool, must_not_run, NULL));
+	c->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_cancelled_frame_queues_no_job(void **state)
+{
+	co_pool pool;
+	struct self_cancelled c = { .res = 1, .cancel = 1 };
+	(void)state;
+	atomic_store(&never_ran, 0);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	c.pool = &pool;
+	co_init(&c.co, self_cancelled_fn);
+	co_test_run1(&c.co);
+	assert_int_equal(c.cancel, 0);
+	assert_int_equal(c.res, -ECANCELED);
+	/* had it been queued, its worker would run it: destroy joins it */
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	assert_int_equal(atomic_load(&never_ran), 0);
 }
 
 static int count_threads(void)
@@ -359,6 +502,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_job_runs_once),
 	cmocka_unit_test(test_cancel_and_limit),
 	cmocka_unit_test(test_cancel_stop_ends_queued_jobs),
+	cmocka_unit_test(test_cancel_stop_past_grace_gives_up_job),
+	cmocka_unit_test(test_cancelled_frame_queues_no_job),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_getaddrinfo_localhost),
 };

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -585,12 +586,14 @@ struct server_task {
 	int p[2];
 	char c;
 	int res;
+	atomic_int started;
 };
 
 static int server_task_fn(co_frame *f)
 {
 	struct server_task *t = (struct server_task *)f;
 	CO_BEGIN(f);
+	atomic_store(&t->started, 1);
 	CO_AWAIT(f, co_read(&t->io, t->p[0], &t->c, 1, (uint64_t)-1)); /* never comes */
 	t->res = co_result(f);
 	CO_END(f);
@@ -600,12 +603,17 @@ struct shutter {
 	co_frame co;
 	co_io io;
 	co_sched *s;
+	struct server_task *t;
 };
 
 static int shutter_fn(co_frame *f)
 {
 	struct shutter *sh = (struct shutter *)f;
 	CO_BEGIN(f);
+	/* the stop must find both blocked in their reads (a task that never
+	 * started would be finished without running: its value untouched) */
+	while (!atomic_load(&sh->t[0].started) || !atomic_load(&sh->t[1].started))
+		CO_AWAIT(f, co_sleep(&sh->io, CO_MS));
 	CO_AWAIT(f, co_sleep(&sh->io, 10 * CO_MS));
 	co_sched_stop(sh->s, CO_STOP_CANCEL);
 	CO_END(f);
@@ -616,7 +624,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	co_sched s;
 	co_sched_opts o = { .contexts = 2 };
 	struct server_task t[2];
-	struct shutter sh = { .s = &s };
+	struct shutter sh = { .s = &s, .t = t };
 	struct tiny late;
 	atomic_uchar ran[1] = { 0 };
 	(void)state;
@@ -624,6 +632,7 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(pipe(t[i].p), 0);
 		t[i].res = 1;
+		atomic_init(&t[i].started, 0);
 		co_init(&t[i].co, server_task_fn);
 		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i, &t[i].co), 0);
 	}
@@ -644,6 +653,270 @@ static void test_shutdown_cancels_blocked_tasks(void **state)
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(atomic_load(&ran[0]), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- spawns racing the stop and the destroy ----------------------------- */
+
+#define DOOR_ROUNDS 100 /* destroy races */
+#define STOP_ROUNDS 50
+#define DOOR_PACED 2   /* spawners racing destroy, paced */
+#define DOOR_UNPACED 4 /* spawners racing a stop */
+
+/* A task the spawners hand in. In the destroy race only co_sched_destroy
+ * stops the scheduler, and it stops it only when no task is live: a task
+ * that finds it no longer RUNNING was accepted after destroy closed the
+ * door (late). */
+struct door_task {
+	co_frame co;
+	co_sched *s;
+	atomic_long *finished, *late;
+	atomic_int *idle; /* its spawner's: the task has finished */
+};
+
+static int door_task_fn(co_frame *f)
+{
+	struct door_task *t = (struct door_task *)f;
+	CO_BEGIN(f);
+	if (co_sched_state(t->s) != CO_SCHED_RUNNING)
+		atomic_fetch_add(t->late, 1);
+	CO_END(f);
+}
+
+static void door_task_done(co_frame *f)
+{
+	struct door_task *t = (struct door_task *)f;
+	atomic_int *idle = t->idle;
+	atomic_fetch_add(t->finished, 1);
+	free(t);
+	atomic_store(idle, 1);
+}
+
+struct door_spawner {
+	co_sched *s;
+	atomic_int *stop;
+	atomic_long *finished, *late;
+	unsigned seed;
+	int pace;        /* 1: the next spawn once the last task finished */
+	atomic_int idle;
+	atomic_long accepted, refused, destroyed, other;
+};
+
+/* Spawn until told to stop. Paced: one task at a time, the next one a
+ * random few microseconds after the last finished, so that the task count
+ * drops to zero (a destroy can then go through) just before a spawn
+ * comes. Unpaced: as fast as it can (with more spawners than CPUs, some
+ * are preempted in the middle of a spawn when the stop comes). */
+static void *door_spawner_main(void *arg)
+{
+	struct door_spawner *d = arg;
+
+	while (!atomic_load(d->stop)) {
+		struct door_task *t = malloc(sizeof *t);
+		int r;
+
+		assert_non_null(t);
+		*t = (struct door_task){ .s = d->s, .finished = d->finished, .late = d->late,
+					 .idle = &d->idle };
+		co_init(&t->co, door_task_fn);
+		t->co.on_done = door_task_done;
+		atomic_store(&d->idle, 0);
+		r = co_sched_spawn(d->s, &t->co);
+		if (r != 0)
+			free(t);
+		else
+			while (d->pace && !atomic_load(&d->idle)) /* accepted: it finishes */
+				sched_yield();
+		atomic_fetch_add(r == 0 ? &d->accepted : r == -ESHUTDOWN ? &d->refused
+				 : r == -EINVAL ? &d->destroyed : &d->other, 1);
+		for (unsigned spin = d->pace ? rand_r(&d->seed) % 3000 : 0; spin; spin--)
+			atomic_signal_fence(memory_order_seq_cst);
+	}
+	return NULL;
+}
+
+static void door_start(struct door_spawner *d, pthread_t *th, int n, co_sched *s,
+		       atomic_int *stop, atomic_long *finished, atomic_long *late, int round)
+{
+	for (int k = 0; k < n; k++) {
+		memset(&d[k], 0, sizeof d[k]);
+		d[k].s = s;
+		d[k].stop = stop;
+		d[k].finished = finished;
+		d[k].late = late;
+		d[k].seed = (unsigned)(round * 7 + k);
+		d[k].pace = n == DOOR_PACED;
+		assert_int_equal(pthread_create(&th[k], NULL, door_spawner_main, &d[k]), 0);
+	}
+}
+
+/* Stop the spawners; the totals of their answers. */
+static long door_join(struct door_spawner *d, pthread_t *th, int n, atomic_int *stop,
+		      long *refused, long *destroyed)
+{
+	long accepted = 0;
+
+	atomic_store(stop, 1);
+	for (int k = 0; k < n; k++) {
+		pthread_join(th[k], NULL);
+		assert_int_equal(atomic_load(&d[k].other), 0);
+		accepted += atomic_load(&d[k].accepted);
+		*refused += atomic_load(&d[k].refused);
+		*destroyed += atomic_load(&d[k].destroyed);
+	}
+	return accepted;
+}
+
+/* Spawns from two threads race co_sched_destroy, and go on after it: each
+ * is accepted before destroy closes the door (destroy then answers
+ * -EBUSY and is asked again), refused with -ESHUTDOWN while it finishes,
+ * or answered -EINVAL once it has; none reads freed memory (ASan), none
+ * is accepted after the door closed (no task runs while the scheduler is
+ * stopping), and every accepted task finished before destroy returned. */
+static void test_spawns_race_destroy(void **state)
+{
+	long accepted = 0, refused = 0, destroyed = 0, busy = 0;
+	atomic_long finished = 0, late = 0;
+	(void)state;
+	for (int round = 0; round < DOOR_ROUNDS; round++) {
+		co_sched s;
+		co_sched_opts o = { .contexts = 2 };
+		struct door_spawner d[DOOR_PACED];
+		pthread_t th[DOOR_PACED];
+		atomic_int stop = 0;
+		long before = atomic_load(&finished), n;
+		int r;
+
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		door_start(d, th, DOOR_PACED, &s, &stop, &finished, &late, round);
+		WAIT_UNTIL(atomic_load(&finished) > before);
+		while ((r = co_sched_destroy(&s)) == -EBUSY)
+			busy++;
+		assert_int_equal(r, 0);
+		n = atomic_load(&finished) - before;
+		/* spawns after it, then the count: every accepted task had
+		 * finished when destroy returned */
+		WAIT_UNTIL(atomic_load(&d[0].destroyed) > 0 && atomic_load(&d[1].destroyed) > 0);
+		assert_int_equal(door_join(d, th, DOOR_PACED, &stop, &refused, &destroyed), n);
+		assert_int_equal(atomic_load(&late), 0); /* none accepted after the door closed */
+		accepted += n;
+	}
+	print_message("      %ld accepted, %ld refused while destroying, %ld after destroy, "
+		      "%ld destroys refused\n", accepted, refused, destroyed, busy);
+	assert_true(destroyed >= DOOR_ROUNDS);
+}
+
+/* Spawns from two threads race a stop (drain or cancel, in turn): each is
+ * accepted and finishes, or is refused; co_sched_run then returns 0 (a
+ * spawn refused by its stopped context while the run looks is no work
+ * left), and destroy frees everything. */
+static void test_spawns_race_stop(void **state)
+{
+	long accepted = 0, refused = 0, destroyed = 0;
+	atomic_long finished = 0, late = 0;
+	(void)state;
+	for (int round = 0; round < STOP_ROUNDS; round++) {
+		co_sched s;
+		co_sched_opts o = { .contexts = 2 };
+		struct door_spawner d[DOOR_UNPACED];
+		pthread_t th[DOOR_UNPACED];
+		atomic_int stop = 0;
+		long before = atomic_load(&finished);
+
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		door_start(d, th, DOOR_UNPACED, &s, &stop, &finished, &late, round);
+		WAIT_UNTIL(atomic_load(&finished) > before);
+		assert_int_equal(co_sched_stop(&s, round % 2 ? CO_STOP_CANCEL : CO_STOP_DRAIN), 0);
+		assert_int_equal(co_sched_run(&s), 0);
+		WAIT_UNTIL(atomic_load(&d[0].refused) > 0 && atomic_load(&d[1].refused) > 0);
+		accepted += door_join(d, th, DOOR_UNPACED, &stop, &refused, &destroyed);
+		assert_int_equal(atomic_load(&finished), accepted);
+		assert_int_equal(co_sched_destroy(&s), 0);
+	}
+	print_message("      %ld accepted, %ld refused\n", accepted, refused);
+	assert_int_equal(destroyed, 0);
+}
+
+/* ---- calls that would wait for themselves, and destroy while stopping ---- */
+
+struct self_runner {
+	co_frame co;
+	co_sched *s;
+	atomic_int ret;
+};
+
+static int self_runner_fn(co_frame *f)
+{
+	struct self_runner *r = (struct self_runner *)f;
+	CO_BEGIN(f);
+	atomic_store(&r->ret, co_sched_run(r->s)); /* it would wait for itself */
+	CO_END(f);
+}
+
+/* co_sched_run from one of the scheduler's own tasks (on a thread of its
+ * own or on a manual context), and from the thread that ticks a manual
+ * context that still needs ticks: -EBUSY at once, nothing changed. Once
+ * the manual context is stopped with nothing live, its ticker may wait:
+ * the run ends it. */
+static void test_run_from_inside_is_refused(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_sched s;
+	struct self_runner a = { .s = &s, .ret = 1 }, b = { .s = &s, .ret = 1 };
+	co_context *manual;
+	int r;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	manual = co_sched_pick(&s, 1);
+	co_init(&a.co, self_runner_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &a.co), 0);
+	WAIT_UNTIL(atomic_load(&a.ret) != 1);
+	assert_int_equal(atomic_load(&a.ret), -EBUSY);
+	/* the thread that ticks the manual context: refused while it has
+	 * work (or is not stopped), whoever's frame it is */
+	co_init(&b.co, self_runner_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &b.co), 0);
+	assert_int_equal(co_context_tick(manual), 1);
+	assert_int_equal(atomic_load(&b.ret), -EBUSY); /* on the manual context */
+	assert_int_equal(co_sched_run(&s), -EBUSY); /* its ticker: idle, not stopped */
+	assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
+	/* the ticker polls instead (a's context may still be finishing it) */
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		assert_true(co_context_tick(manual) >= 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* stopped and idle: the run ends it */
+	assert_int_equal(co_context_tick(manual), -ESHUTDOWN);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* A stop asked, a task still parked: destroy answers -EBUSY and changes
+ * nothing (spawns still refused, the task still runs to its end, the run
+ * then returns 0); once every context ended, destroy frees. */
+static void test_destroy_while_stopping(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	co_event ev;
+	struct gated g = { .ev = &ev }, late = { .ev = &ev };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	co_init(&g.co, gated_fn);
+	assert_int_equal(co_sched_spawn(&s, &g.co), 0); /* live until the event is set */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_STOPPING);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* again: still nothing changes */
+	co_init(&late.co, gated_fn);
+	assert_int_equal(co_sched_spawn(&s, &late.co), -ESHUTDOWN);
+	assert_int_equal(co_event_set(&ev), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_true(co_done(&g.co));
+	assert_int_equal(co_status(&g.co), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), -EINVAL);
 }
 
 static void test_errors(void **state)
@@ -695,6 +968,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_parked_frame_keeps_context_alive),
 		cmocka_unit_test(test_submit_from_task_and_ownership),
 		cmocka_unit_test(test_shutdown_cancels_blocked_tasks),
+		cmocka_unit_test(test_spawns_race_destroy),
+		cmocka_unit_test(test_spawns_race_stop),
+		cmocka_unit_test(test_run_from_inside_is_refused),
+		cmocka_unit_test(test_destroy_while_stopping),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

@@ -337,7 +337,9 @@ static void test_cancel_stop_bounded(void **state)
 	for (int k = 0; k < R_KINDS; k++) {
 		assert_int_equal(r[k].done, 1);
 		assert_int_equal(r[k].status, -ECANCELED);
-		assert_true(r[k].tries > 1); /* it did retry */
+		/* started, then retried as often as its engine ran it before the
+		 * grace ended (on a loaded machine that may be no time at all) */
+		assert_true(r[k].tries >= 1);
 	}
 	for (unsigned i = 0; i < s.n; i++)
 		cancelled += s.ctx[i].engine.stats.cancelled;
@@ -483,6 +485,69 @@ static void test_cross_thread_cancel_races_end(void **state)
 	print_message("      %d cancels accepted, %d too late; %d frames slept their time\n",
 		      accepted, too_late, atomic_load(&slept));
 	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* The same end, made to happen every time: a frame (on the heap, freed by
+ * its on_done) holds its context's thread until a request from this
+ * thread is queued, then returns. Its finish finds the request on its way
+ * and waits for it: on_done runs once, after the request was handled, and
+ * nothing touches the frame after (ASan). Each round checks, once the
+ * next frame runs (the turn that took it handled every request queued
+ * before), that the last on_done ran exactly once. */
+#define FINISH_ROUNDS 200
+
+static atomic_int fin_running, fin_go, fin_done;
+
+struct finisher {
+	co_frame co;
+};
+
+static int finisher_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	atomic_store(&fin_running, 1);
+	while (!atomic_load(&fin_go)) /* its engine's thread: no turn meanwhile */
+		sched_yield();
+	CO_END(f);
+}
+
+static void finisher_done(co_frame *f)
+{
+	free(f);
+	atomic_fetch_add(&fin_done, 1);
+}
+
+static void test_cross_thread_cancel_at_finish(void **state)
+{
+	co_context c;
+	(void)state;
+	atomic_store(&fin_done, 0);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	for (int i = 0; i <= FINISH_ROUNDS; i++) {
+		struct finisher *x = malloc(sizeof *x);
+
+		assert_non_null(x);
+		co_init(&x->co, finisher_fn);
+		x->co.on_done = finisher_done;
+		atomic_store(&fin_running, 0);
+		atomic_store(&fin_go, 0);
+		assert_int_equal(co_context_spawn(&c, &x->co), 0);
+		WAIT_UNTIL(atomic_load(&fin_running));
+		assert_int_equal(atomic_load(&fin_done), i); /* the last one: once */
+		if (i == FINISH_ROUNDS) {
+			atomic_store(&fin_go, 1);
+			break;
+		}
+		assert_int_equal(co_cancel(&x->co), 0); /* queued: x holds its thread */
+		assert_true(co_cancelled(&x->co));
+		atomic_store(&fin_go, 1); /* x is not touched from here */
+		WAIT_UNTIL(atomic_load(&fin_done) == i + 1);
+	}
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_context_join(&c), 0);
+	assert_int_equal(atomic_load(&fin_done), FINISH_ROUNDS + 1);
+	assert_int_equal(co_context_destroy(&c), 0);
 }
 
 /* ---- more of the tables in docs/design.md ---------------------------------------- */
@@ -719,6 +784,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_stop_unstarted),
 	cmocka_unit_test(test_cross_thread_cancel),
 	cmocka_unit_test(test_cross_thread_cancel_races_end),
+	cmocka_unit_test(test_cross_thread_cancel_at_finish),
 	cmocka_unit_test(test_sched_run_waiters_and_stops),
 	cmocka_unit_test(test_cancel_while_not_running),
 	cmocka_unit_test(test_timed_stop_saturates),

@@ -990,6 +990,55 @@ static void test_scheduler_recorded(void **state)
 	tfile_free(&tf);
 }
 
+/* A manual context has no thread of its own: the thread that ticks it is
+ * its track. Its thread record names the context, and it has the
+ * context's CONTEXT event, as a context's own thread does. */
+struct ticked_task {
+	co_frame co;
+	int k;
+};
+
+static int ticked_task_fn(co_frame *f)
+{
+	struct ticked_task *t = (struct ticked_task *)f;
+	CO_BEGIN(f);
+	for (t->k = 0; t->k < 3; t->k++)
+		CO_YIELD(f);
+	CO_END(f);
+}
+
+static void test_manual_context_named(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	const char *path = tmp_path("manual.trace");
+	struct ticked_task t = { 0 };
+	struct tfile tf;
+	co_context *manual;
+	co_sched s;
+	unsigned me = ~0u;
+	(void)state;
+	NEED_TRACE();
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	start(1 << 12, path);
+	manual = co_sched_pick(&s, 1);
+	co_init(&t.co, ticked_task_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &t.co), 0);
+	while (!co_done(&t.co))
+		assert_true(co_context_tick(manual) >= 0);
+	stop_and_read(path, &tf);
+	for (unsigned i = 0; i < tf.nth; i++)
+		if (tf.th[i].tid == gettid())
+			me = i;
+	assert_true(me != ~0u);
+	assert_int_equal(tf.th[me].context, (int)manual->index);
+	assert_int_equal(thread_of_context(&tf, manual->index), tf.th[me].index);
+	tfile_free(&tf);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -1162,6 +1211,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stream),
 	cmocka_unit_test(test_threads_and_dumps),
 	cmocka_unit_test(test_scheduler_recorded),
+	cmocka_unit_test(test_manual_context_named),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_env),
 	cmocka_unit_test(test_compiled_out),

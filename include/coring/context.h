@@ -58,6 +58,9 @@ struct co_context {
 	struct co_sched *sched;      /* read-only: NULL for a lone context */
 	void (*on_end)(co_context *c); /* private: its scheduler's notice
 	                                (lib/context_internal.h) */
+	pthread_t ticker;            /* private: the thread that ticks it (manual) */
+	CO__ATOMIC(int) ticked;      /* private: ticker is set */
+	CO__ATOMIC(int) joining;     /* private: a join has claimed the thread */
 };
 
 /* Errors: -EINVAL (NULL), then as co_engine_init. */
@@ -79,14 +82,19 @@ CO_API int co_context_spawn(co_context *c, co_frame *f);
 CO_API int co_context_stop(co_context *c, int mode);
 
 /* Wait for the thread; returns the engine's result (0, -EDEADLK, ...).
- * -EINVAL (NULL, never started, joined already). */
+ * -EINVAL (NULL, never started, joined already, or another thread's join
+ * has it: one join at a time), -EDEADLK (called on the context's own
+ * thread, from one of its frames or an on_done: as pthread_join, nothing
+ * changes and the context runs on). */
 CO_API int co_context_join(co_context *c);
 
 /* Release it (joining its thread if it ended and was not joined). -EINVAL
  * (NULL, destroyed), -EBUSY (its thread runs, or it never started and
- * frames are queued: start it, or cancel-stop it first). Frames that the
- * thread found stuck when it ended (join returned -EDEADLK) are
- * forgotten, as co_engine_destroy says. */
+ * frames are queued: start it, or cancel-stop it first; another thread's
+ * join has not returned), or co_engine_destroy's -EBUSY (a co_bufring
+ * registered, a given-up pool job still running); nothing changes on an
+ * error. Frames that the thread found stuck when it ended (join returned
+ * -EDEADLK) are forgotten, as co_engine_destroy says. */
 CO_API int co_context_destroy(co_context *c);
 
 /*

@@ -159,8 +159,9 @@ struct co_engine {
 	int stealing;                   /* private: a scheduler may steal frames
 	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
-	unsigned char submit_soon;      /* private: a read or write waits in the
-	                                   SQ (submit_batch 0) */
+	unsigned char submit_soon;      /* private: look at the SQ after this
+	                                   resume (a read or write waits in it,
+	                                   or submit_batch is set) */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
 	uint64_t spin_cur;              /* private: the adaptive poll budget */
@@ -176,8 +177,6 @@ struct co_engine {
 	co_engine_stats stats;          /* read-only */
 	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
 	void *hook_arg;                 /* private */
-	unsigned bufrings;              /* private: provided buffer rings
-	                                   registered (coring/stream.h) */
 	unsigned short bgid_next;       /* private: the next buffer group id to try */
 
 	/* Written by other threads: one cache line apart from the above. */
@@ -202,8 +201,16 @@ struct co_engine {
 	                                   ready, newest first */
 	CO__ATOMIC(void *) cancels;     /* private: co_frames other threads asked
 	                                   to cancel (co_frame.cancel_next) */
-	CO__ATOMIC(unsigned) park_lock; /* private: over park_head */
+	CO__ATOMIC(unsigned) park_lock; /* private: over park_head, linger_head */
 	co_parking *park_head;          /* private: cancellable parked waits */
+	co_parking *linger_head;        /* private: waits a cancel stop could not
+	                                   end (a pool job that has started) */
+	CO__ATOMIC(unsigned) bufrings;  /* private: provided buffer rings
+	                                   registered (coring/stream.h) */
+	CO__ATOMIC(unsigned) borrowers; /* private: threads taking the engine while
+	                                   it does not run (a run waits for them) */
+	CO__ATOMIC(unsigned) held;      /* private: pool jobs still running for
+	                                   frames a cancel stop finished */
 	void *reserved[4];              /* private: room for fields of later
 	                                   versions (docs/abi.md) */
 };
@@ -226,8 +233,9 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
 /*
  * Release the engine's ring and memory; afterwards the library never
  * touches *e again. Refuses (-EBUSY) while a run is in progress, while
- * spawned frames have not finished, posts have not run or a co_bufring
- * (coring/stream.h) is registered, so nothing is
+ * spawned frames have not finished, posts have not run, a co_bufring
+ * (coring/stream.h) is registered or a pool job whose frame a cancel stop
+ * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
  * returned -EDEADLK with nothing changed since: its stuck frames are
  * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
@@ -280,8 +288,13 @@ CO_API int co_engine_tick(co_engine *e);
  * true, so later waits end at once; frames that never started do not start
  * (their on_done sees -ECANCELED), and frames still running after the
  * grace (opts.cancel_grace_ns) are finished for them the same way, so the
- * stop is bounded even against a coroutine that retries. A close or a
- * file write that completes at once on the way out still completes.
+ * stop is bounded even against a coroutine that retries. A frame waiting
+ * for a pool job that has started (coring/pool.h: it cannot be
+ * interrupted) is finished for it with -ECANCELED once the grace has run
+ * out (its on_done may free it); the job runs on to its end and its
+ * result is dropped, and until then co_engine_destroy answers -EBUSY.
+ * A close or a file write that completes at once on the way out still
+ * completes.
  * A second stop may turn a drain into a cancel, never the reverse.
  * Returns 0, or -EINVAL for NULL, a bad mode or an engine not set up.
  */

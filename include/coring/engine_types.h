@@ -65,8 +65,10 @@ typedef struct co_parking co_parking;
 struct co_parking {
 	co_parking *next, *prev;      /* private: under the engine's park lock */
 	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
+	void (*give_up)(co_parking *p); /* private: a wait the cancel could not
+	                                 end, past the stop's grace (a pool job) */
 	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
-	unsigned char linked;         /* private: on the list */
+	unsigned char linked;         /* private: on a list (which one) */
 };
 
 #ifdef __cplusplus

@@ -13,9 +13,15 @@
  *     if (co_result(f) < 0) ...
  *
  * A job queued but not started yet can be cancelled (co_cancel,
- * co_timeout): it never runs and the await ends with -ECANCELED (-ETIME).
- * A job that has started runs to its end and the await has its result: a
- * blocking call cannot be interrupted. Jobs start in the order queued.
+ * co_timeout): it never runs and the await ends with -ECANCELED (-ETIME);
+ * a frame already cancelled queues none. A job that has started runs to
+ * its end and the await has its result: a blocking call cannot be
+ * interrupted. Except under a cancel stop of the frame's engine whose
+ * grace runs out first: the frame is then finished for it with
+ * -ECANCELED (its on_done may free it), the job runs on to its end and
+ * its result is dropped, and co_pool_destroy (and the engine's destroy)
+ * answer -EBUSY until it has ended. What fn uses (arg) must outlive the
+ * job. Jobs start in the order queued.
  */
 #ifndef CORING_POOL_H
 #define CORING_POOL_H
@@ -31,17 +37,27 @@ extern "C" {
 #endif
 
 typedef struct co_pool_job co_pool_job;
+typedef struct co_pool co_pool;
+
+/* A worker thread (private). */
+struct co__pool_worker {
+	pthread_t thread;
+	co_pool *pool;
+	co_pool_job *job;              /* the job it runs; NULL once given up */
+	co_engine *held;               /* a given-up job's engine, held until
+	                                  the job ends */
+};
 
 /* All fields are private. */
-typedef struct co_pool {
+struct co_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work;           /* a job was queued, or the pool stops */
 	co_pool_job *head, *tail;      /* queued jobs, first in first out */
-	pthread_t *threads;
+	struct co__pool_worker *workers;
 	unsigned nthreads;
 	unsigned busy;                 /* jobs queued or running */
 	int stopping;
-} co_pool;
+};
 
 /* All fields are private. */
 struct co_pool_job {
@@ -62,8 +78,8 @@ struct co_pool_job {
 CO_API int co_pool_init(co_pool *p, unsigned threads);
 
 /* Stop the workers and free the pool. -EBUSY (and nothing changes) while a
- * job is queued or running: every job queued is run or cancelled, never
- * dropped. Returns 0, or -EINVAL for NULL. */
+ * job is queued or running, a given-up one too: every job queued is run
+ * or cancelled, never dropped. Returns 0, or -EINVAL for NULL. */
 CO_API int co_pool_destroy(co_pool *p);
 
 /* Run fn(arg) on a worker; the await's value is what fn returns (keep it
@@ -78,8 +94,10 @@ CO_API co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg),
  * freeaddrinfo), or a negative errno for getaddrinfo's error, whose own
  * code stays in l->eai (gai_strerror): -ENOENT (no such name or service),
  * -EAGAIN (try again), -ENOMEM, -EINVAL (bad hints), -EIO (a permanent
- * failure), or the errno of EAI_SYSTEM. host, service and hints must stay
- * valid during the await.
+ * failure), or the errno of EAI_SYSTEM. l, host, service and hints must
+ * stay valid during the await, and, if a cancel stop gave the lookup up
+ * (the await ended with -ECANCELED while it ran), until co_pool_destroy
+ * succeeds: the lookup then writes l->result, which the caller frees.
  *
  *     CO_AWAIT(f, co_getaddrinfo(&s->dns, &pool, "example.org", "443", &hints));
  */

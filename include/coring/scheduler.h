@@ -108,6 +108,11 @@ typedef struct co_sched {
 	unsigned *epochs;              /* private: co_sched_run's two looks */
 	struct co__sched_group *groups; /* private: kind -> contexts */
 	unsigned ngroups;              /* read-only: kinds */
+	int closing;                   /* private: a co_sched_destroy is
+	                                  releasing the contexts */
+	/* private: threads inside a call on s; top bit: destroyed, calls
+	 * that come now answer -EINVAL and touch nothing else of s */
+	CO__ATOMIC(unsigned) visitors;
 	/* (tasks << 1) | ACCEPTING, in one word: a spawn counts itself only
 	 * while the scheduler accepts (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
@@ -129,10 +134,17 @@ CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
 
 /*
  * Stop the contexts, join them and release everything. -EINVAL (NULL,
- * destroyed), -EBUSY (a co_sched_run is waiting, tasks or frames are live,
- * or a stop was asked and contexts are still finishing their frames: wait
- * with co_sched_run first). Tasks found stuck (co_sched_run returned
- * -EDEADLK) after a stop are forgotten, as co_engine_destroy says.
+ * destroyed), -EBUSY and nothing changes (a co_sched_run is waiting,
+ * tasks or frames are live, a stop was asked and contexts are still
+ * finishing their frames: wait with co_sched_run first; a context's
+ * engine holds a co_bufring, destroy it first (coring/stream.h), or a
+ * pool job given up by a cancel stop that still runs; another destroy is
+ * under way). Tasks found stuck (co_sched_run returned -EDEADLK) after a
+ * stop are forgotten, as co_engine_destroy says. Calls racing it on other
+ * threads (spawns, stops, runs) are safe: each is accepted before destroy
+ * closes the door (destroy then answers -EBUSY), refused (-ESHUTDOWN)
+ * while it finishes, or answered -EINVAL once it has, and none touches
+ * what it freed; the co_sched itself must outlive every call on it.
  */
 CO_API int co_sched_destroy(co_sched *s);
 
@@ -143,8 +155,9 @@ CO_API int co_sched_destroy(co_sched *s);
  * a connection or a session, lands on one context); _to to context i (an
  * explicit affinity). Any thread, including a coroutine's.
  * Errors: -EINVAL (NULL, a started/spawned frame, a kind or i out of range,
- * a destroyed scheduler), -ESHUTDOWN (a stop was asked: not accepted, it
- * will not run).
+ * a destroyed scheduler), -ESHUTDOWN (a stop was asked, or a destroy
+ * closed the door: not accepted, it will not run). Racing co_sched_destroy
+ * is safe (see there).
  */
 CO_API int co_sched_spawn(co_sched *s, co_frame *f);
 CO_API int co_sched_spawn_kind(co_sched *s, unsigned kind, co_frame *f);
@@ -162,8 +175,13 @@ CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);
  * (waiting on awaiters that neither do I/O nor park; s->stuck and
  * co_sched_tasks() count the tasks among them; the scheduler stays usable:
  * wake them, or stop it); a context's own error (io_uring's) if one ended
- * with one; -EINVAL (NULL, destroyed). After a stop it returns once every
- * context has ended. Several threads may wait at once.
+ * with one; -EINVAL (NULL, destroyed); -EBUSY at once, nothing changed,
+ * when the calling thread runs one of s's contexts (from a task or an
+ * on_done on them, or on the thread that ticks a manual context that may
+ * need more ticks): it would wait for itself (co_sched_poll is for that
+ * thread). After a stop it returns once every context has ended (a
+ * stopped manual context with nothing live is ended by it, so its ticker
+ * may wait then). Several threads may wait at once.
  */
 CO_API int co_sched_run(co_sched *s);
 

@@ -111,9 +111,15 @@ struct co_stream {
  */
 CO_API int co_bufring_init(co_bufring *b, co_engine *e, unsigned count, unsigned size);
 
-/* Unregister and free b (same threads as co_bufring_init). Errors: -EINVAL
- * (NULL, not set up, destroyed), -EBUSY (streams are open on it, or e runs
- * on another thread), -EPERM; nothing changes on an error. */
+/* Unregister and free b (same threads as co_bufring_init; on a
+ * scheduler, a frame on the ring's context). Once e is stopped with no
+ * frame left (its thread may be gone: a context that ended), from any
+ * thread: the mapping is freed, and the registration goes with e's
+ * io_uring at co_engine_destroy. co_sched_destroy refuses (-EBUSY) while
+ * a context's engine holds a ring. Errors: -EINVAL (NULL, not set up,
+ * destroyed), -EBUSY (streams are open on it, or e runs on another
+ * thread), -EPERM (another thread owns e's ring, and e may still run);
+ * nothing changes on an error. */
 CO_API int co_bufring_destroy(co_bufring *b);
 
 /*

@@ -80,7 +80,11 @@ CO_API co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
  * Value: the child's status (co_status), or -ECANCELED (the awaiting frame
  * was cancelled: the child was cancelled and has finished), -ESHUTDOWN (e
  * refuses spawns), -EINVAL (NULL w or e, a child not fresh), -ENXIO (the
- * awaiting frame does not run on an engine).
+ * awaiting frame does not run on an engine). Cancelled or limited while
+ * the child has not started on an engine that does not run (never run, a
+ * context not started, a manual one not ticked), the child is finished
+ * for it at once (-ECANCELED, it never runs) and the await ends; one that
+ * started there finishes at that engine's next turn.
  */
 CO_API co_awaiter *co_spawn_on(co_when *w, co_engine *e, co_frame *child);
 
