@@ -8,9 +8,8 @@
  *
  * Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS,
  * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE (NX, XX, GT, LT), TTL,
- * QUIT; CONFIG GET
- * and COMMAND (empty answers), which the Redis tools ask at start. Both
- * request forms: arrays of bulk strings, and inline commands (a line of
+ * QUIT; CONFIG GET and COMMAND (next to empty answers), which the Redis
+ * tools ask at start. Both request forms: arrays of bulk strings, and inline commands (a line of
  * words, quotes as Redis takes them). Pipelined requests are answered in
  * order, with one send for all the answers a read brought.
  *
@@ -308,7 +307,8 @@ struct conn {
 	struct flusher fl;
 	co_io io;
 	struct ctx *home;
-	struct conn *prev, *next;
+	struct conn *prev, *next;     /* home's list, while linked */
+	int linked;
 	atomic_uint seen;             /* home's tick at its last activity */
 	unsigned where;               /* the context it runs on now */
 	int fd, state, closing;
@@ -1140,19 +1140,31 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
-static void conn_done(co_frame *f)
+/* Off its home's list, before its descriptor is closed: the sweeper and
+ * the stop shut down the descriptors of the listed connections, and a
+ * closed one's number may be a new connection's already. */
+static void conn_unlink(struct conn *c)
 {
-	struct conn *c = (struct conn *)f;
 	struct ctx *x = c->home;
 
 	pthread_mutex_lock(&x->lock);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		x->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	if (c->linked) {
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			x->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		c->linked = 0;
+	}
 	pthread_mutex_unlock(&x->lock);
+}
+
+static void conn_done(co_frame *f)
+{
+	struct conn *c = (struct conn *)f;
+
+	conn_unlink(c); /* (a frame the cancel stop finished before it ran) */
 	conn_free(c);
 	if (atomic_fetch_sub(&srv.live, 1) == 1 && atomic_load(&srv.stopping))
 		co_event_set(&srv.all_closed);
@@ -1229,6 +1241,7 @@ static int conn_fn(co_frame *f)
 	/* the end of the answers first: a close with bytes unread (a request
 	 * cut short) sends a reset, which may come after it but not before */
 	shutdown(c->fd, SHUT_WR);
+	conn_unlink(c);
 	CO_AWAIT(f, co_close(&c->io, c->fd));
 	CO_END(f);
 }
@@ -1257,9 +1270,12 @@ static void conn_start(struct ctx *x, int fd)
 	if (x->conns)
 		x->conns->prev = c;
 	x->conns = c;
+	c->linked = 1;
 	pthread_mutex_unlock(&x->lock);
-	if (co_engine_spawn(co_engine_current(), &c->co) < 0)
-		conn_done(&c->co); /* (a spawn refused: the stop came first) */
+	if (co_engine_spawn(co_engine_current(), &c->co) < 0) { /* the stop came first */
+		close(fd);
+		conn_done(&c->co);
+	}
 }
 
 /* ---- per context: listener, sweeper; the stop ---------------------------------------------------- */
