@@ -7,7 +7,7 @@
     ROUNDS=N SECONDS_PER_ROUND=S    override the round count and length
     SOAK_SECONDS=S                  soak length (FULL=1; default 180)
     BENCH_SECTIONS=echo,curve,...   run only these sections (any of: echo,
-                                    curve, http, fileio, callgrind, other, handoff,
+                                    curve, http, kv, fileio, callgrind, other, handoff,
                                     firmware, soak)
 
 Prints the tables and writes, under BUILD_DIR/bench-results/ (inside the
@@ -17,6 +17,7 @@ git-ignored build directory, never in the source tree):
     callgrind.csv  user-space instructions per request
     firmware.csv   co.h on Cortex-M4: frame bytes, code bytes, instructions per resume
     handoff.csv    hand-off between contexts: coring, Go, two pthreads
+    kv.csv         the application: kv_server against redis-server (bench/kv_bench.py)
     latest.txt     everything printed
     latest.png     the chart (gnuplot)
     soak.csv       FULL=1: the soak's RSS and descriptor samples
@@ -49,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 import callgrind  # noqa: E402
 import firmware  # noqa: E402
+import kv_bench  # noqa: E402
 from benchlib import BenchError, median, spread_pct  # noqa: E402
 
 MODES = {
@@ -66,7 +68,7 @@ MODES = {
                  cg_requests=40000, file_mib=2048, file_secs=5, depths=[1, 32, 128],
                  switch_iters=20000000, switch_rounds=11, mem_count=1000000, xs_frames=4000000),
 }
-SECTIONS = ["echo", "curve", "http", "fileio", "callgrind", "other", "handoff", "firmware", "soak"]
+SECTIONS = ["echo", "curve", "http", "kv", "fileio", "callgrind", "other", "handoff", "firmware", "soak"]
 NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round noisy
 RETRIES = 2             # repeats of a noisy round
 
@@ -177,6 +179,7 @@ class Run:
         self.cg_rows = []       # callgrind.csv
         self.fw_rows = []       # firmware.csv
         self.handoff_rows = []  # handoff.csv
+        self.kv_rows = []       # kv.csv
         self.servers = []       # started, for the cleanup
         self.said_missing = set()  # peers not built, said once
         self.hz = os.sysconf("SC_CLK_TCK")
@@ -433,6 +436,10 @@ class Run:
             self.stop(s)
         self.say(self.echo_table("http"))
         self.say()
+
+    # ---- the application: kv_server vs redis-server (bench/kv_bench.py) -------------------
+    def kv(self):
+        self.kv_rows = kv_bench.run(self)
 
     # ---- tables ------------------------------------------------------------------------
     def by(self, bench):
@@ -906,6 +913,7 @@ set offsets 0, 0, 0, 0"""
                 out.append(f"memory: {tv} B per timer-waiting coroutine, {ev} B per event-waiting "
                            f"(<= 128: {verdict(tv <= 128 and ev <= 128)})")
         out += self.handoff_targets()
+        out += kv_bench.targets(self.kv_rows)
         if out:
             self.say("== targets (goals, not tests)")
             for line in out:
@@ -977,7 +985,8 @@ set offsets 0, 0, 0, 0"""
                                  ("fileio.csv", FILEIO_COLUMNS, self.file_rows),
                                  ("callgrind.csv", callgrind.COLUMNS, self.cg_rows),
                                  ("firmware.csv", firmware.COLUMNS, self.fw_rows),
-                                 ("handoff.csv", HANDOFF_COLUMNS, self.handoff_rows)):
+                                 ("handoff.csv", HANDOFF_COLUMNS, self.handoff_rows),
+                                 ("kv.csv", kv_bench.COLUMNS, self.kv_rows)):
             if rows:
                 with open(os.path.join(self.out_dir, name), "w", newline="") as f:
                     w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")

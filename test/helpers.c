@@ -60,6 +60,20 @@ int co_test_listen(uint16_t *port)
 	return fd;
 }
 
+void co_test_tcp_pair(int sv[2])
+{
+	uint16_t port;
+	int lfd = co_test_listen(&port);
+	struct sockaddr_in a = co_test_loopback(port);
+
+	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(sv[1] >= 0);
+	assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof a), 0);
+	sv[0] = accept(lfd, NULL, NULL);
+	assert_true(sv[0] >= 0);
+	close(lfd);
+}
+
 struct sockaddr_in co_test_loopback(uint16_t port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),

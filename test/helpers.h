@@ -49,6 +49,9 @@ void co_test_run1(co_frame *f);
 
 /* A listening TCP socket on 127.0.0.1, its port in *port. */
 int co_test_listen(uint16_t *port);
+/* A connected pair of loopback TCP sockets (sv[0] accepted, sv[1] the
+ * client's). */
+void co_test_tcp_pair(int sv[2]);
 /* 127.0.0.1:port */
 struct sockaddr_in co_test_loopback(uint16_t port);
 /* Descriptors open in this process. */

@@ -248,23 +248,9 @@ static void pair(int sv[2])
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 }
 
-/* A connected TCP pair on loopback: sv[0] the accepted end. The tests
- * that need the peer's end of file use TCP: on Linux 6.18 a multishot
- * recv on an AF_UNIX stream socket sometimes misses the peer's shutdown
- * (docs/stream.md). */
-static void tcp_pair(int sv[2])
-{
-	uint16_t port;
-	int lfd = co_test_listen(&port);
-	struct sockaddr_in a = co_test_loopback(port);
-
-	sv[1] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	assert_true(sv[1] >= 0);
-	assert_int_equal(connect(sv[1], (struct sockaddr *)&a, sizeof a), 0);
-	sv[0] = accept(lfd, NULL, NULL);
-	assert_true(sv[0] >= 0);
-	close(lfd);
-}
+/* The tests that need the peer's end of file use a TCP pair
+ * (co_test_tcp_pair): on Linux 6.18 a multishot recv on an AF_UNIX stream
+ * socket sometimes misses the peer's shutdown (docs/stream.md). */
 
 /* ---- data in order, then end of file ----------------------------------------------- */
 
@@ -277,7 +263,7 @@ static void test_ordered_with_eof(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	rig_up(&g, 64, 512);
 	reader_init(&r, &g.ring, sv[0], 1);
 	peer_start(&p, sv[1], 1, 1 << 20, 1000);
@@ -302,7 +288,7 @@ static void test_queued_while_busy(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	/* 16-byte buffers: 3200 bytes take at least 200 of them */
 	rig_up(&g, 256, 16);
 	g.ring.stream_limit = 256; /* no pause: let it take the ring */
@@ -337,7 +323,7 @@ static void test_tiny_ring_many_streams(void **state)
 	rig_up(&g, 2, 64);
 	memset(p, 0, sizeof p);
 	for (int i = 0; i < TINY_STREAMS; i++) {
-		tcp_pair(sv[i]);
+		co_test_tcp_pair(sv[i]);
 		reader_init(&r[i], &g.ring, sv[i][0], 10 + i);
 		fs[i] = &r[i].co;
 		peer_start(&p[i], sv[i][1], 10 + i, 40000 + 997 * (size_t)i, 1500);
@@ -376,7 +362,7 @@ static void test_slow_reader_is_paused(void **state)
 	g.ring.stream_limit = 8;
 	memset(p, 0, sizeof p);
 	for (int i = 0; i < 2; i++) {
-		tcp_pair(sv[i]);
+		co_test_tcp_pair(sv[i]);
 		reader_init(&r[i], &g.ring, sv[i][0], 30 + i);
 	}
 	/* r[0]'s data (469 buffers' worth, most of the ring) is in its socket
@@ -421,7 +407,7 @@ static void test_error_after_data(void **state)
 	int sv[2];
 
 	(void)state;
-	tcp_pair(sv);
+	co_test_tcp_pair(sv);
 	rig_up(&g, 64, 256);
 	reader_init(&r, &g.ring, sv[0], 3);
 	r.wait_queued = 12; /* 3000 bytes: 12 buffers, then the reset */
@@ -1196,7 +1182,7 @@ static void echo_run(int conns, size_t len, unsigned count, unsigned size, int c
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_bufring_init(&ring, &e, count, size), 0);
 	for (int i = 0; i < conns; i++) {
-		tcp_pair(sv);
+		co_test_tcp_pair(sv);
 		c[i].ring = &ring;
 		c[i].fd = sv[0];
 		co_init(&c[i].co, echo_fn);
@@ -1307,7 +1293,7 @@ static void test_pinned_on_a_stealing_scheduler(void **state)
 	/* all on context 0: their wakes come in batches, and context 1, with
 	 * nothing of its own, steals whatever is ready there */
 	for (int i = 0; i < STOLEN; i++) {
-		tcp_pair(sv[i]);
+		co_test_tcp_pair(sv[i]);
 		memset(&t[i], 0, sizeof t[i]);
 		memset(&p[i], 0, sizeof p[i]);
 		t[i].fd = sv[i][0];

@@ -6,8 +6,8 @@ common="meson ninja-build pkg-config gcc liburing-dev libck-dev"
 case "${1:-test}" in
 test)  want="$common libcmocka-dev clang llvm lld gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user qemu-system-arm valgrind" ;;
 bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go"
-       # the peers of bench/peers/: libuv, Boost.Asio (headers only), nginx
-       want="$want libuv1-dev libboost-dev nginx-light" ;;
+       # the peers of bench/peers/ (libuv, Boost.Asio headers, nginx) and of the application (redis)
+       want="$want libuv1-dev libboost-dev nginx-light redis-server redis-tools" ;;
 # the pictures of docs/tracing.md (tools/trace_pictures.sh)
 docs)  want="$common libcmocka-dev python3 binutils graphviz gnuplot-nox" ;;
 *) echo "usage: $0 test|bench|docs" >&2; exit 2 ;;

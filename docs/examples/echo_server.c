@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <sys/signalfd.h>
 #include <coring/io.h>
+#include <coring/net.h>
 #include <coring/trace.h>
 
 struct conn {                 /* one per connection: its fields are its locals */
@@ -160,7 +161,6 @@ done:
 int main(int argc, char **argv)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof addr;
 	struct server srv = { 0 };
 	struct sigwatch sw = { 0 };
 	struct client *clients = NULL;
@@ -179,14 +179,12 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--demo"))
 			demo = atoi(argv[i + 1]);
 	}
-	srv.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	setsockopt(srv.lfd, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
-	addr.sin_port = htons((uint16_t)port);
-	if (bind(srv.lfd, (struct sockaddr *)&addr, sizeof addr) || listen(srv.lfd, SOMAXCONN) ||
-	    getsockname(srv.lfd, (struct sockaddr *)&addr, &alen)) {
-		perror("echo_server: listen");
+	srv.lfd = co_listen("127.0.0.1", port, 0, 0);
+	if (srv.lfd < 0 || (port = co_local_port(srv.lfd)) < 0) {
+		fprintf(stderr, "echo_server: listen: %s\n", strerror(-(srv.lfd < 0 ? srv.lfd : port)));
 		return 1;
 	}
+	addr.sin_port = htons((uint16_t)port);
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);

@@ -20,6 +20,8 @@
  *   timeout.h    one time limit for any await: co_timeout
  *   pool.h       blocking work on worker threads; co_getaddrinfo
  *   stream.h     streaming receive into provided buffers, batched sends
+ *   reader.h     a buffered reader: until a delimiter, exactly n bytes
+ *   net.h        a listening socket; connect to a host name
  * Firmware code includes co.h and loop.h alone.
  */
 #ifndef CORING_CORING_H
@@ -41,6 +43,8 @@
 #include <coring/timeout.h>
 #include <coring/pool.h>
 #include <coring/stream.h>
+#include <coring/reader.h>
+#include <coring/net.h>
 #include <coring/trace.h>
 
 #endif /* CORING_CORING_H */

@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listening sockets and connections by name (lib/net.c, coring/net.h):
+ * co_listen and co_local_port on real loopback sockets, SO_REUSEPORT, and
+ * every bad argument; co_dial to a numeric address, to a name tried
+ * address by address, to a refused port, to a name that does not resolve,
+ * against its time limit (a connect the kernel leaves hanging, a lookup
+ * queued behind a busy pool), cancelled, and misused. No descriptor leaks.
+ *
+ * The name "multi.test" resolves here, for this program only, to
+ * 127.0.0.2, 127.0.0.3 and 127.0.0.1 in that order (getaddrinfo below
+ * stands in for the C library's for that name): only the last listens,
+ * so a dial must try the three in turn. "late.test" resolves to 127.0.0.1
+ * only once a given time has passed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "helpers.h"
+
+/* ---- "multi.test": three addresses ------------------------------------------------------ */
+
+static atomic_int multi_lookups;
+/* "late.test": the lookup returns 127.0.0.1 only after this time has
+ * passed (CLOCK_MONOTONIC ns; a dial's deadline). */
+static const uint64_t *late_until;
+
+struct fake {
+	struct addrinfo ai;
+	struct sockaddr_in sin;
+};
+
+/* The fake answers: slots taken in turn (a test makes far fewer lookups);
+ * freeaddrinfo leaves them alone. */
+static struct fake fakes[256][3];
+static atomic_uint fakes_used;
+
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+		struct addrinfo **res)
+{
+	static const char *const addrs[] = { "127.0.0.2", "127.0.0.3", "127.0.0.1" };
+	int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+	struct fake *f;
+
+	if (node && strcmp(node, "late.test") == 0 && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
+		*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+		while (co_now_ns() <= *late_until)
+			usleep(1000);
+		return real("127.0.0.1", service, hints, res);
+	}
+	if (node == NULL || strcmp(node, "multi.test") != 0) {
+		*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
+		return real(node, service, hints, res);
+	}
+	if (hints && (hints->ai_flags & AI_NUMERICHOST))
+		return EAI_NONAME;
+	atomic_fetch_add(&multi_lookups, 1);
+	f = fakes[atomic_fetch_add(&fakes_used, 1) % 256];
+	for (int i = 0; i < 3; i++) {
+		f[i].sin.sin_family = AF_INET;
+		f[i].sin.sin_port = htons((uint16_t)atoi(service));
+		inet_pton(AF_INET, addrs[i], &f[i].sin.sin_addr);
+		f[i].ai = (struct addrinfo){ .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+					     .ai_protocol = IPPROTO_TCP, .ai_addrlen = sizeof f[i].sin,
+					     .ai_addr = (struct sockaddr *)&f[i].sin,
+					     .ai_next = i < 2 ? &f[i + 1].ai : NULL };
+	}
+	*res = &f[0].ai;
+	return 0;
+}
+
+void freeaddrinfo(struct addrinfo *ai)
+{
+	void (*real)(struct addrinfo *);
+
+	if ((char *)ai >= (char *)fakes && (char *)ai < (char *)fakes + sizeof fakes)
+		return;
+	*(void **)&real = dlsym(RTLD_NEXT, "freeaddrinfo");
+	real(ai);
+}
+
+/* ---- co_listen ----------------------------------------------------------------------------- */
+
+static void connect_to(int port, int expect_ok)
+{
+	struct sockaddr_in a = co_test_loopback((uint16_t)port);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a) == 0, expect_ok);
+	close(fd);
+}
+
+/* n connections to port that nobody accepts all complete: the backlog
+ * has room for them (with a backlog of 1 the kernel would drop SYNs and
+ * they would hang; the poll's bound is a hang guard). */
+static void pending_connects(int port, int n)
+{
+	struct sockaddr_in a = co_test_loopback((uint16_t)port);
+	struct pollfd p[64];
+
+	assert_true(n <= 64);
+	for (int i = 0; i < n; i++) {
+		p[i].fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		p[i].events = POLLOUT;
+		connect(p[i].fd, (struct sockaddr *)&a, sizeof a);
+	}
+	for (int i = 0; i < n; i++) {
+		int err = -1;
+		socklen_t len = sizeof err;
+
+		assert_int_equal(poll(&p[i], 1, 30000), 1);
+		assert_int_equal(getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+		assert_int_equal(err, 0);
+		close(p[i].fd);
+	}
+}
+
+static void test_listen_and_port(void **state)
+{
+	int fds = co_test_open_fds();
+	int a, b, c, port, one = 0;
+	socklen_t len = sizeof one;
+
+	(void)state;
+	a = co_listen("127.0.0.1", 0, 0, 0);
+	assert_true(a >= 0);
+	port = co_local_port(a);
+	assert_true(port > 0 && port < 65536);
+	assert_true(fcntl(a, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(getsockopt(a, SOL_SOCKET, SO_REUSEADDR, &one, &len), 0);
+	assert_int_equal(one, 1);
+	connect_to(port, 1);
+	pending_connects(port, 32); /* backlog 0 is SOMAXCONN: 32 wait in the queue */
+	/* without SO_REUSEPORT a second socket on the port is refused */
+	assert_int_equal(co_listen("127.0.0.1", port, 0, 0), -EADDRINUSE);
+	close(a);
+	/* with it, several share the port */
+	b = co_listen("127.0.0.1", 0, 16, CO_LISTEN_REUSEPORT);
+	assert_true(b >= 0);
+	port = co_local_port(b);
+	c = co_listen("127.0.0.1", port, 16, CO_LISTEN_REUSEPORT);
+	assert_true(c >= 0);
+	assert_int_equal(co_local_port(c), port);
+	connect_to(port, 1);
+	close(b);
+	close(c);
+	connect_to(port, 0); /* nothing listens any more */
+	/* IPv6, where the machine has it */
+	a = co_listen("::1", 0, 0, 0);
+	if (a >= 0) {
+		assert_true(co_local_port(a) > 0);
+		close(a);
+	} else {
+		assert_true(a == -EADDRNOTAVAIL || a == -EAFNOSUPPORT);
+	}
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+static void test_listen_errors(void **state)
+{
+	int fds = co_test_open_fds(), p[2], u;
+
+	(void)state;
+	assert_int_equal(co_listen(NULL, 0, 0, 0), -EINVAL);
+	assert_int_equal(co_listen("localhost", 0, 0, 0), -EINVAL); /* no lookup */
+	assert_int_equal(co_listen("", 0, 0, 0), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", -1, 0, 0), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", 65536, 0, 0), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", INT32_MAX, 0, 0), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", 0, -1, 0), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", 0, 0, 2), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", 0, 0, ~0u), -EINVAL);
+	assert_int_equal(co_listen("192.0.2.1", 0, 0, 0), -EADDRNOTAVAIL); /* not ours */
+	u = co_listen("127.0.0.1", 0, INT32_MAX, 0); /* the kernel caps a huge backlog */
+	assert_true(u >= 0);
+	close(u);
+	assert_int_equal(co_local_port(-1), -EBADF);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(co_local_port(p[0]), -ENOTSOCK);
+	close(p[0]);
+	close(p[1]);
+	u = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(co_local_port(u), -EAFNOSUPPORT);
+	close(u);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+/* ---- co_dial --------------------------------------------------------------------------------- */
+
+struct dial {
+	co_frame co;
+	co_dialer d;
+	co_limit lim;
+	co_pool *pool;
+	const char *host;
+	int port, res, err, tried, limit_outer;
+	uint64_t ns;
+};
+
+static int dial_fn(co_frame *f)
+{
+	struct dial *c = (struct dial *)f;
+
+	CO_BEGIN(f);
+	if (c->limit_outer)
+		CO_AWAIT(f, co_timeout(&c->lim, co_dial(&c->d, c->pool, c->host, c->port, 0), c->ns));
+	else
+		CO_AWAIT(f, co_dial(&c->d, c->pool, c->host, c->port, c->ns));
+	c->res = co_result(f);
+	c->err = c->d.err;
+	c->tried = (int)c->d.tried;
+	CO_END(f);
+}
+
+static void dial_init(struct dial *c, co_pool *p, const char *host, int port, uint64_t ns)
+{
+	memset(c, 0, sizeof *c);
+	c->pool = p;
+	c->host = host;
+	c->port = port;
+	c->ns = ns;
+	c->res = 99;
+	co_init(&c->co, dial_fn);
+}
+
+/* The connection a dial made is real: accept it, a byte goes through. */
+static void check_connected(int lfd, int fd)
+{
+	int s = accept(lfd, NULL, NULL);
+	char c = 0;
+
+	assert_true(fd >= 0);
+	assert_true(s >= 0);
+	assert_int_equal(write(fd, "k", 1), 1);
+	assert_int_equal(read(s, &c, 1), 1);
+	assert_int_equal(c, 'k');
+	close(s);
+	close(fd);
+}
+
+static void test_dial_numeric_and_names(void **state)
+{
+	int fds = co_test_open_fds(), lfd, port;
+	struct dial c;
+	co_pool pool;
+
+	(void)state;
+	assert_int_equal(co_pool_init(&pool, 2), 0);
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	port = co_local_port(lfd);
+	/* a numeric address needs no pool */
+	dial_init(&c, NULL, "127.0.0.1", port, 0);
+	co_test_run1(&c.co);
+	assert_int_equal(c.tried, 1);
+	assert_true(fcntl(c.res, F_GETFD) & FD_CLOEXEC);
+	check_connected(lfd, c.res);
+	/* a name, looked up on the pool */
+	dial_init(&c, &pool, "localhost", port, 5 * CO_S);
+	co_test_run1(&c.co);
+	check_connected(lfd, c.res);
+	/* three addresses, the third listens: each is tried in turn */
+	atomic_store(&multi_lookups, 0);
+	dial_init(&c, &pool, "multi.test", port, 5 * CO_S);
+	co_test_run1(&c.co);
+	assert_int_equal(atomic_load(&multi_lookups), 1);
+	assert_int_equal(c.tried, 3);
+	check_connected(lfd, c.res);
+	close(lfd);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+static void test_dial_refused_and_unresolved(void **state)
+{
+	int fds = co_test_open_fds(), lfd, port;
+	struct dial c;
+	co_pool pool;
+
+	(void)state;
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	port = co_local_port(lfd);
+	close(lfd); /* nothing listens there now */
+	dial_init(&c, NULL, "127.0.0.1", port, 0);
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ECONNREFUSED);
+	assert_int_equal(c.tried, 1);
+	/* every address refuses: each was tried, the last one's error */
+	dial_init(&c, &pool, "multi.test", port, 5 * CO_S);
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ECONNREFUSED);
+	assert_int_equal(c.err, -ECONNREFUSED);
+	assert_int_equal(c.tried, 3);
+	/* a name that does not resolve (-EAGAIN where no resolver answers) */
+	dial_init(&c, &pool, "no-such-host.invalid", port, 5 * CO_S);
+	co_test_run1(&c.co);
+	assert_true(c.res == -ENOENT || c.res == -EAGAIN);
+	assert_int_equal(c.tried, 0);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+/* A listener (on every address) whose accept queue is full: the kernel
+ * drops the next SYN, so a connect to it hangs (retrying) until something
+ * ends it. */
+static int full_listener(int *port, int *filler)
+{
+	int lfd = co_listen("0.0.0.0", 0, 1, 0);
+	struct sockaddr_in a;
+
+	assert_true(lfd >= 0);
+	*port = co_local_port(lfd);
+	a = co_test_loopback((uint16_t)*port);
+	for (int i = 0; i < 2; i++) {
+		filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		connect(filler[i], (struct sockaddr *)&a, sizeof a); /* in progress or done */
+	}
+	usleep(20000); /* (not a verdict: more fillers only make the hang surer) */
+	return lfd;
+}
+
+static int gate[2];
+
+static int wait_for_gate(void *arg)
+{
+	char c;
+
+	(void)arg;
+	return read(gate[0], &c, 1) == 1 ? 0 : -EIO;
+}
+
+struct blocker {
+	co_frame co;
+	co_pool_job job;
+	co_pool *pool;
+};
+
+static int blocker_fn(co_frame *f)
+{
+	struct blocker *b = (struct blocker *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_pool_run(&b->job, b->pool, wait_for_gate, NULL));
+	CO_END(f);
+}
+
+/* Let the dial's limit run out, then open the gate. */
+struct opener {
+	co_frame co;
+	struct dial *c;
+};
+
+static int opener_fn(co_frame *f)
+{
+	struct opener *o = (struct opener *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT_UNTIL(f, co_done(&o->c->co));
+	assert_int_equal(write(gate[1], "g", 1), 1);
+	CO_END(f);
+}
+
+static void test_dial_time_limit(void **state)
+{
+	int fds = co_test_open_fds(), lfd, port, filler[2];
+	struct blocker b = { 0 };
+	struct opener o = { 0 };
+	struct dial c;
+	co_frame *frames[3];
+	co_pool pool;
+
+	(void)state;
+	/* a connect that hangs: -ETIME, its socket closed */
+	lfd = full_listener(&port, filler);
+	dial_init(&c, NULL, "127.0.0.1", port, 100 * CO_MS);
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ETIME);
+	assert_int_equal(c.tried, 1);
+	/* the same under co_timeout: the child is cancelled, -ETIME */
+	dial_init(&c, NULL, "127.0.0.1", port, 100 * CO_MS);
+	c.limit_outer = 1;
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ETIME);
+	close(filler[0]);
+	close(filler[1]);
+	close(lfd);
+	/* a lookup queued behind a busy worker: taken off the queue, -ETIME */
+	assert_int_equal(pipe(gate), 0);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	b.pool = &pool;
+	co_init(&b.co, blocker_fn);
+	dial_init(&c, &pool, "multi.test", 1, 50 * CO_MS);
+	o.c = &c;
+	co_init(&o.co, opener_fn);
+	atomic_store(&multi_lookups, 0);
+	frames[0] = &b.co;
+	frames[1] = &c.co;
+	frames[2] = &o.co;
+	co_test_run_frames(frames, 3);
+	assert_int_equal(c.res, -ETIME);
+	assert_int_equal(c.tried, 0);
+	assert_int_equal(atomic_load(&multi_lookups), 0); /* it never ran */
+	/* a lookup a worker has begun ends after the deadline: no connect */
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	dial_init(&c, &pool, "late.test", co_local_port(lfd), 30 * CO_MS);
+	late_until = &c.d.deadline;
+	co_test_run1(&c.co);
+	assert_int_equal(c.res, -ETIME);
+	assert_int_equal(c.tried, 0);
+	close(lfd);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	close(gate[0]);
+	close(gate[1]);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+/* C: while A's dial hangs, the same dialer is refused, then A is
+ * cancelled. */
+struct canceller {
+	co_frame co;
+	struct dial *a;
+	int busy, cancel;
+};
+
+static int canceller_fn(co_frame *f)
+{
+	struct canceller *k = (struct canceller *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT_UNTIL(f, co_waiting(&k->a->co) && k->a->d.tried > 0); /* in a connect */
+	CO_AWAIT(f, co_dial(&k->a->d, NULL, "127.0.0.1", 1, 0));
+	k->busy = co_result(f);
+	k->cancel = co_cancel(&k->a->co);
+	CO_END(f);
+}
+
+static void test_dial_cancel_and_misuse(void **state)
+{
+	int fds = co_test_open_fds(), lfd, port, filler[2];
+	struct canceller k = { 0 };
+	struct dial a;
+	co_frame *frames[2] = { &a.co, &k.co };
+	co_dialer d;
+	co_pool pool;
+
+	(void)state;
+	memset(&d, 0, sizeof d);
+	assert_null(co_dial(NULL, NULL, "127.0.0.1", 1, 0));
+	assert_int_equal(co_status(co_dial(&d, NULL, NULL, 1, 0)), -EINVAL);
+	assert_int_equal(co_status(co_dial(&d, NULL, "127.0.0.1", 0, 0)), -EINVAL);
+	assert_int_equal(co_status(co_dial(&d, NULL, "127.0.0.1", -1, 0)), -EINVAL);
+	assert_int_equal(co_status(co_dial(&d, NULL, "127.0.0.1", 65536, 0)), -EINVAL);
+	assert_true(co_done(co_dial(&d, NULL, "127.0.0.1", 65536, 0)));
+	/* a name needs a pool */
+	dial_init(&a, NULL, "localhost", 1, 0);
+	co_test_run1(&a.co);
+	assert_int_equal(a.res, -EINVAL);
+	/* a huge limit is no limit */
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	dial_init(&a, NULL, "127.0.0.1", co_local_port(lfd), UINT64_MAX);
+	co_test_run1(&a.co);
+	check_connected(lfd, a.res);
+	close(lfd);
+	/* busy, then cancelled: no next address is tried (all three of
+	 * multi.test would hang on this listener, bound to every address) */
+	lfd = full_listener(&port, filler);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	dial_init(&a, &pool, "multi.test", port, 0);
+	k.a = &a;
+	co_init(&k.co, canceller_fn);
+	co_test_run_frames(frames, 2);
+	assert_int_equal(k.busy, -EBUSY);
+	assert_int_equal(k.cancel, 0);
+	assert_int_equal(a.res, -ECANCELED);
+	assert_int_equal(a.tried, 1);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	close(filler[0]);
+	close(filler[1]);
+	close(lfd);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_listen_and_port),
+	cmocka_unit_test(test_listen_errors),
+	cmocka_unit_test(test_dial_numeric_and_names),
+	cmocka_unit_test(test_dial_refused_and_unresolved),
+	cmocka_unit_test(test_dial_time_limit),
+	cmocka_unit_test(test_dial_cancel_and_misuse),
+};
+
+CO_TEST_MAIN(tests, 1)
