@@ -13,6 +13,7 @@
 #include <poll.h>
 
 #include <coring/io.h>
+#include <coring/net.h>
 #include <coring/scheduler.h>
 #include <coring/trace.h>
 
@@ -112,9 +113,12 @@ static int coring_server_main(const char *name, struct bench_args a, coring_new_
 	for (int i = 0; i < a.threads; i++) {
 		co_frame *extra = per_context ? per_context((unsigned)i, &ls[i].ctx) : NULL;
 
-		ls[i].lfd = bench_listen(&a.port);
-		if (ls[i].lfd < 0) {
-			fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+		/* the same socket as the other servers' bench_listen, through the
+		 * library's own call */
+		ls[i].lfd = co_listen("127.0.0.1", a.port, 4096, CO_LISTEN_REUSEPORT);
+		if (ls[i].lfd < 0 || (a.port = co_local_port(ls[i].lfd)) < 0) {
+			fprintf(stderr, "%s: listen: %s\n", name,
+				strerror(-(ls[i].lfd < 0 ? ls[i].lfd : a.port)));
 			return 1;
 		}
 		ls[i].new_conn = new_conn;

@@ -195,11 +195,9 @@ static void *client_main(void *arg)
 int main(int argc, char **argv)
 {
 	co_sched_opts o = { .groups = groups, .ngroups = KINDS };
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t alen = sizeof a;
 	static struct listener l;
 	struct client *cl;
-	int n = 0, ok = 0, err;
+	int n = 0, ok = 0, err, port;
 	int trace_err;
 
 	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
@@ -212,10 +210,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s --demo N\n", argv[0]);
 		return 2;
 	}
-	l.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (l.lfd < 0 || bind(l.lfd, (struct sockaddr *)&a, sizeof a) < 0 ||
-	    listen(l.lfd, 128) < 0 || getsockname(l.lfd, (struct sockaddr *)&a, &alen) < 0)
+	l.lfd = co_listen("127.0.0.1", 0, 128, 0); /* port 0: the kernel picks one */
+	if (l.lfd < 0 || (port = co_local_port(l.lfd)) < 0) {
+		fprintf(stderr, "slow_work: listen: %s\n", strerror(-(l.lfd < 0 ? l.lfd : port)));
 		return 1;
+	}
 	err = co_sched_init(&sched, &o);
 	if (err < 0) {
 		fprintf(stderr, "slow_work: co_sched_init: %s\n", strerror(-err));
@@ -228,7 +227,7 @@ int main(int argc, char **argv)
 	if (cl == NULL)
 		return 1;
 	for (int i = 0; i < n; i++) {
-		cl[i].port = ntohs(a.sin_port);
+		cl[i].port = port;
 		cl[i].id = i;
 		if (pthread_create(&cl[i].th, NULL, client_main, &cl[i]) != 0)
 			return 1;
