@@ -18,6 +18,11 @@
  *             a producer on context 0 sends 8-byte items (0, 1, 2 ...) to a
  *             consumer on context 1 through a channel of that capacity:
  *             items per second
+ *   pingpong_one, chan16_one, chan256_one
+ *             pingpong, chan16 and chan256 with both ends on context 0: what
+ *             the same channel costs without a thread between its ends
+ *             (Go's pingpong and chan shapes end up there: its woken
+ *             goroutine runs next on the waker's P)
  *   mutex1, mutex32
  *             1 (32) coroutines on each context, started together (a
  *             latch), lock a co_mutex, bump a shared counter, unlock: lock
@@ -47,7 +52,9 @@
 #include "handoff.h"
 
 static const char *const shapes[] = { "pingpong", "transfer", "spawn", "chan1", "chan16",
-				      "chan256", "mutex1", "mutex32", "idle", NULL };
+				      "chan256", "pingpong_one", "chan16_one", "chan256_one",
+				      "mutex1", "mutex32", "idle", NULL };
+static int one_context;  /* the _one shapes: context 1's side runs on 0 */
 
 static co_sched sched;
 static struct handoff_args args;
@@ -81,7 +88,7 @@ static void run_all(const char *shape)
 static void spawn_to(unsigned ctx, co_frame *f, int (*fn)(co_frame *))
 {
 	co_init(f, fn);
-	if (co_sched_spawn_to(&sched, ctx, f) < 0)
+	if (co_sched_spawn_to(&sched, one_context ? 0 : ctx, f) < 0)
 		handoff_fail("coring", "setup", "co_sched_spawn_to failed");
 }
 
@@ -451,7 +458,7 @@ int main(int argc, char **argv)
 
 	args = handoff_parse(argc, argv);
 	handoff_check_shapes(&args, shapes, argv[0]);
-	err = co_sched_init(&sched, &(co_sched_opts){ .contexts = 2, .spinners = getenv("SPINNERS") ? (unsigned)atoi(getenv("SPINNERS")) : 0 });
+	err = co_sched_init(&sched, &(co_sched_opts){ .contexts = 2 });
 	if (err < 0) {
 		fprintf(stderr, "handoff: co_sched_init: %s\n", strerror(-err));
 		return 1;
@@ -470,6 +477,16 @@ int main(int argc, char **argv)
 		throughput("chan16", 16, args.items);
 	if (handoff_want(&args, "chan256"))
 		throughput("chan256", 256, args.items);
+	one_context = 1;
+	if (handoff_want(&args, "pingpong_one")) {
+		long n = pingpong("pingpong_one", args.rt, args.seconds);
+		handoff_rt("coring", "pingpong_one", n, handoff_span_seconds(&span));
+	}
+	if (handoff_want(&args, "chan16_one"))
+		throughput("chan16_one", 16, args.items);
+	if (handoff_want(&args, "chan256_one"))
+		throughput("chan256_one", 256, args.items);
+	one_context = 0;
 	if (handoff_want(&args, "mutex1"))
 		mutex_shape("mutex1", 1);
 	if (handoff_want(&args, "mutex32"))

@@ -13,6 +13,8 @@
 //	chan1, chan16, chan256
 //	          a producer goroutine sends 0, 1, 2 ... to a consumer through a
 //	          channel of that capacity: items per second
+//	pingpong_one, chan16_one, chan256_one
+//	          pingpong, chan16 and chan256 with GOMAXPROCS=1: one thread
 //	mutex1, mutex32
 //	          1 (32) goroutines per P, started together, lock a sync.Mutex,
 //	          bump a counter, unlock: lock operations per second
@@ -57,8 +59,8 @@ func off(i int64) int64 {
 	return 0
 }
 
-var known = []string{"pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "mutex1",
-	"mutex32", "idle"}
+var known = []string{"pingpong", "transfer", "spawn", "chan1", "chan16", "chan256",
+	"pingpong_one", "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"}
 
 var base = time.Now()
 
@@ -326,6 +328,17 @@ func main() {
 			throughput(name, c)
 		}
 	}
+	runtime.GOMAXPROCS(1)
+	if want("pingpong_one") {
+		n, sp, _ := pingpong("pingpong_one", 1, *rt, *seconds)
+		reportRT("pingpong_one", n, sp.secs())
+	}
+	for _, c := range []int{16, 256} {
+		if name := fmt.Sprintf("chan%d_one", c); want(name) {
+			throughput(name, c)
+		}
+	}
+	runtime.GOMAXPROCS(2)
 	if want("mutex1") {
 		mutexShape("mutex1", 1)
 	}

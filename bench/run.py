@@ -111,8 +111,8 @@ HANDOFF_MODES = {
     "full": dict(rt=500000, items=10000000, ops=10000000, seconds=2.0, idle_ms=200),
 }
 HANDOFF_TIMEOUT = 300   # s, one run of one program
-HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "mutex1",
-                             "mutex32", "idle"],
+HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "pingpong_one",
+                             "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"],
                   "pthread": ["spin", "cond", "mutex"]}
 HANDOFF_SHAPES["go"] = HANDOFF_SHAPES["coring"]
 # the table's rows: shape, label, the pthread limit's shape, the condition variable's
@@ -123,12 +123,16 @@ HANDOFF_ROWS = [
     ("chan1", "channel 8 B items, capacity 1", None, None),
     ("chan16", "channel 8 B items, capacity 16", None, None),
     ("chan256", "channel 8 B items, capacity 256", None, None),
+    ("pingpong_one", "ping-pong, one context (Go: GOMAXPROCS=1)", None, None),
+    ("chan16_one", "capacity 16, one context (Go: GOMAXPROCS=1)", None, None),
+    ("chan256_one", "capacity 256, one context (Go: GOMAXPROCS=1)", None, None),
     ("mutex1", "mutex, 1 coroutine per context", "mutex", None),
     ("mutex32", "mutex, 32 coroutines per context", "mutex", None),
     ("idle", "idle, from 1 ms after a burst", None, None),
 ]
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
-                 "chan16": "chan cap 16", "chan256": "chan cap 256", "mutex1": "mutex 1/ctx",
+                 "chan16": "chan cap 16", "chan256": "chan cap 256", "pingpong_one": "ping-pong 1 ctx",
+                 "chan16_one": "cap 16, 1 ctx", "chan256_one": "cap 256, 1 ctx", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
 # the hand-off targets: coring's shape against a peer's, the ratio's bound
 HANDOFF_GOALS = [
@@ -139,6 +143,7 @@ HANDOFF_GOALS = [
     ("mutex1", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
     ("mutex32", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
 ]
+HANDOFF_UNITS = {"ns": "us", "per_s": "M/s", "cpu_pct": "% of a CPU"}
 HANDOFF_COLUMNS = ["shape", "peer", "value_median", "value_min", "value_max", "unit", "spread_pct", "n_median",
                    "rounds", "noisy_rounds", "mode", "date"]
 
@@ -711,7 +716,7 @@ class Run:
         if p.returncode != 0:
             raise BenchError(f"go build of bench/handoff.go failed:\n{p.stdout}{p.stderr}")
         v = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
-        self.say(f"({v}, GOMAXPROCS=2)")
+        self.say(f"({v}, GOMAXPROCS=2; 1 in the one-context rows)")
         return exe
 
     def handoff_round(self, peer, argv):
@@ -776,6 +781,11 @@ class Run:
                 return v / 1e3 if r["unit"] == "ns" else v / 1e6 if r["unit"] == "per_s" else v
         return None
 
+    def handoff_unit(self, shape):
+        """The unit coring's program printed for shape (ns, per_s, cpu_pct)."""
+        return next((r["unit"] for r in self.handoff_rows if r["peer"] == "coring" and r["shape"] == shape),
+                    "per_s")
+
     def handoff_table(self):
         cols = ["coring", "Go", "pthread limit", "pthread cond"]
         lines = [f"{'shape':<48} {'unit':<10}" + "".join(f"{c:>14}" for c in cols) +
@@ -784,7 +794,7 @@ class Run:
         def fmt(v):
             return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
         for shape, label, limit, cond in HANDOFF_ROWS:
-            unit = "us" if limit == "spin" else "% of a CPU" if shape == "idle" else "M/s"
+            unit = HANDOFF_UNITS[self.handoff_unit(shape)]
             c, g = self.handoff_value("coring", shape), self.handoff_value("go", shape)
             lim = self.handoff_value("pthread", limit) if limit else None
             slp = self.handoff_value("pthread", cond) if cond else None
@@ -830,7 +840,7 @@ class Run:
                     continue
                 which = {None: shape, "limit": limit, "cond": cond}
                 cells = [self.handoff_value(p, which[k]) if which[k] else None for p, k in peers]
-                f = f_rt if limit == "spin" else f_rate
+                f = f_rt if self.handoff_unit(shape) == "ns" else f_rate
                 f.write(f'"{HANDOFF_SHORT[shape]}" ' + " ".join("-" if x is None else f"{x:g}" for x in cells) + "\n")
 
         def hist(data):

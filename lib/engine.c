@@ -815,11 +815,21 @@ static void quiet_set(co_engine *e, unsigned snap)
 		e->hooks->quiet(e, e->hook_arg, 1);
 }
 
+/* Under valgrind, the longest wait in io_uring_enter (engine_sleep) */
+#define VALGRIND_SLICE_NS (10 * 1000000ull)
+
+static int engine_slept(co_engine *e, int ret)
+{
+	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	return ret;
+}
+
 /*
  * Sleep in the kernel until a completion arrives (submitting what is
  * queued in the same call), unless another thread changed something since
  * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
- * when nothing came in time.
+ * when nothing came in time (under valgrind, 0 after a slice: the loop
+ * then turns again).
  */
 static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
@@ -831,9 +841,17 @@ static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		return 0;
 	}
 	e->stats.waits++;
-	if (idle && co__unlikely(co__under_valgrind())) {
-		ret = co__engine_idle_sleep(e, ns);
-	} else if (ns) {
+	if (co__unlikely(co__under_valgrind())) {
+		/* valgrind 3.19 holds its lock through io_uring_enter: no
+		 * other thread of the process would run while this one waits
+		 * there, not even the one that would stop or wake it. So wait
+		 * in ppoll, which valgrind knows; with I/O in flight, in slices
+		 * (completions deferred to this thread do not wake a poller) */
+		if (!idle && (ns == 0 || ns > VALGRIND_SLICE_NS))
+			ns = VALGRIND_SLICE_NS;
+		return engine_slept(e, co__engine_idle_sleep(e, ns));
+	}
+	if (ns) {
 		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;
 		co__ns_to_ts(&ts, ns);
@@ -841,8 +859,7 @@ static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	} else {
 		ret = io_uring_submit_and_wait(&e->ring, 1);
 	}
-	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
-	return ret;
+	return engine_slept(e, ret);
 }
 
 int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
