@@ -148,13 +148,17 @@ static void sched_backlog(co_engine *e, void *arg)
 }
 
 /* Polling for work before a sleep costs a CPU: at most s->spinners of the
- * contexts poll at once. */
+ * contexts poll at once. With no more contexts than that the cap cannot
+ * bind, and nothing is counted: the count is a cache line every context
+ * would write twice per hand-off. */
 static int sched_spin(co_engine *e, void *arg, int begin)
 {
 	co_sched *s = arg;
 	unsigned n;
 
 	(void)e;
+	if (s->n <= s->spinners)
+		return 1;
 	if (!begin) {
 		atomic_fetch_sub_explicit(&s->spinning, 1, memory_order_relaxed);
 		return 0;

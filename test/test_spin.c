@@ -297,6 +297,31 @@ static void test_sched_caps_pollers(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* With no more contexts than spinners the cap cannot bind: the contexts
+ * poll without counting themselves (spin_peak stays 0). */
+static void test_sched_uncapped_counts_nothing(void **state)
+{
+	co_sched s;
+	struct pp ping, pong;
+	co_chan ch[2];
+	cpu_set_t all;
+	uint64_t spins = 0;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2, .spinners = 2 }), 0);
+	ping_pong(&s, 0, 1, ROUND_TRIPS / 2, &ping, &pong, ch);
+	assert_int_equal(co_sched_run(&s), 0);
+	pp_check(&ping, &pong, ch, ROUND_TRIPS / 2);
+	for (unsigned i = 0; i < s.n; i++)
+		spins += __atomic_load_n(&s.ctx[i].engine.stats.spins, __ATOMIC_RELAXED);
+	if (CPU_COUNT(&all) > 1)
+		assert_true(spins > 0); /* they polled (not on one CPU) */
+	assert_int_equal(s.spin_peak, 0);
+	assert_int_equal(atomic_load(&s.spinning), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- wakes to one engine travel together ---------------------------------------- */
 
 #define SLEEPERS 64
@@ -360,6 +385,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_poll_without_handoffs),
 		cmocka_unit_test(test_spin_options),
 		cmocka_unit_test(test_sched_caps_pollers),
+		cmocka_unit_test(test_sched_uncapped_counts_nothing),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

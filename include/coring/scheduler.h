@@ -121,7 +121,9 @@ typedef struct co_sched {
 	                                  contexts polling for work now */
 	unsigned spinners;             /* read-only: how many may at once */
 	unsigned spin_peak;            /* read-only: the most that polled at
-	                                  once (a high-water mark) */
+	                                  once (a high-water mark), counted
+	                                  only with more contexts than
+	                                  spinners (else it stays 0) */
 } co_sched;
 
 /* Set up the contexts and start their threads (manual ones have none);
