@@ -824,6 +824,32 @@ static int engine_slept(co_engine *e, int ret)
 	return ret;
 }
 
+/* valgrind 3.19 holds its lock through io_uring_enter: no other thread of
+ * the process runs while this one waits there, not even the one that
+ * would stop or wake it. With nothing in flight the engine waits in ppoll
+ * instead, which valgrind knows (lib/engine_wait.c); with I/O in flight it
+ * waits in io_uring_enter as natively (so callgrind counts the native
+ * path) but for a slice at most, and yields valgrind's lock when a slice
+ * ends with nothing. */
+static int valgrind_sleep(co_engine *e, uint64_t ns, int idle)
+{
+	static const struct __kernel_timespec slice = { 0, VALGRIND_SLICE_NS };
+	struct __kernel_timespec ts = slice;
+	struct io_uring_cqe *cqe;
+	int sliced = ns == 0 || ns > VALGRIND_SLICE_NS, ret;
+
+	if (idle)
+		return co__engine_idle_sleep(e, ns);
+	if (!sliced)
+		co__ns_to_ts(&ts, ns);
+	ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+	if (sliced && ret == -ETIME) {
+		sched_yield(); /* valgrind hands its lock on here */
+		ret = 0;
+	}
+	return ret;
+}
+
 /*
  * Sleep in the kernel until a completion arrives (submitting what is
  * queued in the same call), unless another thread changed something since
@@ -841,16 +867,8 @@ static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		return 0;
 	}
 	e->stats.waits++;
-	if (co__unlikely(co__under_valgrind())) {
-		/* valgrind 3.19 holds its lock through io_uring_enter: no
-		 * other thread of the process would run while this one waits
-		 * there, not even the one that would stop or wake it. So wait
-		 * in ppoll, which valgrind knows; with I/O in flight, in slices
-		 * (completions deferred to this thread do not wake a poller) */
-		if (!idle && (ns == 0 || ns > VALGRIND_SLICE_NS))
-			ns = VALGRIND_SLICE_NS;
-		return engine_slept(e, co__engine_idle_sleep(e, ns));
-	}
+	if (co__unlikely(co__under_valgrind()))
+		return engine_slept(e, valgrind_sleep(e, ns, idle));
 	if (ns) {
 		struct __kernel_timespec ts;
 		struct io_uring_cqe *cqe;

@@ -27,9 +27,8 @@
  * (valgrind 3.19 holds its lock through io_uring_enter). Used under
  * valgrind only: natively it costs a syscall more per sleep than
  * io_uring_enter (a cross-context mutex hand-off runs at about half the
- * rate). With I/O in flight the caller bounds ns: the completions of that
- * I/O, deferred to this thread, wake neither poll, and are collected after
- * the timeout (io_uring_get_events). */
+ * rate). An engine with I/O in flight waits in io_uring_enter, in slices
+ * under valgrind (lib/engine.c). */
 int co__engine_idle_sleep(co_engine *e, uint64_t ns)
 {
 	struct pollfd p[2] = { { .fd = e->ring.ring_fd, .events = POLLIN },
