@@ -18,6 +18,9 @@
  *             a producer on context 0 sends 8-byte items (0, 1, 2 ...) to a
  *             consumer on context 1 through a channel of that capacity:
  *             items per second
+ *   chan16_many, chan256_many
+ *             chan16 and chan256 with a consumer that takes what the channel
+ *             holds (co_chan_recv_many, up to the capacity)
  *   pingpong_one, chan16_one, chan256_one
  *             pingpong, chan16 and chan256 with both ends on context 0: what
  *             the same channel costs without a thread between its ends
@@ -52,7 +55,8 @@
 #include "handoff.h"
 
 static const char *const shapes[] = { "pingpong", "transfer", "spawn", "chan1", "chan16",
-				      "chan256", "pingpong_one", "chan16_one", "chan256_one",
+				      "chan256", "chan16_many", "chan256_many", "pingpong_one",
+				      "chan16_one", "chan256_one",
 				      "mutex1", "mutex32", "idle", NULL };
 static int one_context;  /* the _one shapes: context 1's side runs on 0 */
 
@@ -234,10 +238,37 @@ static int consumer_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* The same, taking what the channel holds (co_chan_recv_many, up to its
+ * capacity) */
+static uint64_t batch[256];
+
+static int batch_consumer_fn(co_frame *f)
+{
+	struct end *c = (struct end *)f;
+	CO_BEGIN(f);
+	handoff_span_begin(&span);
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv_many(&c->w, c->in, batch, c->in->cap));
+		if (co_result(f) == -EPIPE)
+			break;
+		for (int k = 0; k < co_result(f); k++, c->i++)
+			if (batch[k] != (uint64_t)c->i)
+				c->bad = "item lost or out of order";
+		if (co_result(f) < 1 || c->bad) {
+			c->bad = c->bad ? c->bad : "recv_many failed";
+			co_chan_close(c->in);
+			break;
+		}
+	}
+	handoff_span_end(&span);
+	CO_END(f);
+}
+
 static void throughput(const char *shape, unsigned cap, long n)
 {
 	static struct end p, c;
 	co_chan ch;
+	int many = strstr(shape, "_many") != NULL;
 
 	chan_pair(&ch, NULL, cap, shape);
 	memset(&p, 0, sizeof p);
@@ -245,7 +276,7 @@ static void throughput(const char *shape, unsigned cap, long n)
 	p.out = c.in = &ch;
 	p.n = n;
 	shape_start(1, args.seconds);
-	spawn_to(1, &c.co, consumer_fn);
+	spawn_to(1, &c.co, many ? batch_consumer_fn : consumer_fn);
 	spawn_to(0, &p.co, producer_fn);
 	run_all(shape);
 	if (p.bad || c.bad)
@@ -477,6 +508,10 @@ int main(int argc, char **argv)
 		throughput("chan16", 16, args.items);
 	if (handoff_want(&args, "chan256"))
 		throughput("chan256", 256, args.items);
+	if (handoff_want(&args, "chan16_many"))
+		throughput("chan16_many", 16, args.items);
+	if (handoff_want(&args, "chan256_many"))
+		throughput("chan256_many", 256, args.items);
 	one_context = 1;
 	if (handoff_want(&args, "pingpong_one")) {
 		long n = pingpong("pingpong_one", args.rt, args.seconds);

@@ -13,6 +13,8 @@
 //	chan1, chan16, chan256
 //	          a producer goroutine sends 0, 1, 2 ... to a consumer through a
 //	          channel of that capacity: items per second
+//	chan16_many, chan256_many
+//	          chan16 and chan256 again: Go has no receive of many items
 //	pingpong_one, chan16_one, chan256_one
 //	          pingpong, chan16 and chan256 with GOMAXPROCS=1: one thread
 //	mutex1, mutex32
@@ -60,7 +62,7 @@ func off(i int64) int64 {
 }
 
 var known = []string{"pingpong", "transfer", "spawn", "chan1", "chan16", "chan256",
-	"pingpong_one", "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"}
+	"chan16_many", "chan256_many", "pingpong_one", "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"}
 
 var base = time.Now()
 
@@ -325,6 +327,12 @@ func main() {
 	}
 	for _, c := range []int{1, 16, 256} {
 		if name := fmt.Sprintf("chan%d", c); want(name) {
+			throughput(name, c)
+		}
+	}
+	// Go has no receive of many: its best is the plain receive
+	for _, c := range []int{16, 256} {
+		if name := fmt.Sprintf("chan%d_many", c); want(name) {
 			throughput(name, c)
 		}
 	}

@@ -111,7 +111,8 @@ HANDOFF_MODES = {
     "full": dict(rt=500000, items=10000000, ops=10000000, seconds=2.0, idle_ms=200),
 }
 HANDOFF_TIMEOUT = 300   # s, one run of one program
-HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "pingpong_one",
+HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "chan16_many",
+                             "chan256_many", "pingpong_one",
                              "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"],
                   "pthread": ["spin", "cond", "mutex"]}
 HANDOFF_SHAPES["go"] = HANDOFF_SHAPES["coring"]
@@ -123,6 +124,8 @@ HANDOFF_ROWS = [
     ("chan1", "channel 8 B items, capacity 1", None, None),
     ("chan16", "channel 8 B items, capacity 16", None, None),
     ("chan256", "channel 8 B items, capacity 256", None, None),
+    ("chan16_many", "capacity 16, recv_many (Go: one per receive)", None, None),
+    ("chan256_many", "capacity 256, recv_many (Go: one per receive)", None, None),
     ("pingpong_one", "ping-pong, one context (Go: GOMAXPROCS=1)", None, None),
     ("chan16_one", "capacity 16, one context (Go: GOMAXPROCS=1)", None, None),
     ("chan256_one", "capacity 256, one context (Go: GOMAXPROCS=1)", None, None),
@@ -131,7 +134,8 @@ HANDOFF_ROWS = [
     ("idle", "idle, from 1 ms after a burst", None, None),
 ]
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
-                 "chan16": "chan cap 16", "chan256": "chan cap 256", "pingpong_one": "ping-pong 1 ctx",
+                 "chan16": "chan cap 16", "chan256": "chan cap 256", "chan16_many": "cap 16, many",
+                 "chan256_many": "cap 256, many", "pingpong_one": "ping-pong 1 ctx",
                  "chan16_one": "cap 16, 1 ctx", "chan256_one": "cap 256, 1 ctx", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
 # the hand-off targets: coring's shape against a peer's, the ratio's bound

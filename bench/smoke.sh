@@ -131,7 +131,7 @@ handoff_check() { # handoff_check PROGRAM PEER SHAPES...
 	done
 	echo "ok: $(basename "$prog")"
 }
-shapes="pingpong transfer spawn chan1 chan16 chan256 pingpong_one chan16_one chan256_one mutex1 mutex32 idle"
+shapes="pingpong transfer spawn chan1 chan16 chan256 chan16_many chan256_many pingpong_one chan16_one chan256_one mutex1 mutex32 idle"
 # shellcheck disable=SC2086
 handoff_check "$B/handoff" coring $shapes
 handoff_check "$B/handoff_pthread" pthread spin cond mutex

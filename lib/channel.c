@@ -82,7 +82,7 @@ static int put(co_chan *c, const void *item, co__wake_list *l)
 
 	if (r) {
 		item_copy(r->u.item, item, c->size); /* r is linked, so alive */
-		co__wait_claim(r, 0, l);
+		co__wait_claim(r, r->many ? 1 : 0, l); /* recv_many: one item */
 		return 1;
 	}
 	if (c->count == c->cap)
@@ -132,12 +132,15 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 	co_waiter *w = (co_waiter *)a;
 	co_chan *c = w->obj;
 	co__wake_list l = CO__WAKE_LIST_INIT;
-	int got;
+	unsigned char *to = w->u.item;
+	int got = 0;
 
 	co__lock(c);
-	got = take(c, w->u.item, &l);
+	/* one item, or for recv_many what there is, up to w->many */
+	while (take(c, to, &l) && (unsigned)++got < w->many)
+		to += c->size;
 	if (got || c->closed) {
-		w->res = got ? 0 : -EPIPE;
+		w->res = got == 0 ? -EPIPE : w->many ? got : 0;
 		co__unlock(c);
 		co__wake_all(&l);
 		return 0;
@@ -152,24 +155,32 @@ static const co__wait_ops recv_ops = {
 	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, NULL
 };
 
+static co_awaiter *chan_prep(co_waiter *w, const co__wait_ops *ops, co_chan *c, void *item,
+			     unsigned many, int valid)
+{
+	co_awaiter *a = co__wait_prep(w, ops, c ? &c->lock : NULL,
+				      valid && c && item && c->buf ? c : NULL);
+
+	if (w) {
+		w->u.item = item;
+		w->many = (unsigned short)(many > 65535 ? 65535 : many);
+	}
+	return a;
+}
+
 co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item)
 {
-	co_awaiter *a = co__wait_prep(w, &send_ops, c ? &c->lock : NULL,
-				      c && item && c->buf ? c : NULL);
-
-	if (w)
-		w->u.item = (void *)(uintptr_t)item;
-	return a;
+	return chan_prep(w, &send_ops, c, (void *)(uintptr_t)item, 0, 1);
 }
 
 co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item)
 {
-	co_awaiter *a = co__wait_prep(w, &recv_ops, c ? &c->lock : NULL,
-				      c && item && c->buf ? c : NULL);
+	return chan_prep(w, &recv_ops, c, item, 0, 1);
+}
 
-	if (w)
-		w->u.item = item;
-	return a;
+co_awaiter *co_chan_recv_many(co_waiter *w, co_chan *c, void *items, unsigned max)
+{
+	return chan_prep(w, &recv_ops, c, items, max, max != 0);
 }
 
 int co_chan_try_send(co_chan *c, const void *item)

@@ -89,7 +89,24 @@ struct consumer {
 	struct item it;
 	int64_t last[PRODUCERS];  /* per producer: items arrive in send order */
 	int got;
+	unsigned many;            /* 0: co_chan_recv; else co_chan_recv_many */
+	struct item batch[8];
 };
+
+/* One received item: counted once, in its producer's order. */
+static void consumer_take(struct consumer *c, const struct item *it)
+{
+	if (it->producer >= PRODUCERS || it->seq >= PER_PRODUCER ||
+	    it->check != check_of(it->producer, it->seq) ||
+	    (int64_t)it->seq <= c->last[it->producer]) {
+		atomic_fetch_add(&c->m->bad, 1);
+		return;
+	}
+	c->last[it->producer] = it->seq;
+	atomic_fetch_add(&c->m->seen[it->producer * PER_PRODUCER + it->seq], 1);
+	atomic_fetch_add(&c->m->received, 1);
+	c->got++;
+}
 
 static int consumer_fn(co_frame *f)
 {
@@ -97,21 +114,20 @@ static int consumer_fn(co_frame *f)
 	CO_BEGIN(f);
 	for (int i = 0; i < PRODUCERS; i++)
 		c->last[i] = -1;
-	for (;;) {
+	while (c->many == 0) {
 		CO_AWAIT(f, co_chan_recv(&c->w, &c->m->ch, &c->it));
 		if (co_result(f) == -EPIPE)
 			break;
 		assert_int_equal(co_result(f), 0);
-		if (c->it.producer >= PRODUCERS || c->it.seq >= PER_PRODUCER ||
-		    c->it.check != check_of(c->it.producer, c->it.seq) ||
-		    (int64_t)c->it.seq <= c->last[c->it.producer]) {
-			atomic_fetch_add(&c->m->bad, 1);
-			continue;
-		}
-		c->last[c->it.producer] = c->it.seq;
-		atomic_fetch_add(&c->m->seen[c->it.producer * PER_PRODUCER + c->it.seq], 1);
-		atomic_fetch_add(&c->m->received, 1);
-		c->got++;
+		consumer_take(c, &c->it);
+	}
+	while (c->many != 0) {
+		CO_AWAIT(f, co_chan_recv_many(&c->w, &c->m->ch, c->batch, c->many));
+		if (co_result(f) == -EPIPE)
+			break;
+		assert_in_range(co_result(f), 1, c->many);
+		for (int k = 0; k < co_result(f); k++)
+			consumer_take(c, &c->batch[k]);
 	}
 	CO_END(f);
 }
@@ -140,14 +156,14 @@ static int closer_fn(co_frame *f)
 	CO_END(f);
 }
 
-static void test_mpmc_exactly_once(void **state)
+/* consumers with many != 0 receive with co_chan_recv_many */
+static void mpmc_run(unsigned many)
 {
 	co_sched s;
 	struct mpmc *m = calloc(1, sizeof *m);
 	struct producer p[PRODUCERS];
 	struct consumer *c = calloc(CONSUMERS, sizeof *c);
 	struct closer cl = { .res = 1 };
-	(void)state;
 	assert_non_null(m);
 	assert_non_null(c);
 	assert_int_equal(co_chan_init(&m->ch, sizeof(struct item), CAPACITY, NULL), 0);
@@ -156,6 +172,7 @@ static void test_mpmc_exactly_once(void **state)
 	sched_start(&s);
 	for (unsigned i = 0; i < CONSUMERS; i++) {
 		c[i].m = m;
+		c[i].many = many ? 1 + (i * many) % 8 : 0; /* 1 .. 8 */
 		co_init(&c[i].co, consumer_fn);
 		assert_int_equal(co_sched_spawn_to(&s, i % 2, &c[i].co), 0);
 	}
@@ -186,6 +203,19 @@ static void test_mpmc_exactly_once(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 	free(c);
 	free(m);
+}
+
+static void test_mpmc_exactly_once(void **state)
+{
+	(void)state;
+	mpmc_run(0);
+}
+
+/* The same with consumers taking up to 1 .. 8 items a call. */
+static void test_recv_many_exactly_once(void **state)
+{
+	(void)state;
+	mpmc_run(3);
 }
 
 /* Timed receives racing with senders on the other context: a receive
@@ -499,6 +529,164 @@ static void test_fifo_direct_handoff(void **state)
 	assert_int_equal(co_chan_destroy(&ch), 0);
 }
 
+/* ---- co_chan_recv_many -------------------------------------------------------------- */
+
+struct mparty {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	void *items;              /* NULL: into own[] */
+	unsigned max;
+	int null_items;           /* pass NULL as items */
+	uint64_t own[8];
+	int res;
+};
+
+static int many_fn(co_frame *f)
+{
+	struct mparty *t = (struct mparty *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_chan_recv_many(&t->w, t->ch,
+				      t->null_items ? NULL : t->items ? t->items : (void *)t->own,
+				      t->max));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static int many_run(co_loop *loop, struct mparty *t, co_chan *ch, unsigned max)
+{
+	*t = (struct mparty){ .ch = ch, .max = max, .res = 1 };
+	co_init(&t->co, many_fn);
+	assert_int_equal(co_loop_spawn(loop, &t->co), 0);
+	return co_loop_run(loop);
+}
+
+/* What the ring holds, up to max, in order; then the rest. */
+static void test_recv_many_takes_what_is_there(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	struct mparty t;
+	uint64_t v;
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 8, NULL), 0);
+	for (v = 1; v <= 5; v++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(many_run(&loop, &t, &ch, 3), 0);
+	assert_int_equal(t.res, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(t.own[i], 1 + (uint64_t)i);
+	assert_int_equal(many_run(&loop, &t, &ch, 8), 0);
+	assert_int_equal(t.res, 2);
+	assert_int_equal(t.own[0], 4);
+	assert_int_equal(t.own[1], 5);
+	assert_int_equal(co_chan_try_recv(&ch, &v), -EAGAIN);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
+/* A receiver of many on an empty channel gets the first item sent, straight
+ * from the sender (value 1); later items stay in the ring. */
+static void test_recv_many_waits_for_one(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	struct mparty t;
+	uint64_t v = 7;
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 4, NULL), 0);
+	assert_int_equal(many_run(&loop, &t, &ch, 4), 1); /* blocked */
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_len(&ch), 0); /* handed over */
+	v = 8;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.res, 1);
+	assert_int_equal(t.own[0], 7);
+	assert_int_equal(co_chan_len(&ch), 1);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 8);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
+/* Slots freed on a full ring are refilled from the blocked senders, oldest
+ * first, and taken in the same call. */
+static void test_recv_many_refills_from_senders(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	struct mparty t;
+	struct party snd[2];
+	uint64_t v;
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 2, NULL), 0);
+	for (v = 1; v <= 2; v++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	for (int i = 0; i < 2; i++) {
+		snd[i] = (struct party){ .ch = &ch, .item = 3 + (uint64_t)i, .res = 1 };
+		co_init(&snd[i].co, sender_fn);
+		assert_int_equal(co_loop_spawn(&loop, &snd[i].co), 0);
+	}
+	assert_int_equal(co_loop_run(&loop), 2); /* both blocked */
+	assert_int_equal(many_run(&loop, &t, &ch, 8), 0);
+	assert_int_equal(t.res, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(t.own[i], 1 + (uint64_t)i);
+	assert_int_equal(snd[0].res, 0);
+	assert_int_equal(snd[1].res, 0);
+	assert_int_equal(co_chan_len(&ch), 0);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
+/* Closed: what is buffered, then -EPIPE; a blocked receiver of many wakes
+ * with -EPIPE; bad arguments: -EINVAL; max over 65535 takes what there is. */
+static void test_recv_many_close_and_errors(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	struct mparty t;
+	uint64_t v, big[4];
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 4, NULL), 0);
+	assert_int_equal(many_run(&loop, &t, &ch, 2), 1); /* blocked */
+	assert_int_equal(co_chan_close(&ch), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.res, -EPIPE);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+
+	assert_int_equal(co_chan_init(&ch, sizeof v, 4, NULL), 0);
+	for (v = 1; v <= 3; v++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	t = (struct mparty){ .ch = &ch, .items = big, .max = 65536, .res = 1 };
+	co_init(&t.co, many_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.res, 3);
+	assert_int_equal(big[2], 3);
+	v = 4;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_close(&ch), 0);
+	assert_int_equal(many_run(&loop, &t, &ch, 8), 0);
+	assert_int_equal(t.res, 1);
+	assert_int_equal(t.own[0], 4);
+	assert_int_equal(many_run(&loop, &t, &ch, 8), 0);
+	assert_int_equal(t.res, -EPIPE);
+
+	assert_int_equal(many_run(&loop, &t, &ch, 0), 0);
+	assert_int_equal(t.res, -EINVAL);
+	assert_int_equal(many_run(&loop, &t, NULL, 4), 0);
+	assert_int_equal(t.res, -EINVAL);
+	t = (struct mparty){ .ch = &ch, .max = 4, .null_items = 1, .res = 1 };
+	co_init(&t.co, many_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.res, -EINVAL);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
 /* ---- errors -------------------------------------------------------------------------- */
 
 struct misuse {
@@ -557,6 +745,11 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mpmc_exactly_once),
+		cmocka_unit_test(test_recv_many_exactly_once),
+		cmocka_unit_test(test_recv_many_takes_what_is_there),
+		cmocka_unit_test(test_recv_many_waits_for_one),
+		cmocka_unit_test(test_recv_many_refills_from_senders),
+		cmocka_unit_test(test_recv_many_close_and_errors),
 		cmocka_unit_test(test_timed_receives_lose_nothing),
 		cmocka_unit_test(test_close_wakes_blocked),
 		cmocka_unit_test(test_timeouts_and_cancel),

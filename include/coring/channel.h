@@ -66,6 +66,18 @@ CO_API co_awaiter *co_chan_send(co_waiter *w, co_chan *c, const void *item);
  * -ETIME (co_wait_for), -EINVAL (NULL). */
 CO_API co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item);
 
+/*
+ * Await up to max items into items[0 .. max): as many as the channel holds
+ * (and the senders blocked on a full channel bring), at least one, in
+ * order, taken under one hold of the channel's lock. A receiver that must
+ * wait gets the first item that comes. The value: how many (1 .. max; max
+ * above 65535 is taken as 65535), or -EPIPE (closed and empty),
+ * -ECANCELED, -ETIME (co_wait_for), -EINVAL (NULL argument, max 0). Across
+ * contexts a consumer that takes what is there pays the channel's lock
+ * once per batch, not once per item (docs/sync.md, "Cost").
+ */
+CO_API co_awaiter *co_chan_recv_many(co_waiter *w, co_chan *c, void *items, unsigned max);
+
 /* Without waiting, from any thread: 0, -EAGAIN (full / empty), -EPIPE
  * (closed / closed and empty), -EINVAL (NULL). */
 CO_API int co_chan_try_send(co_chan *c, const void *item);

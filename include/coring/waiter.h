@@ -25,7 +25,7 @@ typedef struct co_waitq {
 	co_waiter *head, *tail;
 } co_waitq;
 
-/* All fields are private. 152 bytes on LP64. */
+/* All fields are private. 160 bytes on LP64. */
 struct co_waiter {
 	co_awaiter aw;                /* first, returned by the preps */
 	co_io_info info;              /* a timed wait's timer CQE */
@@ -50,6 +50,8 @@ struct co_waiter {
 	int res;                      /* the await's value */
 	unsigned char timed;          /* a timer is armed for this wait */
 	unsigned char timer_done;     /* the timer's CQE came (engine) */
+	unsigned short many;          /* channel receive: at most this many
+	                                 items (co_chan_recv_many); 0: one */
 };
 
 /*
