@@ -725,16 +725,16 @@ static void test_timed_stop_saturates(void **state)
 
 /* A frame that waits, then ignores its cancellation for a while and
  * ends by itself with 7. */
-struct stubborn {
+struct holdout {
 	co_frame co;
 	co_io io;
 	int k, slept;
 	atomic_int done, status;
 };
 
-static int stubborn_fn(co_frame *f)
+static int holdout_fn(co_frame *f)
 {
-	struct stubborn *b = (struct stubborn *)f;
+	struct holdout *b = (struct holdout *)f;
 	CO_BEGIN(f);
 	CO_AWAIT(f, co_sleep(&b->io, 3600 * CO_S));
 	b->slept = co_result(f);
@@ -744,9 +744,9 @@ static int stubborn_fn(co_frame *f)
 	CO_END(f);
 }
 
-static void stubborn_done(co_frame *f)
+static void holdout_done(co_frame *f)
 {
-	struct stubborn *b = (struct stubborn *)f;
+	struct holdout *b = (struct holdout *)f;
 	atomic_store(&b->status, co_status(f));
 	atomic_fetch_add(&b->done, 1);
 }
@@ -759,10 +759,10 @@ static void test_grace_saturates(void **state)
 	for (int k = 0; k < HUGE_KINDS; k++) {
 		co_engine_opts o = { .cancel_grace_ns = huge_ns(k) };
 		co_engine e;
-		struct stubborn b;
+		struct holdout b;
 		memset(&b, 0, sizeof b);
-		co_init(&b.co, stubborn_fn);
-		b.co.on_done = stubborn_done;
+		co_init(&b.co, holdout_fn);
+		b.co.on_done = holdout_done;
 		assert_int_equal(co_engine_init(&e, &o), 0);
 		assert_int_equal(co_engine_spawn(&e, &b.co), 0);
 		assert_int_equal(co_engine_tick(&e), 1); /* started: it sleeps */
