@@ -197,6 +197,11 @@ static int ready_nonempty(co_engine *e)
 	       !co__lifo_empty(&e->cancels);
 }
 
+int co__engine_busy(co_engine *e)
+{
+	return ready_nonempty(e);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Other threads: visits and wake-ups                                       */
 /* ------------------------------------------------------------------------ */

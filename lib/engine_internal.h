@@ -146,6 +146,26 @@ void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last,
 /* Wake e if it sleeps (any thread). */
 void co__engine_kick(co_engine *e);
 int co__engine_sleeping(co_engine *e);
+/* On e's own thread: 1 if the loop has work besides the running frame
+ * (ready frames, posts, cancel requests, frames other threads woke). */
+int co__engine_busy(co_engine *e);
+/* On the calling thread's engine e (or NULL): 0 if co__engine_poll would
+ * return 0 at once (no engine, no poll budget, I/O in flight, frames
+ * queued): the inline half of its checks. */
+static inline int co__engine_may_poll(const co_engine *e)
+{
+	return e != NULL && e->spin_cur != 0 && e->inflight == 0 && e->local_n == 0;
+}
+/*
+ * On the calling thread's engine e (NULL: no engine), a frame that would
+ * park until another thread changes something polls ready(arg) instead,
+ * while e has nothing else to do (no I/O in flight, nothing ready), for at
+ * most e's poll budget (lib/engine_wait.c): first after slip pauses, then
+ * at every pause. Returns 0 if ready() did not become true (or e does not
+ * poll: opts.no_spin, one CPU, a scheduler's spinners all busy, other
+ * work), else 1 + the pauses it waited.
+ */
+unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip);
 /* Frames in e's ready ring (what thieves can take). */
 unsigned co__engine_ready(co_engine *e);
 /* Live frames of e (spawned, not finished). */

@@ -121,6 +121,44 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	return found;
 }
 
+unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip)
+{
+	uint64_t budget, start = 0;
+	unsigned waited = slip, found = 0;
+
+	if (!co__engine_may_poll(e) || co__engine_busy(e))
+		return 0;
+	budget = e->spin_cur;
+	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
+		return 0;
+	/* a single writer; readable from any thread (engine.h) */
+	__atomic_store_n(&e->stats.polls, e->stats.polls + 1, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < slip; k++)
+		co__cpu_relax();
+	for (;;) {
+		if (ready(arg)) {
+			found = waited + 1;
+			break;
+		}
+		co__cpu_relax();
+		if (++waited % 64 == 0) {
+			uint64_t now = co__now_ns();
+
+			if (co__engine_busy(e))
+				break;
+			if (start == 0)
+				start = now;
+			else if (now - start >= budget)
+				break;
+		}
+	}
+	if (e->hooks && e->hooks->spin)
+		e->hooks->spin(e, e->hook_arg, 0);
+	if (found)
+		__atomic_store_n(&e->stats.poll_hits, e->stats.poll_hits + 1, __ATOMIC_RELAXED);
+	return found;
+}
+
 /* Nothing in flight and polling allowed: poll while the budget lasts,
  * then sleep; a hand-off that ended the sleep sooner than spin_max says a
  * poll would have caught it: poll next time. */

@@ -21,6 +21,12 @@ void co__spin_lock(atomic_uint *l)
 	}
 }
 
+int co__spin_trylock(atomic_uint *l)
+{
+	return !atomic_load_explicit(l, memory_order_relaxed) &&
+	       !atomic_exchange_explicit(l, 1, memory_order_acquire);
+}
+
 void co__spin_unlock(atomic_uint *l)
 {
 	atomic_store_explicit(l, 0, memory_order_release); /* pairs with co__spin_lock */

@@ -22,5 +22,8 @@ static inline void co__cpu_relax(void)
  * machine the holder may have been preempted. */
 void co__spin_lock(atomic_uint *l);
 void co__spin_unlock(atomic_uint *l);
+/* 1 if it took the lock, 0 if the lock is held: never waits (so it may be
+ * taken against a lock order). */
+int co__spin_trylock(atomic_uint *l);
 
 #endif

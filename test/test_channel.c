@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the bounded channel (lib/channel.c): many producers and
  * consumers across contexts, close, timeouts, cancel, errors. */
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
@@ -156,8 +158,9 @@ static int closer_fn(co_frame *f)
 	CO_END(f);
 }
 
-/* consumers with many != 0 receive with co_chan_recv_many */
-static void mpmc_run(unsigned many)
+/* consumers with many != 0 receive with co_chan_recv_many; a channel of
+ * capacity cap; no_spin: ends park at once (engine opts.no_spin) */
+static void mpmc_run_on(unsigned many, unsigned cap, int no_spin)
 {
 	co_sched s;
 	struct mpmc *m = calloc(1, sizeof *m);
@@ -166,10 +169,11 @@ static void mpmc_run(unsigned many)
 	struct closer cl = { .res = 1 };
 	assert_non_null(m);
 	assert_non_null(c);
-	assert_int_equal(co_chan_init(&m->ch, sizeof(struct item), CAPACITY, NULL), 0);
+	assert_int_equal(co_chan_init(&m->ch, sizeof(struct item), cap, NULL), 0);
 	assert_int_equal(co_waitgroup_init(&m->producing), 0);
 	assert_int_equal(co_waitgroup_add(&m->producing, PRODUCERS), 0);
-	sched_start(&s);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2,
+					 .engine = { .no_spin = no_spin } }), 0);
 	for (unsigned i = 0; i < CONSUMERS; i++) {
 		c[i].m = m;
 		c[i].many = many ? 1 + (i * many) % 8 : 0; /* 1 .. 8 */
@@ -205,10 +209,34 @@ static void mpmc_run(unsigned many)
 	free(m);
 }
 
+static void mpmc_run(unsigned many)
+{
+	mpmc_run_on(many, CAPACITY, 0);
+}
+
 static void test_mpmc_exactly_once(void **state)
 {
 	(void)state;
 	mpmc_run(0);
+}
+
+/* Capacities 1 and 2, where the ring is full or empty most of the time:
+ * a receiver may drain it while another, having taken an item, is about
+ * to refill it from a parked sender (the drainer must not park then: it
+ * refills the ring itself). Ends that park at once and ends that poll
+ * first; SMALL_CAP_ROUNDS rounds, since that moment is short. */
+#define SMALL_CAP_ROUNDS 40
+
+static void test_mpmc_small_capacity(void **state)
+{
+	(void)state;
+	for (int i = 0; i < SMALL_CAP_ROUNDS; i++) {
+		for (unsigned cap = 1; cap <= 2; cap++) {
+			mpmc_run_on(0, cap, 1);
+			mpmc_run_on(0, cap, 0);
+			mpmc_run_on(2, cap, 1);
+		}
+	}
 }
 
 /* The same with consumers taking up to 1 .. 8 items a call. */
@@ -687,6 +715,202 @@ static void test_recv_many_close_and_errors(void **state)
 	assert_int_equal(co_chan_destroy(&ch), 0);
 }
 
+/* ---- one producer and one consumer: polling ends and parked ends ------------------ */
+
+#define STREAM_ITEMS 20000
+#define ROUNDS 5000
+
+struct end {
+	co_frame co;
+	co_waiter w;
+	co_chan *out, *in;        /* sends on out, receives from in */
+	uint64_t v, n, got;       /* n: items (a streamer), round trips (a pinger) */
+	int bad;
+};
+
+/* Sends 0 .. n - 1 on out, then closes it. */
+static int streamer_fn(co_frame *f)
+{
+	struct end *e = (struct end *)f;
+	CO_BEGIN(f);
+	for (e->v = 0; e->v < e->n; e->v++) {
+		CO_AWAIT(f, co_chan_send(&e->w, e->out, &e->v));
+		if (co_result(f) != 0)
+			e->bad++;
+	}
+	co_chan_close(e->out);
+	CO_END(f);
+}
+
+/* Receives 0, 1, 2 ... from in until it is closed; n: how many came. */
+static int drainer_fn(co_frame *f)
+{
+	struct end *e = (struct end *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv(&e->w, e->in, &e->got));
+		if (co_result(f) == -EPIPE)
+			break;
+		if (co_result(f) != 0 || e->got != e->n)
+			e->bad++;
+		e->n++;
+	}
+	CO_END(f);
+}
+
+/* Sends v on out and waits for v + 1 on in, n times; then closes out. */
+static int pinger_fn(co_frame *f)
+{
+	struct end *e = (struct end *)f;
+	CO_BEGIN(f);
+	for (e->v = 0; e->v < e->n; e->v++) {
+		CO_AWAIT(f, co_chan_send(&e->w, e->out, &e->v));
+		if (co_result(f) != 0)
+			e->bad++;
+		CO_AWAIT(f, co_chan_recv(&e->w, e->in, &e->got));
+		if (co_result(f) != 0 || e->got != e->v + 1)
+			e->bad++;
+	}
+	co_chan_close(e->out);
+	CO_END(f);
+}
+
+/* Answers every v from in with v + 1 on out until in is closed; n: how
+ * many it answered. */
+static int ponger_fn(co_frame *f)
+{
+	struct end *e = (struct end *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv(&e->w, e->in, &e->got));
+		if (co_result(f) == -EPIPE)
+			break;
+		e->got++;
+		e->n++;
+		CO_AWAIT(f, co_chan_send(&e->w, e->out, &e->got));
+		if (co_result(f) != 0)
+			e->bad++;
+	}
+	CO_END(f);
+}
+
+struct pair_run {
+	co_frame co;              /* the starter */
+	co_sched *s;
+	unsigned at[4];           /* the contexts of the four ends */
+	int spawned;
+	co_chan stream, ping, pong;
+	struct end streamer, drainer, pinger, ponger;
+};
+
+/* Spawns the four ends from a context, so that on one context all four
+ * are queued before any runs (none finds the others not yet spawned). */
+static int starter_fn(co_frame *f)
+{
+	struct pair_run *r = (struct pair_run *)f;
+	struct end *ends[4] = { &r->streamer, &r->drainer, &r->pinger, &r->ponger };
+	CO_BEGIN(f);
+	for (int i = 0; i < 4; i++)
+		r->spawned += co_sched_spawn_to(r->s, r->at[i], &ends[i]->co) == 0;
+	CO_END(f);
+}
+
+/* A stream from context a to b and a ping-pong between b and a (c and d
+ * if given: d >= 0), on channels of capacity cap; every item arrives once
+ * and in order. */
+static void pair_run(co_sched *s, unsigned cap, unsigned a, unsigned b, int c, int d)
+{
+	struct pair_run *r = calloc(1, sizeof *r);
+
+	assert_non_null(r);
+	assert_int_equal(co_chan_init(&r->stream, sizeof(uint64_t), cap, NULL), 0);
+	assert_int_equal(co_chan_init(&r->ping, sizeof(uint64_t), cap, NULL), 0);
+	assert_int_equal(co_chan_init(&r->pong, sizeof(uint64_t), cap, NULL), 0);
+	r->streamer = (struct end){ .out = &r->stream, .n = STREAM_ITEMS };
+	r->drainer = (struct end){ .in = &r->stream };
+	r->pinger = (struct end){ .out = &r->ping, .in = &r->pong, .n = ROUNDS };
+	r->ponger = (struct end){ .out = &r->pong, .in = &r->ping };
+	co_init(&r->streamer.co, streamer_fn);
+	co_init(&r->drainer.co, drainer_fn);
+	co_init(&r->pinger.co, pinger_fn);
+	co_init(&r->ponger.co, ponger_fn);
+	r->s = s;
+	r->at[0] = a;
+	r->at[1] = b;
+	r->at[2] = c >= 0 ? (unsigned)c : b;
+	r->at[3] = d >= 0 ? (unsigned)d : a;
+	co_init(&r->co, starter_fn);
+	assert_int_equal(co_sched_spawn_to(s, a, &r->co), 0);
+	assert_int_equal(co_sched_run(s), 0);
+	assert_int_equal(r->spawned, 4);
+	assert_int_equal(r->streamer.bad + r->drainer.bad + r->pinger.bad + r->ponger.bad, 0);
+	assert_int_equal(r->drainer.n, STREAM_ITEMS);
+	assert_int_equal(r->pinger.v, ROUNDS);
+	assert_int_equal(r->ponger.n, ROUNDS);
+	assert_int_equal(co_chan_destroy(&r->stream), 0);
+	assert_int_equal(co_chan_destroy(&r->ping), 0);
+	assert_int_equal(co_chan_destroy(&r->pong), 0);
+	free(r);
+}
+
+static uint64_t polls_of(co_sched *s, int hits)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < s->n; i++) {
+		co_engine_stats *st = &s->ctx[i].engine.stats;
+		n += __atomic_load_n(hits ? &st->poll_hits : &st->polls, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+/* Across contexts, ends that poll (the default), ends that park (no_spin)
+ * and a mix (4 contexts, 1 may poll at a time) lose no item and no
+ * wake-up, at capacities 1, 2 and 16. A lost wake-up hangs the run. */
+static void test_two_contexts_lose_no_wakeup(void **state)
+{
+	static const unsigned caps[] = { 1, 2, 16 };
+	cpu_set_t all;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+	for (int mode = 0; mode < 3; mode++) {
+		for (unsigned k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+			co_sched s;
+			co_sched_opts o = { .contexts = mode == 2 ? 4 : 2,
+					    .spinners = mode == 2 ? 1 : 0,
+					    .engine = { .no_spin = mode == 1 } };
+
+			assert_int_equal(co_sched_init(&s, &o), 0);
+			if (mode == 2)
+				pair_run(&s, caps[k], 0, 1, 2, 3);
+			else
+				pair_run(&s, caps[k], 0, 1, -1, -1);
+			assert_true(polls_of(&s, 1) <= polls_of(&s, 0));
+			if (mode == 1) /* ends that may not poll never do */
+				assert_int_equal(polls_of(&s, 0), 0);
+			else if (mode == 0 && CPU_COUNT(&all) > 1) /* they polled, */
+				assert_true(polls_of(&s, 1) > 0); /* and found */
+			assert_int_equal(co_sched_destroy(&s), 0);
+		}
+	}
+}
+
+/* Both ends on one context: when one waits the other is ready, so neither
+ * ever polls (a poll would only delay it). */
+static void test_one_context_never_polls(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 1 };
+
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	pair_run(&s, 16, 0, 0, -1, -1);
+	pair_run(&s, 1, 0, 0, -1, -1);
+	assert_int_equal(polls_of(&s, 0), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- errors -------------------------------------------------------------------------- */
 
 struct misuse {
@@ -722,6 +946,8 @@ static void test_errors(void **state)
 	assert_int_equal(co_chan_init(NULL, 8, 1, NULL), -EINVAL);
 	assert_int_equal(co_chan_init(&ch, 0, 1, NULL), -EINVAL);
 	assert_int_equal(co_chan_init(&ch, 8, 0, NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, 1, UINT_MAX / 2 + 1, NULL), -EINVAL);
+	assert_int_equal(co_chan_init(&ch, 1, UINT_MAX, NULL), -EINVAL);
 	assert_int_equal(co_chan_init(&ch, SIZE_MAX / 2, 4, NULL), -EOVERFLOW);
 	assert_int_equal(co_chan_destroy(NULL), -EINVAL);
 	assert_int_equal(co_chan_try_send(NULL, &v), -EINVAL);
@@ -746,6 +972,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mpmc_exactly_once),
 		cmocka_unit_test(test_recv_many_exactly_once),
+		cmocka_unit_test(test_mpmc_small_capacity),
 		cmocka_unit_test(test_recv_many_takes_what_is_there),
 		cmocka_unit_test(test_recv_many_waits_for_one),
 		cmocka_unit_test(test_recv_many_refills_from_senders),
@@ -754,6 +981,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_close_wakes_blocked),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),
+		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
+		cmocka_unit_test(test_one_context_never_polls),
 		cmocka_unit_test(test_errors),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <coring/coring.h>
@@ -322,6 +323,257 @@ static void test_sched_uncapped_counts_nothing(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- a channel end polls before it parks -------------------------------------------- */
+
+#define TAKES 40
+
+struct taker {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t v;
+	long got, n;              /* n: how many (0: TAKES) */
+	int bad;
+	atomic_int fin;
+};
+
+/* Takes 0 .. n - 1 from its channel, in order. */
+static int taker_fn(co_frame *f)
+{
+	struct taker *t = (struct taker *)f;
+	CO_BEGIN(f);
+	for (t->got = 0; t->got < (t->n ? t->n : TAKES); t->got++) {
+		CO_AWAIT(f, co_chan_recv(&t->w, t->ch, &t->v));
+		if (co_result(f) != 0 || t->v != (uint64_t)t->got)
+			t->bad++;
+	}
+	atomic_store(&t->fin, 1);
+	CO_END(f);
+}
+
+/* A frame with a read in flight (a pipe nobody writes to until the end). */
+struct reader {
+	co_frame co;
+	co_io io;
+	int fd;
+	char c;
+	atomic_int fin;
+};
+
+static int reader_fn(co_frame *f)
+{
+	struct reader *r = (struct reader *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_read(&r->io, r->fd, &r->c, 1, 0));
+	atomic_store(&r->fin, 1);
+	CO_END(f);
+}
+
+/* Receivers parked on c, counted under the channel's queue lock. */
+static unsigned parked_receivers(co_chan *c)
+{
+	unsigned n = 0;
+
+	while (atomic_exchange(&c->lock, 1))
+		;
+	for (co_waiter *w = c->recvq.head; w; w = w->next)
+		n++;
+	atomic_store(&c->lock, 0);
+	return n;
+}
+
+struct cap_hook {
+	atomic_int asked;
+	int allow;
+};
+
+static int cap_spin(co_engine *e, void *arg, int begin)
+{
+	struct cap_hook *h = arg;
+
+	(void)e;
+	if (!begin)
+		return 0;
+	atomic_fetch_add(&h->asked, 1);
+	return h->allow;
+}
+
+/*
+ * A taker on a lone engine gets TAKES items from this thread, each sent
+ * only once the taker has parked: every receive finds the channel empty,
+ * polls if it may, gives up, parks. hook: a scheduler-like cap on polling
+ * (NULL: none); read_in_flight: the engine also has a read in flight.
+ */
+static void take_from_thread(struct cap_hook *hook, int read_in_flight, uint64_t *polls,
+			     uint64_t *hits)
+{
+	static const struct co__engine_hooks hooks = { .spin = cap_spin };
+	co_engine e;
+	co_test_runner run;
+	co_chan ch;
+	struct taker t = { .ch = &ch };
+	struct reader rd = { .fd = -1 };
+	int p[2];
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 4, NULL), 0);
+	if (hook)
+		co__engine_set_hooks(&e, &hooks, hook);
+	e.spin_cur = e.spin_max; /* as after a quick hand-off; before the run */
+	co_init(&t.co, taker_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	if (read_in_flight) {
+		assert_int_equal(pipe(p), 0);
+		rd.fd = p[0];
+		co_init(&rd.co, reader_fn);
+		assert_int_equal(co_engine_spawn(&e, &rd.co), 0);
+	}
+	co_test_runner_start(&run, &e, CO_RUN_UNTIL_STOP);
+	for (uint64_t i = 0; i < TAKES; i++) {
+		/* a poll that never gave up hangs here */
+		WAIT_UNTIL(parked_receivers(&ch) == 1);
+		assert_int_equal(co_chan_try_send(&ch, &i), 0);
+	}
+	WAIT_UNTIL(atomic_load(&t.fin));
+	if (read_in_flight) {
+		assert_int_equal(write(p[1], "x", 1), 1);
+		WAIT_UNTIL(atomic_load(&rd.fin));
+	}
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&run), 0);
+	assert_int_equal(t.bad, 0);
+	assert_int_equal(t.got, TAKES);
+	*polls = __atomic_load_n(&e.stats.polls, __ATOMIC_RELAXED);
+	*hits = __atomic_load_n(&e.stats.poll_hits, __ATOMIC_RELAXED);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	if (read_in_flight) {
+		close(p[0]);
+		close(p[1]);
+	}
+}
+
+/* An end that finds the channel empty polls (it may: two CPUs, a budget,
+ * nothing else to do); the poll gives up within the budget and the frame
+ * parks (a poll that never ended would hang); with a cap that refuses, or
+ * with I/O in flight, it does not poll at all. */
+static void test_chan_poll_gives_up_or_is_refused(void **state)
+{
+	struct cap_hook refuse = { .allow = 0 }, allow = { .allow = 1 };
+	uint64_t polls, hits;
+	co_engine e;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	if (e.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+	take_from_thread(NULL, 0, &polls, &hits);
+	assert_true(polls >= 1);
+	assert_int_equal(hits, 0); /* each item came after its receiver parked */
+	take_from_thread(&allow, 0, &polls, &hits);
+	assert_true(polls >= 1);
+	assert_true(atomic_load(&allow.asked) >= (int)polls);
+	take_from_thread(&refuse, 0, &polls, &hits);
+	assert_true(atomic_load(&refuse.asked) > 0);
+	assert_int_equal(polls, 0);
+	take_from_thread(NULL, 1, &polls, &hits);
+	assert_int_equal(polls, 0);
+}
+
+/* ---- a receiver that parks while a sender polls gets the next item ------------------ */
+
+#define SENDS 200
+
+struct sender {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t v;
+	int bad;
+};
+
+static int sender_fn(co_frame *f)
+{
+	struct sender *t = (struct sender *)f;
+	CO_BEGIN(f);
+	for (t->v = 0; t->v < SENDS; t->v++) {
+		CO_AWAIT(f, co_chan_send(&t->w, t->ch, &t->v));
+		if (co_result(f) != 0)
+			t->bad++;
+	}
+	CO_END(f);
+}
+
+struct park_gate {
+	co_chan *ch;
+	struct taker *t;
+	atomic_int asked;
+};
+
+/* The sender's engine asks before it polls: hold it until the receiver has
+ * parked (it took the last item and found the ring empty), then refuse. */
+static int gate_spin(co_engine *e, void *arg, int begin)
+{
+	struct park_gate *g = arg;
+
+	(void)e;
+	if (begin) {
+		atomic_fetch_add(&g->asked, 1);
+		WAIT_UNTIL(parked_receivers(g->ch) == 1 || atomic_load(&g->t->fin));
+	}
+	return 0;
+}
+
+/* A sender on a full channel of capacity 1 lets its lock go to poll; the
+ * receiver meanwhile takes the item and parks; the poll is refused. The
+ * sender must then hand its item to the parked receiver: put into the
+ * ring instead, it would sit there while the next item went past it
+ * (or, at the last item, the receiver would wait for ever). */
+static void test_chan_receiver_parked_during_sender_poll(void **state)
+{
+	static const struct co__engine_hooks hooks = { .spin = gate_spin };
+	co_engine ea, eb;
+	co_test_runner ra, rb;
+	co_chan ch;
+	struct taker t = { .ch = &ch, .n = SENDS };
+	struct sender snd = { .ch = &ch };
+	struct park_gate g = { .ch = &ch, .t = &t };
+
+	(void)state;
+	assert_int_equal(co_engine_init(&ea, NULL), 0);
+	assert_int_equal(co_engine_init(&eb, &(co_engine_opts){ .no_spin = 1 }), 0);
+	if (ea.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&ea), 0);
+		assert_int_equal(co_engine_destroy(&eb), 0);
+		skip();
+	}
+	assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 1, NULL), 0);
+	co__engine_set_hooks(&ea, &hooks, &g);
+	ea.spin_cur = ea.spin_max; /* before the run */
+	co_init(&t.co, taker_fn);
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_engine_spawn(&eb, &t.co), 0);
+	co_test_runner_start(&rb, &eb, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(parked_receivers(&ch) == 1);
+	assert_int_equal(co_engine_spawn(&ea, &snd.co), 0);
+	co_test_runner_start(&ra, &ea, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&t.fin)); /* an item left behind hangs here */
+	assert_int_equal(co_engine_stop(&ea, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_stop(&eb, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&ra), 0);
+	assert_int_equal(co_test_runner_join(&rb), 0);
+	assert_true(atomic_load(&g.asked) > 0); /* the sender did get to poll */
+	assert_int_equal(snd.bad, 0);
+	assert_int_equal(t.bad, 0); /* in order */
+	assert_int_equal(t.got, SENDS);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_engine_destroy(&ea), 0);
+	assert_int_equal(co_engine_destroy(&eb), 0);
+}
+
 /* ---- wakes to one engine travel together ---------------------------------------- */
 
 #define SLEEPERS 64
@@ -387,6 +639,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sched_caps_pollers),
 		cmocka_unit_test(test_sched_uncapped_counts_nothing),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
+		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
+		cmocka_unit_test(test_chan_receiver_parked_during_sender_poll),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

@@ -35,23 +35,40 @@
 extern "C" {
 #endif
 
+/* All fields are private unless marked. Senders and receivers each have a
+ * lock and an index of their own, on lines of their own, so that one
+ * producer and one consumer on two CPUs do not pull one cache line from
+ * each other on every item (lib/channel.c). */
 typedef struct co_chan {
-	CO__ATOMIC(unsigned) lock;             /* private: spinlock over the fields below */
-	int closed;                   /* private */
-	int owned;                    /* private: buf was allocated by init */
+	CO__ATOMIC(unsigned) lock;    /* the wait queues (and close) */
+	CO__ATOMIC(int) closed;
+	CO__ATOMIC(unsigned) recv_waiting, send_waiting; /* set when one parks */
+	int owned;                    /* buf was allocated by init */
 	size_t size;                  /* read-only: item size */
 	unsigned cap;                 /* read-only: capacity in items */
-	unsigned head, count;         /* private: ring position and fill */
-	unsigned char *buf;           /* private: cap * size bytes */
-	co_waitq recvq, sendq;        /* private: blocked receivers, senders */
+	unsigned char *buf;           /* cap * size bytes */
+	co_waitq recvq, sendq;        /* blocked receivers, senders */
+	/* a line apart whatever the struct's alignment (no alignas: a
+	 * co_chan may live in malloc'ed memory) */
+	char pad_s[CO_CACHELINE];
+	CO__ATOMIC(unsigned) slock;   /* senders' */
+	CO__ATOMIC(unsigned) tail;    /* next slot to fill, 0 .. 2 cap - 1 */
+	unsigned head_seen;           /* senders' copy of head */
+	unsigned slip_s;              /* senders' poll slip (lib/channel.c) */
+	char pad_r[CO_CACHELINE];
+	CO__ATOMIC(unsigned) rlock;   /* receivers' */
+	CO__ATOMIC(unsigned) head;    /* next slot to take, 0 .. 2 cap - 1 */
+	unsigned tail_seen;           /* receivers' copy of tail */
+	unsigned slip_r;              /* receivers' poll slip */
+	char pad_end[CO_CACHELINE];
 } co_chan;
 
 /*
  * Set up a channel of capacity items of item_size bytes. buf is the
  * caller's storage of capacity * item_size bytes, or NULL to allocate it
  * here, once (co_chan_destroy frees it). Nothing is allocated later.
- * Errors: -EINVAL (NULL c, item_size or capacity 0), -EOVERFLOW (the
- * buffer size overflows), -ENOMEM.
+ * Errors: -EINVAL (NULL c, item_size or capacity 0, capacity above
+ * UINT_MAX / 2), -EOVERFLOW (the buffer size overflows), -ENOMEM.
  */
 CO_API int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
 
@@ -69,11 +86,11 @@ CO_API co_awaiter *co_chan_recv(co_waiter *w, co_chan *c, void *item);
 /*
  * Await up to max items into items[0 .. max): as many as the channel holds
  * (and the senders blocked on a full channel bring), at least one, in
- * order, taken under one hold of the channel's lock. A receiver that must
+ * order, taken under one hold of the receivers' lock. A receiver that must
  * wait gets the first item that comes. The value: how many (1 .. max; max
  * above 65535 is taken as 65535), or -EPIPE (closed and empty),
  * -ECANCELED, -ETIME (co_wait_for), -EINVAL (NULL argument, max 0). Across
- * contexts a consumer that takes what is there pays the channel's lock
+ * contexts a consumer that takes what is there pays the receivers' lock
  * once per batch, not once per item (docs/sync.md, "Cost").
  */
 CO_API co_awaiter *co_chan_recv_many(co_waiter *w, co_chan *c, void *items, unsigned max);

@@ -91,9 +91,12 @@ typedef struct co_engine_stats {
 	uint64_t cancelled;    /* frames a cancel stop finished without running
 	                          them (never started, or past the grace) */
 	uint64_t spins;        /* times it polled for work before sleeping */
-	uint64_t spin_hits;    /* ... and work came while it polled (these
-	                          two may be read from any thread, with a
-	                          relaxed atomic load) */
+	uint64_t spin_hits;    /* ... and work came while it polled */
+	uint64_t polls;        /* times a frame polled before parking: a channel
+	                          end waiting for the other end's thread */
+	uint64_t poll_hits;    /* ... and what it waited for came (these four
+	                          may be read from any thread, with a relaxed
+	                          atomic load) */
 } co_engine_stats;
 
 /* co_engine_state() */
