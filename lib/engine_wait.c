@@ -58,7 +58,9 @@ int co__engine_idle_sleep(co_engine *e, uint64_t ns)
  * and a sleep that a hand-off ended after t < spin_max (a poll of t would
  * have caught it) raises it to 2t; it never exceeds spin_max. So an engine
  * that gets no work from other threads never polls, and after the last
- * hand-off it polls once, for at most spin_max, then sleeps.
+ * hand-off it polls once, for at most spin_max, then sleeps. A frame's
+ * poll before it parks (co__engine_poll: a channel end) spends and adapts
+ * the same budget.
  */
 #define SPIN_MIN_NS 2000u
 
@@ -71,6 +73,16 @@ static void spin_grow(co_engine *e, uint64_t t)
 		c = e->spin_max;
 	if (c > e->spin_cur)
 		e->spin_cur = c;
+}
+
+/* After a poll: one that found what it polled for doubles the budget,
+ * one that did not halves it (below SPIN_MIN_NS: no poll at all). */
+static void spin_adapt(co_engine *e, int found)
+{
+	if (found)
+		spin_grow(e, e->spin_cur);
+	else if ((e->spin_cur /= 2) < SPIN_MIN_NS)
+		e->spin_cur = 0;
 }
 
 /* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
@@ -112,12 +124,9 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	}
 	if (e->hooks && e->hooks->spin)
 		e->hooks->spin(e, e->hook_arg, 0);
-	if (found) {
+	if (found)
 		__atomic_store_n(&e->stats.spin_hits, e->stats.spin_hits + 1, __ATOMIC_RELAXED);
-		spin_grow(e, e->spin_cur);
-	} else if ((e->spin_cur /= 2) < SPIN_MIN_NS) {
-		e->spin_cur = 0;
-	}
+	spin_adapt(e, found);
 	return found;
 }
 
@@ -154,6 +163,7 @@ unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsig
 	}
 	if (e->hooks && e->hooks->spin)
 		e->hooks->spin(e, e->hook_arg, 0);
+	spin_adapt(e, found != 0);
 	if (found)
 		__atomic_store_n(&e->stats.poll_hits, e->stats.poll_hits + 1, __ATOMIC_RELAXED);
 	return found;

@@ -483,6 +483,70 @@ static void test_chan_poll_gives_up_or_is_refused(void **state)
 	assert_int_equal(polls, 0);
 }
 
+/* A frame's poll spends the engine's budget and adapts it as the engine's
+ * own poll does: one that finds nothing halves it, one that finds doubles
+ * it (up to spin_max), and with none left there is no poll. */
+struct poller {
+	co_frame co;
+	uint64_t before, after_miss, after_hit, after_zero;
+	unsigned miss, hit, zero;
+};
+
+static int never(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static int always(void *arg)
+{
+	(void)arg;
+	return 1;
+}
+
+static int poller_fn(co_frame *f)
+{
+	struct poller *p = (struct poller *)f;
+	co_engine *e = co__tls_engine;
+	CO_BEGIN(f);
+	p->before = e->spin_cur;
+	p->miss = co__engine_poll(e, never, NULL, 0);
+	p->after_miss = e->spin_cur;
+	p->hit = co__engine_poll(e, always, NULL, 3);
+	p->after_hit = e->spin_cur;
+	e->spin_cur = 0;
+	p->zero = co__engine_poll(e, always, NULL, 0);
+	p->after_zero = e->spin_cur;
+	CO_END(f);
+}
+
+static void test_frame_poll_adapts_budget(void **state)
+{
+	co_engine e;
+	struct poller p;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	if (e.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	e.spin_cur = e.spin_max;
+	co_init(&p.co, poller_fn);
+	assert_int_equal(co_engine_spawn(&e, &p.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(p.before, e.spin_max);
+	assert_int_equal(p.miss, 0);
+	assert_int_equal(p.after_miss, e.spin_max / 2);
+	assert_int_equal(p.hit, 3 + 1); /* found at the first look, after the slip */
+	assert_int_equal(p.after_hit, e.spin_max);
+	assert_int_equal(p.zero, 0); /* no budget: no poll, though ready */
+	assert_int_equal(p.after_zero, 0);
+	assert_int_equal(e.stats.polls, 2);
+	assert_int_equal(e.stats.poll_hits, 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* ---- a receiver that parks while a sender polls gets the next item ------------------ */
 
 #define SENDS 200
@@ -640,6 +704,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sched_uncapped_counts_nothing),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
 		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
+		cmocka_unit_test(test_frame_poll_adapts_budget),
 		cmocka_unit_test(test_chan_receiver_parked_during_sender_poll),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
