@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
@@ -148,4 +150,29 @@ void co_test_counted_init(struct co_test_counted *t)
 	memset(t, 0, sizeof *t);
 	co_init(&t->co, counted_fn);
 	t->co.on_done = counted_done;
+}
+
+static char tmp_dir[256];
+
+static void tmp_dir_remove(void)
+{
+	rmdir(tmp_dir);
+}
+
+const char *co_test_tmp_path(const char *prefix, const char *name)
+{
+	static char p[8][320];
+	static int k;
+	char *r = p[k++ % 8];
+
+	if (tmp_dir[0] == '\0') {
+		const char *base = getenv("TMPDIR");
+
+		snprintf(tmp_dir, sizeof tmp_dir, "%s/%s-XXXXXX",
+			 base && base[0] ? base : "/tmp", prefix);
+		assert_non_null(mkdtemp(tmp_dir));
+		atexit(tmp_dir_remove);
+	}
+	snprintf(r, sizeof p[0], "%s/%s", tmp_dir, name);
+	return r;
 }

@@ -57,6 +57,12 @@ struct sockaddr_in co_test_loopback(uint16_t port);
 /* Descriptors open in this process. */
 int co_test_open_fds(void);
 
+/* A fresh file name under a directory of this process's own, made on the
+ * first call under $TMPDIR (else /tmp) and removed at exit (empty by then:
+ * each case unlinks its files). prefix names the directory; the last 8
+ * names returned stay valid. */
+const char *co_test_tmp_path(const char *prefix, const char *name);
+
 /* A frame that yields `yields` times, then counts its run (runs[id]) and,
  * with order set, records its place (order[(*n)++] = id). */
 struct co_test_task {

@@ -40,27 +40,10 @@
 			skip(); /* built without tracing: compiled_out checks */ \
 	} while (0)
 
-static char tmp_dir[64];
-
-static void tmp_dir_remove(void)
-{
-	rmdir(tmp_dir); /* empty by then: each case unlinks its files */
-}
-
 /* A fresh file name in a directory of this process's own. */
 static const char *tmp_path(const char *name)
 {
-	static char p[8][128];
-	static int k;
-	char *r = p[k++ % 8];
-
-	if (tmp_dir[0] == '\0') {
-		snprintf(tmp_dir, sizeof tmp_dir, "/tmp/coring-trace-XXXXXX");
-		assert_non_null(mkdtemp(tmp_dir));
-		atexit(tmp_dir_remove);
-	}
-	snprintf(r, 128, "%s/%s", tmp_dir, name);
-	return r;
+	return co_test_tmp_path("coring-trace", name);
 }
 
 /* Start a session with opts, run fn, stop (the file written), read it. */

@@ -25,26 +25,9 @@
 #include "helpers.h"
 #include "frame_parser.h"
 
-static char dir[64];
-
-static void dir_remove(void)
-{
-	rmdir(dir);
-}
-
 static const char *tmp(const char *name)
 {
-	static char p[8][128];
-	static int k;
-	char *r = p[k++ % 8];
-
-	if (!dir[0]) {
-		snprintf(dir, sizeof dir, "/tmp/coring-tool-XXXXXX");
-		assert_non_null(mkdtemp(dir));
-		atexit(dir_remove);
-	}
-	snprintf(r, 128, "%s/%s", dir, name);
-	return r;
+	return co_test_tmp_path("coring-tool", name);
 }
 
 /* Run the tool with args; its exit status. */
