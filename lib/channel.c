@@ -173,7 +173,7 @@ static unsigned ring_used(const co_chan *c)
 
 /* A waiting flag: exact under slock (recv_waiting) and under rlock
  * (send_waiting); see the top of the file. */
-#define flag(c, f) ((int)atomic_load_explicit((f), memory_order_relaxed))
+#define flag(f) ((int)atomic_load_explicit((f), memory_order_relaxed))
 
 /* ---- serving the parked ------------------------------------------------------------ */
 
@@ -254,9 +254,9 @@ static inline int send_now(co_chan *c, const void *item)
 {
 	if (atomic_load_explicit(&c->closed, memory_order_relaxed))
 		return -EPIPE;
-	if (flag(c, &c->recv_waiting) && handed_over(c, item))
+	if (flag(&c->recv_waiting) && handed_over(c, item))
 		return 1;
-	if (flag(c, &c->send_waiting) && senders_ahead(c))
+	if (flag(&c->send_waiting) && senders_ahead(c))
 		return 0;
 	return ring_put(c, item);
 }
@@ -365,7 +365,7 @@ static inline int take_some(co_chan *c, co_waiter *w, int had)
 static int take_more(co_chan *c, co_waiter *w, int got)
 {
 	for (;;) {
-		int s = flag(c, &c->send_waiting), more;
+		int s = flag(&c->send_waiting), more;
 
 		unlock_r(c);
 		if (!s)
@@ -511,7 +511,7 @@ int co_chan_try_recv(co_chan *c, void *item)
 		return -EINVAL;
 	lock_r(c);
 	if (ring_take(c, item)) {
-		s = flag(c, &c->send_waiting);
+		s = flag(&c->send_waiting);
 		unlock_r(c);
 		if (s)
 			refill(c);
