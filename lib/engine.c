@@ -866,6 +866,11 @@ static int engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
 	int ret;
 
+	/* Idle: the scheduler may count it quiet (quiet_set looks again that
+	 * nothing changed since snap). Only now, after any poll: a hand-off
+	 * that a poll catches costs no write to the scheduler's count. */
+	if (idle)
+		quiet_set(e, snap);
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || ready_nonempty(e)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
@@ -1007,15 +1012,13 @@ static int loop(co_engine *e, int mode)
 				sched_yield(); /* its change is about to land */
 				continue;
 			}
-			if (unchanged(e, snap)) {
-				if (CO__LIVE_COUNT(live) != 0 && stopping) {
-					e->stuck = CO__LIVE_COUNT(live);
-					ret = -EDEADLK;
-					break;
-				}
-				quiet_set(e, snap); /* a scheduler decides */
+			if (unchanged(e, snap) && CO__LIVE_COUNT(live) != 0 && stopping) {
+				e->stuck = CO__LIVE_COUNT(live);
+				ret = -EDEADLK;
+				break;
 			}
-			ret = engine_wait(e, snap, wait_ns, 1); /* a visitor wakes us */
+			/* a visitor wakes us; quiet once it goes to sleep */
+			ret = engine_wait(e, snap, wait_ns, 1);
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)

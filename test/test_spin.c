@@ -692,6 +692,77 @@ static void test_broadcast_wakes_in_one_visit(void **state)
 	free(t);
 }
 
+/* ---- a polling engine is not quiet --------------------------------------------- */
+
+struct quiet_spy {
+	atomic_int polls, quiet_polls, quiets, unquiets;
+};
+
+/* At each poll's start: was the engine already counted quiet? */
+static int spy_spin(co_engine *e, void *arg, int begin)
+{
+	struct quiet_spy *q = arg;
+
+	if (!begin)
+		return 0;
+	atomic_fetch_add(&q->polls, 1);
+	if (co__engine_quiet(e, &(unsigned){ 0 }))
+		atomic_fetch_add(&q->quiet_polls, 1);
+	return 1;
+}
+
+static void spy_quiet(co_engine *e, void *arg, int quiet)
+{
+	struct quiet_spy *q = arg;
+
+	(void)e;
+	atomic_fetch_add(quiet ? &q->quiets : &q->unquiets, 1);
+}
+
+/* An idle engine polls before it sleeps, and tells its scheduler it is
+ * quiet only once it goes to sleep: a hand-off that a poll catches then
+ * costs no write to the scheduler's shared count, and a context is never
+ * counted quiet while it still looks for work. */
+static void test_quiet_only_after_poll(void **state)
+{
+	static const struct co__engine_hooks hooks = { .spin = spy_spin, .quiet = spy_quiet };
+	struct quiet_spy q = { 0 };
+	co_engine e;
+	co_test_runner r;
+	struct sleeper t = { .res = 1 };
+	co_event ev;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	if (e.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	co__engine_set_hooks(&e, &hooks, &q);
+	e.spin_cur = e.spin_max; /* before the run: it polls when it runs dry */
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&q.quiets) == 1 && co__engine_sleeping(&e));
+	assert_true(atomic_load(&q.polls) >= 1);
+	assert_int_equal(atomic_load(&q.quiet_polls), 0);
+	/* a spawn takes it out of quiet; its frame parks on the event, and the
+	 * engine (a frame parked: not quiet) sleeps with no further count */
+	t.ev = &ev;
+	co_init(&t.co, sleeper_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	WAIT_UNTIL(atomic_load(&e.parked) == 1 && co__engine_sleeping(&e));
+	assert_int_equal(atomic_load(&q.unquiets), 1);
+	assert_int_equal(co_event_set(&ev), 0);
+	WAIT_UNTIL(atomic_load(&q.quiets) == 2 && co__engine_sleeping(&e));
+	assert_int_equal(t.res, 0);
+	assert_int_equal(atomic_load(&q.quiet_polls), 0);
+	assert_true(atomic_load(&q.polls) >= 2);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -703,6 +774,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sched_caps_pollers),
 		cmocka_unit_test(test_sched_uncapped_counts_nothing),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
+		cmocka_unit_test(test_quiet_only_after_poll),
 		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
 		cmocka_unit_test(test_frame_poll_adapts_budget),
 		cmocka_unit_test(test_chan_receiver_parked_during_sender_poll),
