@@ -37,7 +37,7 @@ struct basic {
 	int r[8];
 	struct iovec iov[2];
 	struct statx stx;
-	char path[64];
+	char path[320];
 	int fd;
 };
 
@@ -115,7 +115,7 @@ static void test_file_ops(void **state)
 	struct basic b;
 	(void)state;
 	memset(&b, 0, sizeof b);
-	snprintf(b.path, sizeof b.path, "/tmp/coring-io-%d", (int)getpid());
+	snprintf(b.path, sizeof b.path, "%s", co_test_tmp_path("coring-io", "file"));
 	co_init(&b.co, file_fn);
 	co_test_run1(&b.co);
 	unlink(b.path);

@@ -231,9 +231,9 @@ static int filecopy_fn(co_frame *f)
 static void test_read_write_all_file(void **state)
 {
 	struct filecopy w = { .write = 1 }, r = { 0 };
-	char path[64];
+	char path[320];
 	(void)state;
-	snprintf(path, sizeof path, "/tmp/coring-all-%d", (int)getpid());
+	snprintf(path, sizeof path, "%s", co_test_tmp_path("coring-all", "file"));
 	w.fd = r.fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	assert_true(w.fd >= 0);
 	unlink(path);

@@ -36,7 +36,7 @@ struct ops {
 	co_msg msg;
 	co_period tick, zero;
 	co_limit lim;
-	char dir[64], a[96], b[96], c[96];
+	char dir[320], a[330], b[330], c[330];
 	char buf[256];
 	int fd, p[2], q[2], s[2];
 	int r[16];
@@ -95,7 +95,7 @@ static void test_path_ops(void **state)
 	struct stat st;
 	(void)state;
 	memset(&o, 0, sizeof o);
-	snprintf(o.dir, sizeof o.dir, "/tmp/coring-ops-%d", (int)getpid());
+	snprintf(o.dir, sizeof o.dir, "%s", co_test_tmp_path("coring-ops", "dir"));
 	snprintf(o.a, sizeof o.a, "%s/a", o.dir);
 	snprintf(o.b, sizeof o.b, "%s/b", o.dir);
 	snprintf(o.c, sizeof o.c, "%s/c", o.dir);
@@ -151,7 +151,7 @@ static void test_file_space_and_pipe_ops(void **state)
 	char back[8];
 	(void)state;
 	memset(&o, 0, sizeof o);
-	snprintf(o.a, sizeof o.a, "/tmp/coring-space-%d", (int)getpid());
+	snprintf(o.a, sizeof o.a, "%s", co_test_tmp_path("coring-ops", "space"));
 	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	assert_true(o.fd >= 0);
 	assert_int_equal(pipe(o.p), 0);
@@ -405,7 +405,7 @@ static int unsupported_fn(co_frame *f)
 	o->r[0] = co_result(f);
 	CO_AWAIT(f, co_sqe(&o->io, prep_nop, NULL));
 	o->r[1] = co_result(f);
-	CO_AWAIT(f, co_deadline(co_mkdirat(&o->io, AT_FDCWD, "/tmp/never", 0700), CO_MS));
+	CO_AWAIT(f, co_deadline(co_mkdirat(&o->io, AT_FDCWD, o->a, 0700), CO_MS));
 	o->r[2] = co_result(f);
 	CO_END(f);
 }
@@ -425,13 +425,14 @@ static void test_operation_the_kernel_lacks(void **state)
 	e.ops[IORING_OP_SOCKET / 64] &= ~(1ull << (IORING_OP_SOCKET % 64));
 	e.ops[IORING_OP_NOP / 64] &= ~(1ull << (IORING_OP_NOP % 64));
 	e.ops[IORING_OP_MKDIRAT / 64] &= ~(1ull << (IORING_OP_MKDIRAT % 64));
+	snprintf(o.a, sizeof o.a, "%s", co_test_tmp_path("coring-ops", "never"));
 	co_init(&o.co, unsupported_fn);
 	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	assert_int_equal(o.r[0], -EOPNOTSUPP);
 	assert_int_equal(o.r[1], -EOPNOTSUPP);
 	assert_int_equal(o.r[2], -EOPNOTSUPP);
-	assert_int_equal(stat("/tmp/never", &st), -1);
+	assert_int_equal(stat(o.a, &st), -1);
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
@@ -637,7 +638,7 @@ static void test_ftruncate_and_waitid(void **state)
 	(void)state;
 	memset(&o, 0, sizeof o);
 	memset(data, 'd', sizeof data);
-	snprintf(o.a, sizeof o.a, "/tmp/coring-trunc-%d", (int)getpid());
+	snprintf(o.a, sizeof o.a, "%s", co_test_tmp_path("coring-ops", "trunc"));
 	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	assert_int_equal(write(o.fd, data, sizeof data), (int)sizeof data);
 	o.p[0] = fork();
@@ -716,7 +717,7 @@ static void test_registered_files_and_buffers(void **state)
 	memset(&o, 0, sizeof o);
 	o.e = &e;
 	assert_int_equal(pipe(o.p), 0);
-	snprintf(o.a, sizeof o.a, "/tmp/coring-fixed-%d", (int)getpid());
+	snprintf(o.a, sizeof o.a, "%s", co_test_tmp_path("coring-ops", "fixed"));
 	o.fd = open(o.a, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_engine_register_files(&e, NULL, 2), -EINVAL);
