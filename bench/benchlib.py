@@ -67,6 +67,7 @@ class Server:
     def __init__(self, argv, name=None, start_timeout=30.0, port=None):
         self.name = name or os.path.basename(argv[-1] if argv[0] == "taskset" else argv[0])
         self.tmp = tempfile.TemporaryDirectory(prefix="coring-bench-")
+        self.err_text = None
         self.out_path = os.path.join(self.tmp.name, "out")
         self.err_path = os.path.join(self.tmp.name, "err")
         with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
@@ -94,11 +95,20 @@ class Server:
             time.sleep(0.02)
 
     def stderr(self):
+        """The end of the server's stderr (kept once its directory is gone)."""
+        if self.err_text is not None:
+            return self.err_text
         try:
             with open(self.err_path) as f:
                 return f.read()[-2000:]
         except OSError:
             return ""
+
+    def _cleanup(self):
+        """Keep the end of stderr for messages, remove the directory."""
+        if self.err_text is None:
+            self.err_text = self.stderr()
+        self.tmp.cleanup()
 
     def pids(self):
         """The server's process and every process under it (the nginx peer:
@@ -136,7 +146,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.kill()
             raise BenchError(f"{self.name} did not exit on SIGTERM")
-        self.tmp.cleanup()
+        self._cleanup()
         if rc != 0:
             raise BenchError(f"{self.name} exited with status {rc}: {self.stderr()}")
 
@@ -149,6 +159,7 @@ class Server:
                     pass
             self.proc.kill()
             self.proc.wait()
+        self._cleanup()
 
 
 def parse_kv(line):

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""bench/benchlib.py's Server (make test, suite "bench"): whatever way a
+server ends (stopped, killed, failing to start, exiting with an error), its
+directory for stdout and stderr is removed, and an error message still
+quotes the server's stderr. Each server is a shell that ends within 30 s
+on its own; the test leaves TMPDIR as it found it.
+"""
+
+import glob
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def dirs():
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "coring-bench-*")))
+
+
+def check_left(before):
+    left = dirs() - before
+    if left:
+        fail(f"directories left behind: {sorted(left)}")
+
+
+def expect_error(start, words, before):
+    try:
+        start()
+    except benchlib.BenchError as e:
+        if words not in str(e):
+            fail(f"the error does not quote the server's stderr ({words!r}): {e}")
+        check_left(before)  # while the half-built server is still referenced
+        return
+    fail("no error")
+
+
+def main():
+    before = dirs()
+    kept = []  # referenced to the end: a directory must go with the server, not the object
+
+    # stopped: exit status 0
+    kept.append(benchlib.Server(["sh", "-c", "echo port=1; trap 'kill $!; exit 0' TERM; "
+                                 "sleep 30 & wait"], name="stopped"))
+    kept[-1].stop()
+    # killed
+    kept.append(benchlib.Server(["sh", "-c", "echo port=1; exec sleep 30"], name="killed"))
+    kept[-1].kill()
+    # never says its port: the start fails, quoting stderr
+    expect_error(lambda: benchlib.Server(["sh", "-c", "echo no port >&2; exit 3"],
+                                        name="unstarted", start_timeout=5), "no port", before)
+    # exits 4 on SIGTERM: the stop fails, quoting stderr
+    kept.append(benchlib.Server(["sh", "-c", "echo port=1; echo bad stop >&2; "
+                                 "trap 'kill $!; exit 4' TERM; sleep 30 & wait"], name="failing"))
+    expect_error(kept[-1].stop, "bad stop", before)
+    check_left(before)
+    print("ok: no directory left, errors quote stderr")
+
+
+if __name__ == "__main__":
+    main()
