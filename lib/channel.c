@@ -201,6 +201,7 @@ static void refill(co_chan *c)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
+	co__fault_point(CO__POINT_CHAN_REFILL); /* tests: a sender comes first */
 	lock_s(c);
 	co__lock(c);
 	pump_senders(c, &l);

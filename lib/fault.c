@@ -7,6 +7,8 @@
 static atomic_ulong calls[CO__FAULT_SITES];
 static atomic_ulong first[CO__FAULT_SITES], last[CO__FAULT_SITES];
 static atomic_int fail_with[CO__FAULT_SITES];
+static void (*_Atomic point_fn[CO__POINTS])(void *arg);
+static void *_Atomic point_arg[CO__POINTS];
 
 int co__fault_hit(enum co__fault_site site)
 {
@@ -37,4 +39,19 @@ void co__fault_arm(enum co__fault_site site, unsigned long nth, int err)
 unsigned long co__fault_calls(enum co__fault_site site)
 {
 	return atomic_load(&calls[site]);
+}
+
+void co__fault_on_point(enum co__fault_point p, void (*fn)(void *arg), void *arg)
+{
+	atomic_store(&point_fn[p], NULL);
+	atomic_store(&point_arg[p], arg);
+	atomic_store(&point_fn[p], fn);
+}
+
+void co__fault_point(enum co__fault_point p)
+{
+	void (*fn)(void *arg) = atomic_load(&point_fn[p]);
+
+	if (fn)
+		fn(atomic_load(&point_arg[p]));
 }

@@ -24,7 +24,21 @@ enum co__fault_site {
 	CO__FAULT_SITES
 };
 
+/* Points inside the library where a test can run code of its own, to
+ * hold a window between two steps open deterministically. */
+enum co__fault_point {
+	CO__POINT_CHAN_REFILL, /* a receiver freed slots and saw senders parked;
+	                          it holds no lock and is about to refill the
+	                          ring from them (lib/channel.c refill) */
+	CO__POINTS
+};
+
 #ifdef CO_FAULT_INJECTION
+/* Run the function a test set for this point, if any. */
+void co__fault_point(enum co__fault_point p);
+/* Test control: fn(arg) runs at every pass through p, on the passing
+ * thread (fn NULL: nothing). */
+void co__fault_on_point(enum co__fault_point p, void (*fn)(void *arg), void *arg);
 /* The errno the current call of this kind must fail with, or 0. */
 int co__fault_hit(enum co__fault_site site);
 /* Test control: calls first to last (counted from 1, from now on) of site
@@ -39,6 +53,11 @@ static inline int co__fault_hit(enum co__fault_site site)
 {
 	(void)site;
 	return 0;
+}
+
+static inline void co__fault_point(enum co__fault_point p)
+{
+	(void)p;
 }
 #endif
 

@@ -16,6 +16,7 @@
 #include <coring/channel.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>
+#include "fault.h"
 #include "helpers.h"
 
 static void sched_start(co_sched *s)
@@ -556,6 +557,56 @@ static void test_fifo_direct_handoff(void **state)
 	assert_int_equal(co_chan_destroy(&ch), 0);
 }
 
+/* At the refill point: a new sender comes between a receiver's take and
+ * its refill from the parked senders, and tries to send. */
+struct cutter {
+	co_chan *ch;
+	uint64_t item;
+	int res;
+};
+
+static void cutter_send(void *arg)
+{
+	struct cutter *k = arg;
+
+	co__fault_on_point(CO__POINT_CHAN_REFILL, NULL, NULL); /* once */
+	k->res = co_chan_try_send(k->ch, &k->item);
+}
+
+/* A sender does not pass parked senders: a receiver frees the slot of a
+ * full channel with a sender parked and, before it has refilled the ring
+ * from that sender, a new one tries to send. The new one must find the
+ * slot taken by the parked sender's item (-EAGAIN), not take it, or its
+ * item would overtake one sent earlier. The window is held open by the
+ * test build's refill point (lib/fault.h). */
+static void test_new_sender_queues_behind_parked(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	uint64_t v = 20;
+	struct party snd = { .ch = &ch, .item = 21, .res = 1 };
+	struct cutter k = { .ch = &ch, .item = 99, .res = 1 };
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 1, NULL), 0);
+	assert_int_equal(co_chan_try_send(&ch, &v), 0); /* fills the ring */
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_loop_spawn(&loop, &snd.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1); /* 21 parked */
+	co__fault_on_point(CO__POINT_CHAN_REFILL, cutter_send, &k);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 20);
+	assert_int_equal(k.res, -EAGAIN); /* the point was reached, the slot was 21's */
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 21);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(snd.res, 0);
+	assert_int_equal(co_chan_try_send(&ch, &k.item), 0); /* now it may */
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 99);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
 /* ---- co_chan_recv_many -------------------------------------------------------------- */
 
 struct mparty {
@@ -974,6 +1025,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_recv_many_close_and_errors),
 		cmocka_unit_test(test_timed_receives_lose_nothing),
 		cmocka_unit_test(test_close_wakes_blocked),
+		cmocka_unit_test(test_new_sender_queues_behind_parked),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
