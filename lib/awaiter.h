@@ -38,6 +38,20 @@ static inline co_awaiter *co__einval_awaiter(void)
 	return (co_awaiter *)(uintptr_t)&aw; /* never written: its ops ignore it */
 }
 
+/* Define `name`, a stateless read-only awaiter that ends at once with err
+ * (for errors other than -EINVAL, which co__einval_awaiter gives): one
+ * serves every thread, and nothing of the caller's objects is touched. */
+#define CO__FAILED_AWAITER(name, err)                                                        \
+	static int name##_resume(co_awaiter *a, co_frame *f)                                  \
+	{                                                                                     \
+		(void)a;                                                                      \
+		(void)f;                                                                      \
+		return (err);                                                                 \
+	}                                                                                     \
+	static const co_awaiter_ops name##_ops = { co__einval_ready, co__einval_ready,        \
+						   name##_resume, NULL, CO__AW_FAILED };      \
+	static const co_awaiter name = { &name##_ops }
+
 /* What a call made for one kind of awaiter (co_deadline, co_wait_for ...)
  * returns for another: a failed prep as it is (its own error), anything
  * else the -EINVAL awaiter. */

@@ -36,27 +36,8 @@
 /* ---- awaiters that end at once with an error (nothing of the stream is
  * touched: it may belong to another thread, or another frame waits on it) */
 
-static int fail_ready(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return 1;
-}
-
-#define FAIL_AWAITER(name, err)                                                        \
-	static int name##_resume(co_awaiter *a, co_frame *f)                            \
-	{                                                                               \
-		(void)a;                                                                \
-		(void)f;                                                                \
-		return err;                                                             \
-	}                                                                               \
-	static const co_awaiter_ops name##_ops = { fail_ready, fail_ready, name##_resume, \
-						   NULL, CO__AW_FAILED };               \
-	static const co_awaiter name = { &name##_ops }
-
-FAIL_AWAITER(fail_einval, -EINVAL);
-FAIL_AWAITER(fail_enxio, -ENXIO);
-FAIL_AWAITER(fail_ebusy, -EBUSY);
+CO__FAILED_AWAITER(fail_enxio, -ENXIO);
+CO__FAILED_AWAITER(fail_ebusy, -EBUSY);
 
 /* ---- the buffer ring -------------------------------------------------------- */
 
@@ -534,11 +515,11 @@ co_awaiter *co_stream_recv(co_stream *s)
 	if (co__unlikely(s == NULL))
 		return NULL;
 	if (co__unlikely(s->magic != OPEN_MAGIC || s->closing))
-		return (co_awaiter *)&fail_einval;
+		return co__einval_awaiter();
 	if (co__unlikely(co__tls_engine != s->ring->engine))
-		return (co_awaiter *)&fail_enxio;
+		return (co_awaiter *)(uintptr_t)&fail_enxio;
 	if (co__unlikely(s->frame != NULL))
-		return (co_awaiter *)&fail_ebusy;
+		return (co_awaiter *)(uintptr_t)&fail_ebusy;
 	if (s->held)
 		stream_release(s);
 	s->res = 0;
@@ -573,7 +554,7 @@ co_awaiter *co_stream_send(co_io *io, co_stream *s, int fd, int flags)
 	if (io == NULL || s == NULL)
 		return NULL;
 	if (s->magic != OPEN_MAGIC)
-		return (co_awaiter *)&fail_einval;
+		return co__einval_awaiter();
 	if (s->held == 0)
 		return co_nop(io);
 	if (s->held == 1) /* a send is cheaper than a sendmsg in the kernel */
@@ -659,11 +640,11 @@ co_awaiter *co_stream_close(co_stream *s)
 	if (s == NULL)
 		return NULL;
 	if (s->magic != OPEN_MAGIC)
-		return (co_awaiter *)&fail_einval;
+		return co__einval_awaiter();
 	if (e == NULL || e != s->ring->engine)
-		return (co_awaiter *)&fail_enxio;
+		return (co_awaiter *)(uintptr_t)&fail_enxio;
 	if (s->frame != NULL)
-		return (co_awaiter *)&fail_ebusy; /* a recv (or a close) waits */
+		return (co_awaiter *)(uintptr_t)&fail_ebusy; /* a recv (or a close) waits */
 	if (!s->closing) {
 		s->closing = 1;
 		if (s->armed) /* fire and forget: the multishot's last CQE answers */
