@@ -111,19 +111,81 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
  * the oldest waiter (it stays locked, now that waiter's) when it has been
  * overtaken CO_MUTEX_OVERTAKES times, when it is a condition variable's
  * waiter re-locking (FIFO, as before its wait), and always in a FIFO mutex.
- * locked and holder are written under the lock and read without it by a
- * frame that polls before it parks.
+ *
+ * word says whether it is held (MX_HELD) and whether anything beyond that
+ * needs the lock (MX_SLOW: waiters queued, a retry due, destroyed).
+ * With MX_SLOW clear, lock and unlock are one CAS each (0 -> MX_HELD ->
+ * 0), without the lock: nobody waits, so nobody is overtaken, invited or
+ * handed the mutex (in a FIFO mutex too).
+ * Whatever queues a waiter sets MX_SLOW first, under the lock, with a CAS
+ * (a fast unlock may race it: then the CAS fails and it looks again), so
+ * an unlock with waiters always takes the slow path. Under the lock word
+ * changes only by CAS while MX_SLOW may be clear; a stale MX_SLOW (the
+ * last waiter timed out) only sends the next lock or unlock the slow way,
+ * which recomputes it. holder is a hint for a frame that polls before it
+ * parks.
  */
 #define MUTEX_RETRY 1      /* the value of an invited waiter until its retry */
 #define MUTEX_POLLS 4      /* rounds of polling a mutex held on another engine */
 #define MUTEX_POLL_PAUSES 30
+#define MX_HELD 1u
+#define MX_SLOW 2u
+
+static unsigned mx_word(co_mutex *m)
+{
+	return atomic_load_explicit(&m->word, memory_order_acquire);
+}
+
+/* Under the lock: MX_SLOW if anything needs the lock besides the holder. */
+static unsigned mx_slow(const co_mutex *m)
+{
+	return m->q.head || m->invited || m->dead ? MX_SLOW : 0;
+}
+
+/* Under the lock: word becomes held (or free) with MX_SLOW recomputed. A
+ * CAS loop, as a fast lock or unlock may race while MX_SLOW is clear.
+ * only_if_free: take a free m; -1 (nothing changed) if it is held.
+ * Otherwise the caller knows m is held with MX_SLOW set (no fast path can
+ * move it meanwhile). */
+static int mx_set(co_mutex *m, int held, int only_if_free)
+{
+	unsigned old = mx_word(m), nw = (held ? MX_HELD : 0) | mx_slow(m);
+
+	for (;;) {
+		if (only_if_free && (old & MX_HELD))
+			return -1;
+		if (old & MX_SLOW) { /* no fast path can move it: a store */
+			atomic_store_explicit(&m->word, nw, memory_order_release);
+			return 0;
+		}
+		if (atomic_compare_exchange_weak_explicit(&m->word, &old, nw, memory_order_acq_rel,
+							  memory_order_acquire))
+			return 0;
+	}
+}
+
+/* Under the lock, before queueing a waiter: 1 if m is held, with MX_SLOW
+ * now set (its unlock will take the lock and see the waiter); 0 if it is
+ * free (a fast unlock came first): take it instead. */
+static int mx_mark_waiting(co_mutex *m)
+{
+	unsigned old = mx_word(m);
+
+	while (old & MX_HELD) {
+		if ((old & MX_SLOW) ||
+		    atomic_compare_exchange_weak_explicit(&m->word, &old, old | MX_SLOW,
+							  memory_order_acq_rel, memory_order_acquire))
+			return 1;
+	}
+	return 0;
+}
 
 static int mutex_setup(co_mutex *m, int fifo)
 {
 	if (m == NULL)
 		return -EINVAL;
 	atomic_init(&m->lock, 0);
-	m->locked = 0;
+	atomic_init(&m->word, 0);
 	m->dead = 0;
 	m->q.head = m->q.tail = NULL;
 	m->fifo = (unsigned char)fifo;
@@ -150,35 +212,60 @@ int co_mutex_destroy(co_mutex *m)
 	if (m == NULL)
 		return -EINVAL;
 	co__lock(m);
-	if (m->dead)
+	if (m->dead) {
 		err = -EINVAL;
-	else if (m->q.head || m->locked || m->invited) /* held, waited on, a retry due */
+	} else if (m->q.head || m->invited) { /* waited on, a retry due */
 		err = -EBUSY;
-	else
-		m->dead = 1;
+	} else {
+		m->dead = 1; /* MX_SLOW from now on: every call takes the lock */
+		if (mx_set(m, 0, 1) < 0) { /* held (a fast lock may come first) */
+			m->dead = 0;
+			err = -EBUSY;
+		}
+	}
 	co__unlock(m);
 	return err;
 }
 
-/* Under the lock: m is locked now, by a frame of engine e (or none). */
-static void mutex_hold(co_mutex *m, co_engine *e)
+/* Under the lock: m is held now (it was, or it was free and is taken: 0;
+ * -1 if a fast lock took it first), by a frame of engine e (or none). */
+static int mutex_hold(co_mutex *m, co_engine *e, int was_free)
 {
-	__atomic_store_n(&m->locked, 1, __ATOMIC_RELAXED);
+	if (mx_set(m, 1, was_free) < 0)
+		return -1;
 	__atomic_store_n(&m->holder, (void *)e, __ATOMIC_RELAXED);
+	return 0;
 }
 
+/* Under the lock: take m if free. Held: TAKE_WAIT, with MX_SLOW set (the
+ * caller may queue; the CAS fails if a fast unlock freed it meanwhile,
+ * and it looks again). */
 static int mutex_take(void *obj)
 {
 	co_mutex *m = obj;
 
 	if (m->dead)
 		return TAKE_DEAD;
-	if (m->locked)
-		return TAKE_WAIT;
+	while (mutex_hold(m, co__tls_engine, 1) < 0)
+		if (mx_mark_waiting(m))
+			return TAKE_WAIT; /* held, MX_SLOW set: the caller may queue */
 	if (m->q.head || m->invited)
 		m->barges++; /* it overtakes the waiters */
-	mutex_hold(m, co__tls_engine);
 	return TAKE_DONE;
+}
+
+/* Nobody waits and it is free: take it with one CAS. */
+static int mutex_take_fast(co_mutex *m)
+{
+	unsigned free_word = 0;
+
+	/* a look first: a CAS that fails still takes the line */
+	if (atomic_load_explicit(&m->word, memory_order_relaxed) != 0 ||
+	    !atomic_compare_exchange_strong_explicit(&m->word, &free_word, MX_HELD,
+						     memory_order_acquire, memory_order_relaxed))
+		return 0;
+	__atomic_store_n(&m->holder, (void *)co__tls_engine, __ATOMIC_RELAXED);
+	return 1;
 }
 
 /* Held by a coroutine of another engine, which runs while we look, and
@@ -190,7 +277,7 @@ static void mutex_poll(co_mutex *m)
 
 	if (m->fifo || holder == NULL || holder == (void *)co__tls_engine)
 		return;
-	for (int i = 0; i < MUTEX_POLLS && __atomic_load_n(&m->locked, __ATOMIC_RELAXED); i++)
+	for (int i = 0; i < MUTEX_POLLS && (atomic_load_explicit(&m->word, memory_order_relaxed) & MX_HELD); i++)
 		for (int k = 0; k < MUTEX_POLL_PAUSES; k++)
 			co__cpu_relax();
 }
@@ -201,6 +288,10 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
 	co_mutex *m = w->obj;
 	int took;
 
+	if (mutex_take_fast(m)) {
+		w->res = 0;
+		return 0;
+	}
 	mutex_poll(m);
 	co__spin_lock(w->lk);
 	took = mutex_take(m);
@@ -220,16 +311,19 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
 static void mutex_retry(co_waiter *w)
 {
 	co_mutex *m = w->obj;
-	int waiting = 0;
+	int waiting = 0, took = 0;
 
 	co__lock(m);
 	m->invited = 0;
-	if (!m->locked) {
-		mutex_hold(m, w->engine);
-		w->res = 0;
-	} else {
-		waiting = co__wait_repark(w);
+	while (!mx_mark_waiting(m)) { /* free: take it (a fast lock may come first) */
+		if (mutex_hold(m, w->engine, 1) == 0) {
+			took = 1;
+			w->res = 0;
+			break;
+		}
 	}
+	if (!took) /* held, MX_SLOW set: back to the head of the queue */
+		waiting = co__wait_repark(w);
 	co__unlock(m);
 	if (waiting)
 		co__wait_rearm(w);
@@ -272,6 +366,8 @@ int co_mutex_trylock(co_mutex *m)
 {
 	if (m == NULL)
 		return -EINVAL;
+	if (mutex_take_fast(m))
+		return 0;
 	return try_take(&m->lock, mutex_take, m, -EBUSY);
 }
 
@@ -287,28 +383,36 @@ int co_mutex_unlock(co_mutex *m)
 	co__wake_list l = CO__WAKE_LIST_INIT;
 	co_waiter *w;
 
+	unsigned held = MX_HELD;
+
 	if (m == NULL)
 		return -EINVAL;
+	/* nobody waits: one CAS (holder is a hint: cleared first) */
+	if (atomic_load_explicit(&m->word, memory_order_relaxed) == MX_HELD) {
+		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
+		if (atomic_compare_exchange_strong_explicit(&m->word, &held, 0, memory_order_release,
+							    memory_order_relaxed))
+			return 0;
+	}
 	co__lock(m);
-	if (m->dead || !m->locked) {
+	if (m->dead || !(mx_word(m) & MX_HELD)) {
 		int dead = m->dead;
 		co__unlock(m);
 		return dead ? -EINVAL : -EPERM;
 	}
 	w = m->q.head;
 	if (w && mutex_hand_off(m, w)) {
-		/* stays locked, now w's; a condition variable's waiter
+		/* stays held, now w's; a condition variable's waiter
 		 * (re-locking) keeps the result of its wait */
-		mutex_hold(m, w->engine);
 		co__wait_claim(w, atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ?
 					  w->res : 0, &l);
+		mutex_hold(m, w->engine, 0); /* MX_SLOW was set: w was queued */
 	} else {
-		__atomic_store_n(&m->locked, 0, __ATOMIC_RELAXED);
-		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
 		if (w && !m->invited) {
 			m->invited = 1;
 			co__wait_claim(w, MUTEX_RETRY, &l);
 		}
+		mx_set(m, 0, 0); /* free; MX_SLOW while a retry is due or waiters stay */
 	}
 	co__unlock(m);
 	co__wake_all(&l);
@@ -572,12 +676,14 @@ static void cond_deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 		return;
 	}
-	if (!m->locked) {
-		mutex_hold(m, w->engine);
-		co__unlock(m);
-		co__wait_wake_frame(w);
-		return;
+	while (!mx_mark_waiting(m)) { /* free: take it (a fast lock may come first) */
+		if (mutex_hold(m, w->engine, 1) == 0) {
+			co__unlock(m);
+			co__wait_wake_frame(w);
+			return;
+		}
 	}
+	/* held, MX_SLOW set: queued, its unlock's hand-off wakes it */
 	w->timed = 0; /* a mutex hand-off wakes it directly */
 	w->u.mutex = NULL;
 	atomic_store_explicit(&w->state, CO__W_MUTEX, memory_order_relaxed);
@@ -596,7 +702,7 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 		w->res = -EINVAL;
 		return 0;
 	}
-	held = m->locked;
+	held = (mx_word(m) & MX_HELD) != 0;
 	co__unlock(m);
 	if (!held) {
 		w->res = -EPERM;

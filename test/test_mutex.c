@@ -351,6 +351,53 @@ static void test_lockers_fifo(void **state)
 	lockers(1);
 }
 
+struct fast_locker {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	int lock_res, unlock_res;
+};
+
+static int fast_locker_fn(co_frame *f)
+{
+	struct fast_locker *t = (struct fast_locker *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	t->lock_res = co_result(f);
+	t->unlock_res = co_mutex_unlock(t->m);
+	CO_END(f);
+}
+
+/* With nobody waiting, lock and unlock never take the mutex's internal
+ * lock (one CAS each): here it is held by "someone else" throughout, and
+ * an await of co_mutex_lock, co_mutex_trylock and co_mutex_unlock still
+ * complete (a path through that lock would spin for ever: meson's timeout
+ * is the guard). */
+static void test_uncontended_takes_no_lock(void **state)
+{
+	co_mutex m;
+	struct fast_locker t = { .m = &m, .lock_res = 1, .unlock_res = 1 };
+	(void)state;
+	assert_int_equal(co_mutex_init(&m), 0);
+	atomic_store(&m.lock, 1);
+	co_init(&t.co, fast_locker_fn);
+	co_test_run1(&t.co);
+	assert_int_equal(t.lock_res, 0);
+	assert_int_equal(t.unlock_res, 0);
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_mutex_unlock(&m), 0);
+	atomic_store(&m.lock, 0);
+	/* the slow paths answer as before */
+	assert_int_equal(co_mutex_unlock(&m), -EPERM);
+	assert_int_equal(co_mutex_trylock(&m), 0);
+	assert_int_equal(co_mutex_trylock(&m), -EBUSY);
+	assert_int_equal(co_mutex_destroy(&m), -EBUSY);
+	assert_int_equal(co_mutex_unlock(&m), 0);
+	assert_int_equal(co_mutex_destroy(&m), 0);
+	assert_int_equal(co_mutex_trylock(&m), -EINVAL);
+	assert_int_equal(co_mutex_unlock(&m), -EINVAL);
+}
+
 static void test_init_errors(void **state)
 {
 	(void)state;
@@ -370,6 +417,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_no_waiter_starves),
 		cmocka_unit_test(test_lockers_barging),
 		cmocka_unit_test(test_lockers_fifo),
+		cmocka_unit_test(test_uncontended_takes_no_lock),
 		cmocka_unit_test(test_init_errors),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

@@ -67,7 +67,8 @@ extern "C" {
  */
 typedef struct co_mutex {
 	CO__ATOMIC(unsigned) lock;    /* private: spinlock over the fields below */
-	int locked;                   /* private: read unlocked by a poller */
+	CO__ATOMIC(unsigned) word;    /* private: held (bit 0); waiters, a retry
+	                                 due or no fast path (bit 1) */
 	co_waitq q;                   /* private */
 	int dead;                     /* private: destroyed */
 	unsigned char fifo;           /* private: always hand off */
