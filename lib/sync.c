@@ -412,6 +412,7 @@ int co_mutex_unlock(co_mutex *m)
 			m->invited = 1;
 			co__wait_claim(w, MUTEX_RETRY, &l);
 		}
+		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
 		mx_set(m, 0, 0); /* free; MX_SLOW while a retry is due or waiters stay */
 	}
 	co__unlock(m);
