@@ -121,8 +121,8 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
  * (a fast unlock may race it: then the CAS fails and it looks again), so
  * an unlock with waiters always takes the slow path. Under the lock word
  * changes only by CAS while MX_SLOW may be clear; a stale MX_SLOW (the
- * last waiter timed out) only sends the next lock or unlock the slow way,
- * which recomputes it. holder is a hint for a frame that polls before it
+ * last waiter timed out, a trylock found it held) only sends the next
+ * lock or unlock the slow way, which recomputes it. holder is a hint for a frame that polls before it
  * parks.
  */
 #define MUTEX_RETRY 1      /* the value of an invited waiter until its retry */
@@ -134,6 +134,12 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
 static unsigned mx_word(co_mutex *m)
 {
 	return atomic_load_explicit(&m->word, memory_order_acquire);
+}
+
+/* A look without ordering: what to try, not what holds. */
+static unsigned mx_word_hint(co_mutex *m)
+{
+	return atomic_load_explicit(&m->word, memory_order_relaxed);
 }
 
 /* Under the lock: MX_SLOW if anything needs the lock besides the holder. */
@@ -237,18 +243,29 @@ static int mutex_hold(co_mutex *m, co_engine *e, int was_free)
 	return 0;
 }
 
-/* Under the lock: take m if free. Held: TAKE_WAIT, with MX_SLOW set (the
- * caller may queue; the CAS fails if a fast unlock freed it meanwhile,
- * and it looks again). */
+/* Under the lock: take m for a frame of engine e if it is free (1), else
+ * mark it waited on (0: held, MX_SLOW set, the caller may queue). A fast
+ * lock or unlock may move word in between: it looks again. */
+static int mutex_take_or_mark(co_mutex *m, co_engine *e)
+{
+	for (;;) {
+		if (mutex_hold(m, e, 1) == 0)
+			return 1;
+		if (mx_mark_waiting(m))
+			return 0;
+	}
+}
+
+/* Under the lock: take m if free, else TAKE_WAIT with MX_SLOW set (stale
+ * if the caller does not queue after all: a trylock, a cancelled frame). */
 static int mutex_take(void *obj)
 {
 	co_mutex *m = obj;
 
 	if (m->dead)
 		return TAKE_DEAD;
-	while (mutex_hold(m, co__tls_engine, 1) < 0)
-		if (mx_mark_waiting(m))
-			return TAKE_WAIT; /* held, MX_SLOW set: the caller may queue */
+	if (!mutex_take_or_mark(m, co__tls_engine))
+		return TAKE_WAIT;
 	if (m->q.head || m->invited)
 		m->barges++; /* it overtakes the waiters */
 	return TAKE_DONE;
@@ -260,7 +277,7 @@ static int mutex_take_fast(co_mutex *m)
 	unsigned free_word = 0;
 
 	/* a look first: a CAS that fails still takes the line */
-	if (atomic_load_explicit(&m->word, memory_order_relaxed) != 0 ||
+	if (mx_word_hint(m) != 0 ||
 	    !atomic_compare_exchange_strong_explicit(&m->word, &free_word, MX_HELD,
 						     memory_order_acquire, memory_order_relaxed))
 		return 0;
@@ -277,7 +294,7 @@ static void mutex_poll(co_mutex *m)
 
 	if (m->fifo || holder == NULL || holder == (void *)co__tls_engine)
 		return;
-	for (int i = 0; i < MUTEX_POLLS && (atomic_load_explicit(&m->word, memory_order_relaxed) & MX_HELD); i++)
+	for (int i = 0; i < MUTEX_POLLS && (mx_word_hint(m) & MX_HELD); i++)
 		for (int k = 0; k < MUTEX_POLL_PAUSES; k++)
 			co__cpu_relax();
 }
@@ -311,18 +328,13 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
 static void mutex_retry(co_waiter *w)
 {
 	co_mutex *m = w->obj;
-	int waiting = 0, took = 0;
+	int waiting = 0;
 
 	co__lock(m);
 	m->invited = 0;
-	while (!mx_mark_waiting(m)) { /* free: take it (a fast lock may come first) */
-		if (mutex_hold(m, w->engine, 1) == 0) {
-			took = 1;
-			w->res = 0;
-			break;
-		}
-	}
-	if (!took) /* held, MX_SLOW set: back to the head of the queue */
+	if (mutex_take_or_mark(m, w->engine))
+		w->res = 0;
+	else /* held, MX_SLOW set: back to the head of the queue */
 		waiting = co__wait_repark(w);
 	co__unlock(m);
 	if (waiting)
@@ -382,13 +394,12 @@ int co_mutex_unlock(co_mutex *m)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 	co_waiter *w;
-
 	unsigned held = MX_HELD;
 
 	if (m == NULL)
 		return -EINVAL;
 	/* nobody waits: one CAS (holder is a hint: cleared first) */
-	if (atomic_load_explicit(&m->word, memory_order_relaxed) == MX_HELD) {
+	if (mx_word_hint(m) == MX_HELD) {
 		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
 		if (atomic_compare_exchange_strong_explicit(&m->word, &held, 0, memory_order_release,
 							    memory_order_relaxed))
@@ -677,12 +688,10 @@ static void cond_deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 		return;
 	}
-	while (!mx_mark_waiting(m)) { /* free: take it (a fast lock may come first) */
-		if (mutex_hold(m, w->engine, 1) == 0) {
-			co__unlock(m);
-			co__wait_wake_frame(w);
-			return;
-		}
+	if (mutex_take_or_mark(m, w->engine)) {
+		co__unlock(m);
+		co__wait_wake_frame(w);
+		return;
 	}
 	/* held, MX_SLOW set: queued, its unlock's hand-off wakes it */
 	w->timed = 0; /* a mutex hand-off wakes it directly */
