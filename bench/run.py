@@ -58,9 +58,9 @@ MODES = {
                   http_conns=[50], curve=[1, 10, 100, 1000, 10000], curve_secs=0.4,
                   cg_requests=4000, file_mib=256, file_secs=0.5, depths=[1, 32, 128],
                   switch_iters=2000000, switch_rounds=3, mem_count=100000, xs_frames=200000),
-    "default": dict(rounds=3, secs=2, warm=0.5, ssecs=1, conns=[1, 50, 500], sizes=[64, 1024],
+    "default": dict(rounds=5, secs=1.2, warm=0.5, ssecs=1, conns=[1, 50, 500], sizes=[64, 1024],
                     http_conns=[50, 500], curve=[1, 10, 100, 1000, 10000], curve_secs=1,
-                    cg_requests=20000, file_mib=1024, file_secs=2, depths=[1, 32, 128],
+                    cg_requests=20000, file_mib=1024, file_secs=1.2, depths=[1, 32, 128],
                     switch_iters=20000000, switch_rounds=7, mem_count=1000000,
                     xs_frames=2000000),
     "full": dict(rounds=5, secs=5, warm=1, ssecs=2, conns=[1, 50, 500], sizes=[64, 1024],
@@ -189,6 +189,7 @@ class Run:
         self.fw_rows = []       # firmware.csv
         self.handoff_rows = []  # handoff.csv
         self.kv_rows = []       # kv.csv
+        self.per_round = {}     # (bench, conns, size, server) or ("file", depth, engine): values by round
         self.servers = []       # started, for the cleanup
         self.said_missing = set()  # peers not built, said once
         self.hz = os.sysconf("SC_CLK_TCK")
@@ -313,6 +314,7 @@ class Run:
 
     def add_row(self, bench, conns, size, server, results, syscalls=None):
         rps = [r["rps"] for r in results]
+        self.per_round[(bench, conns, size, SHORT[server])] = [r["cpu_us"] for r in results]
         self.rows.append({
             "bench": bench, "conns": conns, "size": size, "server": server,
             "rps_median": round(median(rps)), "rps_min": round(min(rps)),
@@ -608,17 +610,23 @@ class Run:
                     res[e].append(self.file_round(e, path, test, depth, bs, secs))
                     self.progress(".")
             for e in engines:
-                iops = [x["iops"] for x in res[e]]
-                self.file_rows.append({
-                    "test": test, "depth": depth, "bs": bs, "engine": e,
-                    "iops": round(median(iops)), "mb_s": round(median([x["mb_s"] for x in res[e]]), 1),
-                    "cpu_us_per_io": round(median([x["cpu_us"] for x in res[e]]), 3),
-                    "spread_pct": round(spread_pct(iops), 1), "rounds": len(res[e]),
-                    "noisy_rounds": sum(x["noisy"] for x in res[e]), "mode": self.mode,
-                    "date": self.date})
+                self.add_file_row(test, depth, bs, e, res[e])
             self.progress("\n")
         self.say(self.file_table())
         self.say()
+
+    def add_file_row(self, test, depth, bs, engine, results):
+        """A row of fileio.csv from one engine's rounds (in round order)."""
+        iops = [x["iops"] for x in results]
+        if test == "randread":
+            self.per_round[("file", depth, engine)] = iops
+        self.file_rows.append({
+            "test": test, "depth": depth, "bs": bs, "engine": engine,
+            "iops": round(median(iops)), "mb_s": round(median([x["mb_s"] for x in results]), 1),
+            "cpu_us_per_io": round(median([x["cpu_us"] for x in results]), 3),
+            "spread_pct": round(spread_pct(iops), 1), "rounds": len(results),
+            "noisy_rounds": sum(x["noisy"] for x in results), "mode": self.mode,
+            "date": self.date})
 
     def file_table(self):
         rows = {(r["test"], r["depth"], r["engine"]): r for r in self.file_rows}
@@ -871,8 +879,11 @@ set offsets 0, 0, 0, 0"""
                 if not all(g.values()) or c == 1:
                     continue
                 cpu = {s: g[s]["cpu_us_per_req"] for s in g}
-                line = (f"echo {c:3d}c {z:4d}B: CPU/req coring/epoll {cpu['coring'] / cpu['epoll']:.2f}, "
-                        f"coring/raw {cpu['coring'] / cpu['uring']:.2f}, coring/mshot {cpu['coring'] / cpu['mshot']:.2f}")
+                # the default server no dearer than raw liburing (the hand-off work's line)
+                r = cpu["coring"] / cpu["uring"]
+                line = (f"echo {c:3d}c {z:4d}B: CPU/req coring/raw {r:.2f} (<= 1.00: {verdict(r <= 1.0)})"
+                        f"{self.paired(('echo', c, z, 'coring'), ('echo', c, z, 'uring'))}, "
+                        f"coring/epoll {cpu['coring'] / cpu['epoll']:.2f}, coring/mshot {cpu['coring'] / cpu['mshot']:.2f}")
                 st = echo.get((c, z, "stream"))
                 if st:  # coring's best: the streaming server
                     cpu["stream"] = st["cpu_us_per_req"]
@@ -906,12 +917,15 @@ set offsets 0, 0, 0, 0"""
         for d in self.m["depths"]:
             a, b = files.get(("randread", d, "coring")), files.get(("randread", d, "fio_uring"))
             if a and b:
+                # the defaults (no option set); coring 1/enter (opts.submit_batch = 1) beside it
                 ri, rc = a["iops"] / b["iops"], a["cpu_us_per_io"] / b["cpu_us_per_io"]
+                line = (f"fileio QD{d:<3}: IOPS coring/fio io_uring {ri:.2f} (>= 0.95: {verdict(ri >= 0.95)})"
+                        f"{self.paired(('file', d, 'coring'), ('file', d, 'fio_uring'))}, "
+                        f"CPU/IO {rc:.2f} (<= 1.10: {verdict(rc <= 1.1)})")
                 each = files.get(("randread", d, "coring_each"))
-                if each and each["iops"] > a["iops"]:  # coring's best setting: opts.submit_batch = 1
-                    ri, rc = each["iops"] / b["iops"], each["cpu_us_per_io"] / b["cpu_us_per_io"]
-                out.append(f"fileio QD{d:<3}: IOPS coring's best/fio io_uring {ri:.2f} (>= 0.95: {verdict(ri >= 0.95)}), "
-                           f"CPU/IO {rc:.2f} (<= 1.10: {verdict(rc <= 1.1)})")
+                if each:
+                    line += f"; coring 1/enter: IOPS {each['iops'] / b['iops']:.2f}"
+                out.append(line)
         if getattr(self, "switch_out", None):
             c = re.search(r"^coring.*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
             p = re.search(r"^C\+\+20.*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
@@ -933,6 +947,15 @@ set offsets 0, 0, 0, 0"""
             for line in out:
                 self.say(line)
             self.say()
+
+    def paired(self, a, b):
+        """The range of a/b over the rounds (a and b ran in the same rounds,
+        in turn): how far one round's ratio strays from the medians'."""
+        va, vb = self.per_round.get(a), self.per_round.get(b)
+        if not va or not vb or len(va) != len(vb) or len(va) < 2 or not all(vb):
+            return ""
+        r = [x / y for x, y in zip(va, vb)]
+        return f" [rounds' ratios {min(r):.2f}-{max(r):.2f}]"
 
     def peer_targets(self, echo, http, verdict):
         """coring against the peers: CPU per request <= 1.00x libuv and Asio
@@ -1116,10 +1139,14 @@ unset multiplot
         self.say(f"rounds {m['rounds']} x {m['secs']}s after {m['warm']}s warm-up; strace rounds {m['ssecs']}s; "
                  f"open-file limit {self.nofile}")
         self.say()
+        took = []
         for section in SECTIONS:
             if section in self.sections:
+                t0 = time.monotonic()
                 getattr(self, section)()
+                took.append(f"{section} {time.monotonic() - t0:.0f} s")
         self.targets()
+        self.say(f"time per section: {', '.join(took)}")
         self.write()
         png = self.chart()
         if png:

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""bench/run.py's targets for echo and file reads (make test, suite "bench"),
+on rounds made up here and recorded as a run records them (add_row,
+add_file_row): the echo verdict judges the default server against raw
+liburing, the file verdict the default engine against fio (never the
+`coring 1/enter` option, even when that one is better), and the bracket
+gives the range of the ratio over the rounds, round by round.
+"""
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def echo_rounds(cpu):
+    return [{"rps": 100000.0, "cpu_us": c, "p50": 50.0, "p99": 99.0, "noisy": 0} for c in cpu]
+
+
+def file_rounds(iops):
+    return [{"iops": float(i), "mb_s": i * 4096 / 1e6, "cpu_us": 20.0, "noisy": 0} for i in iops]
+
+
+def targets(r):
+    r.lines = []
+    r.targets()
+    return r.lines
+
+
+def line(lines, start):
+    got = [x for x in lines if x.startswith(start)]
+    if len(got) != 1:
+        fail(f"{len(got)} lines start with {start!r}:\n" + "\n".join(lines))
+    return got[0]
+
+
+def expect(text, *words):
+    for w in words:
+        if w not in text:
+            fail(f"{w!r} not in: {text}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as build:
+        os.environ.pop("ROUNDS", None)
+        os.environ.pop("SECONDS_PER_ROUND", None)
+        r = run.Run(build)
+        r.say = lambda text="": r.lines.append(text)
+        # 50 x 64 B: coring 2 % dearer in the median; the machine drifts
+        # and both move with it, so round by round the ratio is 1.00 to
+        # 1.02 (paired wrongly, 0.82 to 1.13)
+        r.add_row("echo", 50, 64, "echo_coring", echo_rounds([6.6, 5.4, 6.12]))
+        r.add_row("echo", 50, 64, "echo_uring", echo_rounds([6.6, 5.4, 6.0]))
+        # 500 x 1 KiB: 0.95 in every round
+        r.add_row("echo", 500, 1024, "echo_coring", echo_rounds([5.7, 5.7, 5.7]))
+        r.add_row("echo", 500, 1024, "echo_uring", echo_rounds([6.0, 6.0, 6.0]))
+        for a, b in (("echo_epoll", 6.0), ("echo_uring_mshot", 6.0)):
+            for c, z in ((50, 64), (500, 1024)):
+                r.add_row("echo", c, z, a, echo_rounds([b, b, b]))
+        # depth 1: the default 0.90 of fio, the option 1.00: judged by the default
+        r.add_file_row("randread", 1, 4096, "coring", file_rounds([900, 950, 850]))
+        r.add_file_row("randread", 1, 4096, "coring_each", file_rounds([1000, 1000, 1000]))
+        r.add_file_row("randread", 1, 4096, "fio_uring", file_rounds([1000, 1000, 1000]))
+        # depth 32: the default 1.00 (the rounds 0.96-1.04), the option 0.50
+        r.add_file_row("randread", 32, 4096, "coring", file_rounds([960, 1000, 1040]))
+        r.add_file_row("randread", 32, 4096, "coring_each", file_rounds([500, 500, 500]))
+        r.add_file_row("randread", 32, 4096, "fio_uring", file_rounds([1000, 1000, 1000]))
+        lines = targets(r)
+
+        expect(line(lines, "echo  50c   64B: CPU/req coring/raw"),
+               "coring/raw 1.02 (<= 1.00: MISSED)", "[rounds' ratios 1.00-1.02]")
+        expect(line(lines, "echo 500c 1024B: CPU/req coring/raw"),
+               "coring/raw 0.95 (<= 1.00: met)", "[rounds' ratios 0.95-0.95]")
+        expect(line(lines, "fileio QD1 "), "coring/fio io_uring 0.90 (>= 0.95: MISSED)",
+               "[rounds' ratios 0.85-0.95]", "coring 1/enter: IOPS 1.00")
+        expect(line(lines, "fileio QD32"), "coring/fio io_uring 1.00 (>= 0.95: met)",
+               "[rounds' ratios 0.96-1.04]", "coring 1/enter: IOPS 0.50")
+
+        # rounds that do not pair (one round each) give no bracket
+        r2 = run.Run(build)
+        r2.say = lambda text="": r2.lines.append(text)
+        r2.add_row("echo", 50, 64, "echo_coring", echo_rounds([5.0]))
+        for a in ("echo_uring", "echo_epoll", "echo_uring_mshot"):
+            r2.add_row("echo", 50, 64, a, echo_rounds([6.0]))
+        got = line(targets(r2), "echo  50c   64B")
+        expect(got, "coring/raw 0.83 (<= 1.00: met)")
+        if "rounds' ratios" in got:
+            fail(f"a bracket from one round: {got}")
+    print("ok: echo and file targets judge the defaults, with the rounds' range")
+
+
+if __name__ == "__main__":
+    main()
