@@ -1163,6 +1163,9 @@ def main():
         print(f"bench: no {build}/bench: build first (make bench)", file=sys.stderr)
         return 2
     run = Run(build)
+    # SIGTERM (a CI timeout, kill): end like Ctrl-C, through the cleanup
+    # below, so that no server outlives the run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         run.main()
     except BenchError as e:

@@ -62,6 +62,9 @@ static int pipe_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* include/coring/io.h: a co_io is 40 bytes on LP64 (136 with a co_frame) */
+_Static_assert(sizeof(void *) != 8 || sizeof(co_io) == 40, "co_io is 40 bytes on LP64");
+
 static void test_pipe_ops(void **state)
 {
 	struct basic b;

@@ -56,7 +56,7 @@ typedef struct co_io {
 	unsigned cqe_flags;           /* read-only: the CQE's flags */
 	unsigned char pending;        /* private: CQEs still due (1 or 2) */
 	unsigned char kind;           /* private */
-} co_io;                              /* 40 bytes on LP64: with a co_frame, 128 */
+} co_io;                              /* 40 bytes on LP64: with the Linux co_frame (96), 136 */
 
 /* The most bytes one read, write, recv or send moves (the kernel's limit):
  * a longer length is clamped to it, and the await reports the short count
