@@ -112,18 +112,8 @@ class Server:
 
     def pids(self):
         """The server's process and every process under it (the nginx peer:
-        its launcher, master and workers), from /proc/PID/task/TID/children."""
-        out, todo = [], [self.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            try:
-                for tid in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{tid}/children") as f:
-                        todo += [int(c) for c in f.read().split()]
-            except OSError:  # gone meanwhile, or a kernel without the file
-                pass
-        return out
+        its launcher, master and workers)."""
+        return process_tree(self.pid)
 
     def cpu_seconds(self):
         """utime + stime of the server, all threads of all its processes
@@ -160,6 +150,30 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self._cleanup()
+
+
+def process_tree(root):
+    """root and every process under it, from /proc/PID/task/TID/children."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:  # gone meanwhile, or a kernel without the file
+            pass
+    return out
+
+
+def alive(pid):
+    """Running: a zombie, or a pid gone, is not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def parse_kv(line):

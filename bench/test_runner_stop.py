@@ -13,41 +13,15 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+
 RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run.py")
 
 
 def fail(why):
     print(f"FAIL: {why}")
     sys.exit(1)
-
-
-def descendants(pid):
-    """Every process under pid (its children, theirs, ...)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tids:
-            try:
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def alive(pid):
-    """Running (a zombie, or a pid gone, is not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def names(pids):
@@ -61,6 +35,11 @@ def names(pids):
     return got
 
 
+def echo_processes(pid):
+    """The processes under pid named echo_*: the servers (and a load)."""
+    return [x for x in benchlib.process_tree(pid)[1:] if names([x]) and names([x])[0].startswith("echo")]
+
+
 def stop_once(build, sig):
     env = dict(os.environ, QUICK="1", BENCH_SECTIONS="echo")
     p = subprocess.Popen([sys.executable, "-B", RUN, build], env=env, stdout=subprocess.PIPE,
@@ -69,15 +48,15 @@ def stop_once(build, sig):
     deadline = time.monotonic() + 60
     servers = []
     while time.monotonic() < deadline:
-        servers = [x for x in descendants(p.pid) if "echo" in " ".join(names([x]))]
+        servers = echo_processes(p.pid)
         if len(servers) >= 5:
             break
         time.sleep(0.05)
     if len(servers) < 5:
         p.kill()
-        fail(f"run.py started {len(servers)} echo servers in 60 s: {names(descendants(p.pid))}")
+        fail(f"run.py started {len(servers)} echo servers in 60 s: {names(benchlib.process_tree(p.pid)[1:])}")
     time.sleep(0.3)
-    servers = [x for x in descendants(p.pid) if "echo" in " ".join(names([x]))]
+    servers = echo_processes(p.pid)
     p.send_signal(sig)
     try:
         p.communicate(timeout=60)
@@ -87,9 +66,9 @@ def stop_once(build, sig):
     if p.returncode == 0:
         fail(f"run.py exited 0 after signal {sig}")
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(x) for x in servers):
+    while time.monotonic() < deadline and any(benchlib.alive(x) for x in servers):
         time.sleep(0.05)
-    left = [x for x in servers if alive(x)]
+    left = [x for x in servers if benchlib.alive(x)]
     if left:
         for x in left:
             os.kill(x, signal.SIGKILL)

@@ -71,7 +71,7 @@ def main():
     finally:
         s.kill()
     deadline = time.monotonic() + 30
-    while any(alive(p) for p in pids[1:]):
+    while any(benchlib.alive(p) for p in pids[1:]):
         if time.monotonic() > deadline:
             fail("nginx outlived kill()")
         time.sleep(0.05)
@@ -87,14 +87,6 @@ def proc_cpu(pid):
 
 def ticks(seconds):
     return round(seconds * os.sysconf("SC_CLK_TCK"))
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 if __name__ == "__main__":
