@@ -19,6 +19,7 @@ enum {
 	CO__AW_LIMIT,     /* lib/timeout.c */
 	CO__AW_FAILED,    /* completes at once with an error */
 	CO__AW_STREAM,    /* co_stream_recv (lib/stream.c) */
+	CO__AW_TURN,      /* co_next_turn, co_after_turns (lib/engine_turn.c) */
 	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
 };
 

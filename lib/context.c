@@ -198,10 +198,11 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 		t->res = -EINVAL;
 		return 0;
 	}
-	/* To the engine it is on: a yield to the back of its queue. */
+	/* To the engine it is on: a yield, for its next turn. */
 	if (&t->target->engine == from) {
 		t->res = 0;
-		co_wake(root);
+		if (co__wake_root(root))
+			co__engine_later(from, root);
 		return 1;
 	}
 	/* A scheduler counts its tasks: they stay among its contexts. (A

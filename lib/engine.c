@@ -192,7 +192,8 @@ static co_frame *ready_pop(co_engine *e)
  * inbox, the post and the cancel lists. */
 static int ready_nonempty(co_engine *e)
 {
-	return e->local_n != 0 || (stealable(e) && ring_size(e) != 0) ||
+	return e->local_n != 0 || e->later_head != NULL || e->turns_head != NULL ||
+	       (stealable(e) && ring_size(e) != 0) ||
 	       !co__lifo_empty(&e->inbox) || !co__lifo_empty(&e->posts) ||
 	       !co__lifo_empty(&e->cancels);
 }
@@ -648,13 +649,14 @@ static void submit_soon(co_engine *e)
 	}
 }
 
-/* Resume up to batch ready frames; a yield goes to the back of the queue.
- * Under a cancel stop, every frame resumed is marked cancelled first. */
-static void run_ready(co_engine *e, uint64_t cancel_deadline)
+/* Resume up to max ready frames; a yield waits for the next turn (the
+ * later list). Under a cancel stop, every frame resumed is marked
+ * cancelled first. */
+static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
 {
 	co_frame *f;
 
-	for (unsigned n = 0; n < e->batch && (f = ready_pop(e)) != NULL; n++) {
+	for (unsigned n = 0; n < max && (f = ready_pop(e)) != NULL; n++) {
 		if (co__unlikely(cancel_deadline)) {
 			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
@@ -667,7 +669,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline)
 		switch (co_resume(f)) {
 		case CO_YIELDED:
 			CO__TRACE_YIELD(e, f);
-			owner_push(e, f);
+			co__engine_later(e, f); /* the next turn runs it */
 			break;
 		case CO_DONE:
 			finish_frame(e, f);
@@ -944,17 +946,16 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 }
 
 /* The first half of every turn, looping or ticking: take in what other
- * threads sent (posts, submits, cancels), advance a stop, and run what is
- * ready. *wait_ns: how long the turn may then wait. */
+ * threads sent (posts, submits, cancels) and advance a stop. Returns the
+ * time after which frames still running under a cancel stop are finished
+ * for them (0: no cancel stop); *wait_ns: how long the turn may then wait. */
 /* snap: the epoch read when the turn began. Every push onto the lists
  * other threads fill (inbox, posts, cancels) is followed by a bump of
  * epoch, so the lists need a look only when it moved since the last look;
  * a push whose bump comes after snap is seen by engine_wait, which then
  * does not sleep, and by the next turn. */
-static void turn_run(co_engine *e, unsigned snap, uint64_t *wait_ns)
+static uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wait_ns)
 {
-	uint64_t cancel_deadline;
-
 	quiet_clear(e);
 	e->stats.turns++;
 	e->last_info = NULL; /* SQEs of earlier turns are submitted */
@@ -967,10 +968,17 @@ static void turn_run(co_engine *e, unsigned snap, uint64_t *wait_ns)
 		if (!co__lifo_empty(&e->cancels))
 			co__engine_run_cancels(e);
 	}
-	cancel_deadline = stop_turn(e, wait_ns);
+	return stop_turn(e, wait_ns);
+}
+
+/* The second half's start: the frames the last turn left for this one
+ * (yields, co_next_turn) join the ready queue, behind what is there. */
+static void turn_ready(co_engine *e)
+{
+	if (co__unlikely(e->later_head != NULL || e->turns_head != NULL))
+		co__engine_later_take(e);
 	if (co__unlikely(e->local_n != 0) && stealable(e))
 		ring_refill(e);
-	run_ready(e, cancel_deadline);
 }
 
 static int loop(co_engine *e, int mode)
@@ -979,11 +987,12 @@ static int loop(co_engine *e, int mode)
 
 	for (;;) {
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-		uint64_t wait_ns;
+		uint64_t wait_ns, cancel_deadline = turn_begin(e, snap, &wait_ns);
 
-		turn_run(e, snap, &wait_ns);
-
-		if (e->local_n != 0 || (stealable(e) && ring_size(e) != 0)) {
+		turn_ready(e);
+		run_ready(e, cancel_deadline, e->batch);
+		if (e->local_n != 0 || e->later_head != NULL || e->turns_head != NULL ||
+		    (stealable(e) && ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is
 			 * something to submit or completions to run. */
@@ -1029,20 +1038,33 @@ static int loop(co_engine *e, int mode)
 	return ret;
 }
 
-/* One turn that never sleeps (co_engine_tick): what is ready runs (one
- * batch), the turn's I/O is submitted, and the completions already in are
- * dispatched (their frames run at the next tick). */
+/* Frames in the ready queue (owner thread). */
+static unsigned ready_count(co_engine *e)
+{
+	return e->local_n + (stealable(e) ? ring_size(e) : 0);
+}
+
+/*
+ * One turn that never sleeps (co_engine_tick). It takes in the completions
+ * that are there when it begins, then runs the frames ready at that moment,
+ * each once, then the frames those wake (up to opts.batch more); a frame
+ * that yields or waits for the next turn is left for the next tick, and
+ * the tick's I/O is submitted at its end.
+ */
 static int tick(co_engine *e)
 {
 	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-	uint64_t resumed = e->stats.resumed, wait_ns;
-	int ret;
+	uint64_t resumed = e->stats.resumed, wait_ns, cancel_deadline;
+	int ret = 0;
 
-	turn_run(e, snap, &wait_ns);
-	ret = io_uring_submit(&e->ring);
-	if (ret >= 0 && e->inflight)
+	cancel_deadline = turn_begin(e, snap, &wait_ns);
+	if (e->inflight)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
 	reap_all(e);
+	turn_ready(e);
+	run_ready(e, cancel_deadline, ready_count(e) + e->batch);
+	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
+		ret = io_uring_submit(&e->ring);
 	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 		return ret;
 	if (engine_idle(e) && !visitor_inside(e) && unchanged(e, snap))

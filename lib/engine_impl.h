@@ -75,6 +75,9 @@ static inline unsigned char co__cx_load(co_frame *f)
 	return __atomic_load_n(&f->cancel, __ATOMIC_ACQUIRE);
 }
 
+/* The turn begins: the later list's frames join the ready queue, but for
+ * co_after_turns waits with turns left (lib/engine_turn.c). */
+void co__engine_later_take(co_engine *e);
 /* Set e's runner ops and wake-up callback (co_engine_init). */
 void co__engine_runner_init(co_engine *e);
 /* Work the loop can do without waiting (ready frames, posts, cancels). */

@@ -124,6 +124,11 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	}
 }
 
+/* Root f, on e's own thread, runs at e's next turn, not this one: a yield,
+ * a transfer to the context it is on (lib/engine_turn.c). f is not
+ * waiting (or waits in a co_turn). */
+void co__engine_later(co_engine *e, co_frame *root);
+
 /* A cancel stop has begun on e (its owner thread reads it). */
 static inline int co__engine_cancelling(const co_engine *e)
 {

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <stdatomic.h>
@@ -131,6 +132,7 @@ struct kind_task {
 	int res, after;           /* after: an await once the limited one ended */
 	int fds[2];
 	char buf[8];
+	co_turn turn;
 	co_bufring ring;          /* CO__AW_STREAM: a stream on a socket pair */
 	co_stream st;
 	int sv[2], skip;
@@ -173,6 +175,8 @@ static co_awaiter *limited(struct kind_task *t)
 		if (t->fast)
 			assert_int_equal(write(t->sv[1], "x", 1), 1);
 		return co_timeout(&t->lim, co_stream_recv(&t->st), ns);
+	case CO__AW_TURN: /* the next turn, or turns without end */
+		return co_timeout(&t->lim, co_after_turns(&t->turn, t->fast ? 1 : UINT_MAX), ns);
 	default:
 		return NULL;
 	}
@@ -218,6 +222,7 @@ static const struct row rows[CO__AW_KINDS] = {
 	[CO__AW_LIMIT] = { "a limit around a limit", -ETIME, 0 },
 	[CO__AW_FAILED] = { "a failed prep keeps its error", -EINVAL, -EINVAL },
 	[CO__AW_STREAM] = { "a stream's recv", -ETIME, 1 },
+	[CO__AW_TURN] = { "turns of the loop", -ETIME, 0 },
 };
 
 static void run_kind(int kind, int fast)

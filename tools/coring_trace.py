@@ -32,7 +32,7 @@ KINDS = {1: "spawn", 2: "start", 3: "resume", 4: "yield", 5: "wait", 6: "wake", 
 K = {v: k for k, v in KINDS.items()}
 # the awaiter kinds of a WAIT (lib/awaiter.h; test/trace_kinds.py keeps them in step)
 AWAITERS = {0: "await", 1: "io", 2: "wait", 3: "transfer", 4: "when", 5: "limit", 6: "failed",
-            7: "stream"}
+            7: "stream", 8: "turn"}
 # io_uring opcodes (linux/io_uring.h) the library's preps use
 OPCODES = {0: "nop", 1: "readv", 2: "writev", 3: "fsync", 6: "poll_add", 9: "sendmsg",
            10: "recvmsg", 11: "timeout", 13: "accept", 14: "async_cancel", 15: "link_timeout",

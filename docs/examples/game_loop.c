@@ -9,9 +9,11 @@
  *
  * Each entity, K times: thinks (on the main thread), sends its path search
  * to a worker (co_transfer_to the WORKER kind), comes back (co_transfer_to
- * the LOGIC kind), takes a step, and waits for the next frame (CO_YIELD:
- * the next tick runs it). The program checks that every logic step ran on
- * the main thread and every search on a worker, and exits 0.
+ * the LOGIC kind: the first tick after the search ended runs it), takes a
+ * step, and waits for the next frame (co_next_turn: the next tick runs it,
+ * never the tick that is running). The program checks that every logic
+ * step ran on the main thread, every search on a worker, and no entity
+ * thought again in the frame of its last step, and exits 0.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,14 +37,19 @@ static const co_sched_group groups[KINDS] = {
 struct world {
 	co_sched s;
 	pthread_t main_thread;
+	long frame;                     /* the frame the main loop is in */
 	int bad;                        /* a step ran on the wrong thread */
+	int twice;                      /* an entity thought in the frame of its
+	                                   last step: two steps in one frame */
 };
 
 struct entity {
 	co_frame co;
 	co_transfer tr;
+	co_turn next;
 	struct world *w;
 	int id, round, rounds, x;
+	long stepped;                   /* the frame of its last step */
 	unsigned long path;             /* the search's result */
 };
 
@@ -63,9 +70,11 @@ static int entity_fn(co_frame *f)
 
 	CO_BEGIN(f);
 	for (e->round = 0; e->round < e->rounds; e->round++) {
-		/* think: on the main thread */
+		/* think: on the main thread, a frame after the last step */
 		if (!pthread_equal(pthread_self(), w->main_thread))
 			w->bad++;
+		if (e->round > 0 && e->stepped == w->frame)
+			w->twice++;
 		/* the search: on a worker */
 		CO_AWAIT(f, co_transfer_to(&e->tr, co_sched_pick(&w->s, WORKER)));
 		if (co_result(f) < 0)
@@ -79,8 +88,11 @@ static int entity_fn(co_frame *f)
 			CO_RETURN(f, co_result(f));
 		if (!pthread_equal(pthread_self(), w->main_thread))
 			w->bad++;
+		e->stepped = w->frame;
 		e->x += (int)(e->path & 1) ? 1 : -1;
-		CO_YIELD(f); /* the next frame */
+		CO_AWAIT(f, co_next_turn(&e->next)); /* the next frame */
+		if (co_result(f) < 0)
+			CO_RETURN(f, co_result(f));
 	}
 	CO_END(f);
 }
@@ -132,12 +144,12 @@ int main(int argc, char **argv)
 	 * own work (rendering, here a count); co_sched_poll says when the
 	 * game is over without blocking. */
 	for (;;) {
+		w.frame = ++frames;
 		err = co_context_tick(logic);
 		if (err < 0) {
 			fprintf(stderr, "game_loop: tick: %s\n", strerror(-err));
 			return 1;
 		}
-		frames++;
 		err = co_sched_poll(&w.s);
 		if (err != -EAGAIN)
 			break;
@@ -151,11 +163,11 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		if (co_status(&ents[i].co) != 0)
 			w.bad++;
-	printf("game_loop: %d entities x %d rounds in %ld frames; %d on a wrong thread\n", n,
-	       rounds, frames, w.bad);
+	printf("game_loop: %d entities x %d rounds in %ld frames; %d on a wrong thread, "
+	       "%d steps in the frame of the last\n", n, rounds, frames, w.bad, w.twice);
 	co_sched_stop(&w.s, CO_STOP_DRAIN);
 	co_sched_run(&w.s);
 	err = co_sched_destroy(&w.s);
 	free(ents);
-	return w.bad == 0 && err == 0 ? 0 : 1;
+	return w.bad == 0 && w.twice == 0 && err == 0 ? 0 : 1;
 }

@@ -173,6 +173,12 @@ struct co_engine {
 	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
 	co_frame *local_tail;           /* private: without stealing, the ring's */
 	unsigned local_n;               /* private: overflow with it */
+	co_frame *later_head;           /* private: owner-only FIFO of frames for
+	                                   the next turn (yields) */
+	co_frame *later_tail;           /* private */
+	struct co_turn *turns_head;     /* private: owner-only FIFO of
+	                                   co_next_turn / co_after_turns waits */
+	struct co_turn *turns_tail;     /* private */
 	unsigned deferred;              /* private: finished frames whose finish
 	                                   waits for a cancel request */
 	pthread_t owner;                /* private */
@@ -273,14 +279,42 @@ CO_API int co_engine_run(co_engine *e, int mode);
 
 /*
  * One turn of the loop that never sleeps, for a thread with a loop of its
- * own (a game's frame, a GUI's idle callback): the frames ready now run
- * (up to opts.batch), their I/O is submitted, and the completions already
- * in are dispatched; frames they make ready run at the next tick. The
+ * own (a game's frame, a GUI's idle callback). It takes in the completions
+ * already there and what other threads sent, then runs every frame ready
+ * at that moment once, then the frames those wake (a set event, an unlock,
+ * a spawn: up to opts.batch of them; the rest at the next tick); a frame
+ * that yields, awaits co_next_turn or transfers to its own context runs at
+ * the next tick, never this one. Its I/O is submitted at the end. The
  * calling thread becomes the engine's owner, as with co_engine_run (the two
  * may be mixed on that thread). Returns the number of frames resumed
  * (0: nothing was ready), or the errors of co_engine_run except -EDEADLK.
  */
 CO_API int co_engine_tick(co_engine *e);
+
+/*
+ * The next-frame wait of a game loop, on any engine: the frame runs again
+ * at the next turn of its engine's loop (on a manual context, the next
+ * tick), after the completions that turn takes in; never in the turn or
+ * tick that is running. co_after_turns waits n turns (n 0: no wait).
+ *
+ *     struct ent { co_frame co; co_turn t; ... };
+ *     CO_AWAIT(f, co_next_turn(&e->t));          // one step per frame
+ *
+ * Value 0; -ECANCELED (co_cancel, a cancel stop: at the next turn);
+ * -ENXIO (the frame does not run on an engine on this thread); NULL t
+ * returns NULL (CO_AWAIT: -EINVAL). CO_YIELD on an engine, and
+ * co_transfer_to the context a frame is on, wait one turn the same way.
+ */
+typedef struct co_turn {
+	co_awaiter aw;          /* private: first */
+	co_frame *frame;        /* private: the waiting root */
+	struct co_turn *next;   /* private: its engine's list of such waits */
+	unsigned left;          /* private: turns still to wait */
+	int res;                /* private */
+} co_turn;
+
+CO_API co_awaiter *co_next_turn(co_turn *t);
+CO_API co_awaiter *co_after_turns(co_turn *t, unsigned n);
 
 /*
  * Ask the engine to stop, from any thread (signal handlers excepted): new
