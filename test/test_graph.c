@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the task graph (lib/graph.c): order on random DAGs across two
- * contexts, the failure rule, cycles, errors, a long chain. */
+ * contexts, the failure rule, cycles, errors, a long chain; the kind each
+ * node starts on, awaiting a graph (time limit, cancel, many waiters, from
+ * a hand-ticked context), polling it, values passed between nodes, and a
+ * destroy right after the end (the last three are meant for TSan too). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <cmocka.h>
 
 #include <coring/graph.h>
+#include <coring/sync.h>
 #include "helpers.h"
 
 struct task {
@@ -308,6 +314,757 @@ static void test_long_chain_skipped(void **state)
 	free(t);
 }
 
+/* ---- kinds, waiting, polling: the pieces ------------------------------------------------ */
+
+/* A node that notes the kind of context it ran on, may first wait on a
+ * gate (an event the test sets), then sums its inputs' values and writes
+ * its own: plain memory, no atomics (the graph's ordering publishes it). */
+struct job {
+	co_frame co;
+	co_waiter w;
+	co_event *gate;           /* NULL: none */
+	unsigned kind;            /* co_context_current()->kind */
+	int ret, gate_res;
+	atomic_int runs;
+	long base, value, sum;    /* plain */
+	struct job *in[4];        /* predecessors whose values it reads */
+	int nin;
+};
+
+static int job_fn(co_frame *f)
+{
+	struct job *j = (struct job *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&j->runs, 1);
+	j->kind = co_context_current() ? co_context_current()->kind : UINT_MAX;
+	if (j->gate) {
+		CO_AWAIT(f, co_event_wait(&j->w, j->gate));
+		j->gate_res = co_result(f);
+	}
+	j->sum = 0;
+	for (int i = 0; i < j->nin; i++)
+		j->sum += j->in[i]->value;
+	j->value = j->base + j->sum;
+	CO_RETURN(f, j->ret);
+	CO_END(f);
+}
+
+static void job_init(struct job *j, long base, int ret)
+{
+	memset(j, 0, sizeof *j);
+	j->base = base;
+	j->ret = ret;
+	j->kind = UINT_MAX;
+	atomic_init(&j->runs, 0);
+	co_init(&j->co, job_fn);
+}
+
+static void job_input(struct job *j, struct job *from)
+{
+	j->in[j->nin++] = from;
+}
+
+/* A coroutine that awaits a graph (with a time limit if limit is set; with
+ * a NULL co_waiter if null_w), then reads one node's value and, with
+ * destroy set, destroys the graph, poisons and frees it (own). */
+struct gwait {
+	co_frame co;
+	co_waiter w;
+	co_graph *g;
+	uint64_t limit;           /* 0: none */
+	int null_w, destroy, retry;
+	void *own;                /* freed after a destroy */
+	size_t own_size;
+	struct job *look;         /* read look->value after the wait */
+	unsigned kind;
+	int res, dres, tries;
+	long seen;
+	atomic_int arrived, done;
+};
+
+static int gwait_fn(co_frame *f)
+{
+	struct gwait *x = (struct gwait *)f;
+	co_awaiter *aw;
+	CO_BEGIN(f);
+	x->kind = co_context_current() ? co_context_current()->kind : UINT_MAX;
+	atomic_store(&x->arrived, 1);
+	for (;;) {
+		aw = co_graph_wait(x->null_w ? NULL : &x->w, x->g);
+		if (x->limit)
+			aw = co_wait_for(aw, x->limit);
+		x->tries++;
+		CO_AWAIT(f, aw);
+		x->res = co_result(f);
+		if (!(x->retry && x->res == -EINVAL))
+			break;
+		CO_YIELD(f); /* not spawned yet: look again */
+	}
+	if (x->look)
+		x->seen = x->look->value;
+	if (x->destroy) {
+		x->dres = co_graph_destroy(x->g);
+		memset(x->own, 0x5a, x->own_size); /* nothing may touch it now */
+		free(x->own);
+	}
+	atomic_store(&x->done, 1);
+	CO_END(f);
+}
+
+static void gwait_init(struct gwait *x, co_graph *g, uint64_t limit)
+{
+	memset(x, 0, sizeof *x);
+	x->g = g;
+	x->limit = limit;
+	x->kind = UINT_MAX;
+	co_init(&x->co, gwait_fn);
+}
+
+/* Tick the manual context until *flag is set. */
+static void tick_until(co_context *logic, atomic_int *flag)
+{
+	while (!atomic_load(flag)) {
+		assert_true(co_context_tick(logic) >= 0);
+		sched_yield();
+	}
+}
+
+/* Tick it until the scheduler has nothing left (the ticking thread polls
+ * instead of blocking in co_sched_run); then no task is left. */
+static void tick_to_end(co_sched *s, co_context *logic)
+{
+	int ret;
+
+	while ((ret = co_sched_poll(s)) == -EAGAIN) {
+		assert_true(co_context_tick(logic) >= 0);
+		sched_yield();
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(co_sched_tasks(s), 0);
+}
+
+/* Stop a scheduler with a manual context and destroy it. */
+static void sched_end(co_sched *s)
+{
+	assert_int_equal(co_sched_stop(s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(s), 0);
+	assert_int_equal(co_sched_destroy(s), 0);
+}
+
+/* ---- kinds: each node starts on its own kind, or the run's default ---------------------- */
+
+enum { K0, K1, K2, NK };
+
+static const co_sched_group three_kinds[NK] = {
+	[K0] = { .contexts = 1 },
+	[K1] = { .contexts = 2 },
+	[K2] = { .contexts = 1 },
+};
+
+static void test_kinds_respected(void **state)
+{
+	/* a(K2) -> b(K1), a -> c(default), b -> d(K0), c -> d, d -> e(default),
+	 * e -> f(K1) */
+	enum { A, B, C, D, E, F, N };
+	static const int own[N] = { K2, K1, -1, K0, -1, K1 };
+	co_sched s;
+	co_sched_opts o = { .groups = three_kinds, .ngroups = NK };
+	co_graph g;
+	co_graph_node n[N];
+	struct job j[N];
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	/* three runs: default K2 (run_kind), K0 (plain run), K1 (spawn_kind) */
+	for (int round = 0; round < 3; round++) {
+		unsigned dflt = round == 0 ? K2 : round == 1 ? K0 : K1;
+
+		assert_int_equal(co_graph_init(&g), 0);
+		for (int i = 0; i < N; i++) {
+			job_init(&j[i], i, 0);
+			if (own[i] >= 0)
+				assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, (unsigned)own[i]), 0);
+			else
+				assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+		}
+		assert_int_equal(co_graph_precede(&n[A], &n[B]), 0);
+		assert_int_equal(co_graph_precede(&n[A], &n[C]), 0);
+		assert_int_equal(co_graph_precede(&n[B], &n[D]), 0);
+		assert_int_equal(co_graph_precede(&n[C], &n[D]), 0);
+		assert_int_equal(co_graph_precede(&n[D], &n[E]), 0);
+		assert_int_equal(co_graph_precede(&n[E], &n[F]), 0);
+		if (round == 0) {
+			assert_int_equal(co_graph_run_kind(&g, &s, K2), 0);
+		} else if (round == 1) {
+			assert_int_equal(co_graph_run(&g, &s), 0);
+		} else {
+			assert_int_equal(co_graph_spawn_kind(&g, &s, K1), 0);
+			assert_int_equal(co_sched_run(&s), 0);
+		}
+		for (int i = 0; i < N; i++) {
+			assert_int_equal(atomic_load(&j[i].runs), 1);
+			assert_int_equal(j[i].kind, own[i] >= 0 ? (unsigned)own[i] : dflt);
+			assert_int_equal(n[i].kind, own[i] >= 0 ? (unsigned)own[i] : 0);
+			assert_int_equal(n[i].own_kind, own[i] >= 0);
+		}
+		assert_int_equal(co_graph_done(&g), 1);
+		assert_int_equal(co_graph_destroy(&g), 0);
+	}
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- kinds out of range; calls on a running graph --------------------------------------- */
+
+static void test_kind_errors(void **state)
+{
+	static const co_sched_group two[2] = { { .contexts = 1 }, { .contexts = 1 } };
+	static const unsigned bad[] = { 2, (unsigned)-1, INT_MAX, UINT_MAX, (unsigned)INT_MIN };
+	co_sched s;
+	co_sched_opts o = { .groups = two, .ngroups = 2 };
+	co_graph g;
+	co_graph_node n[3], extra;
+	struct job j[3], xj;
+	co_event gate;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+
+	/* NULL, twice */
+	job_init(&xj, 0, 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	assert_int_equal(co_graph_add_kind(NULL, &extra, &xj.co, 0), -EINVAL);
+	assert_int_equal(co_graph_add_kind(&g, NULL, &xj.co, 0), -EINVAL);
+	assert_int_equal(co_graph_add_kind(&g, &extra, NULL, 0), -EINVAL);
+	assert_int_equal(co_graph_add_kind(&g, &extra, &xj.co, 1), 0);
+	assert_int_equal(co_graph_add_kind(&g, &extra, &xj.co, 1), -EEXIST);
+	assert_int_equal(co_graph_add(&g, &extra, &xj.co), -EEXIST);
+	assert_int_equal(g.n, 1);
+	assert_int_equal(co_graph_spawn_kind(NULL, &s, 0), -EINVAL);
+	assert_int_equal(co_graph_spawn_kind(&g, NULL, 0), -EINVAL);
+	assert_int_equal(co_graph_run_kind(&g, NULL, 0), -EINVAL);
+	assert_int_equal(co_graph_destroy(&g), 0);
+
+	/* a default kind out of range: nothing starts, the graph was never
+	 * spawned; a node's own kind out of range, after a root that is
+	 * valid: the check comes before any submit */
+	for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+		for (int where = 0; where < 2; where++) {
+			assert_int_equal(co_graph_init(&g), 0);
+			for (int i = 0; i < 3; i++)
+				job_init(&j[i], i, 0);
+			assert_int_equal(co_graph_add_kind(&g, &n[0], &j[0].co, 1), 0);
+			if (where == 0)
+				assert_int_equal(co_graph_add(&g, &n[1], &j[1].co), 0);
+			else
+				assert_int_equal(co_graph_add_kind(&g, &n[1], &j[1].co, bad[b]), 0);
+			assert_int_equal(co_graph_add(&g, &n[2], &j[2].co), 0);
+			assert_int_equal(co_graph_precede(&n[1], &n[2]), 0);
+			assert_int_equal(co_graph_spawn_kind(&g, &s, where == 0 ? bad[b] : 0), -EINVAL);
+			assert_int_equal(co_graph_run_kind(&g, &s, where == 0 ? bad[b] : 0), -EINVAL);
+			if (where == 1) /* plain spawn checks node kinds too */
+				assert_int_equal(co_graph_run(&g, &s), -EINVAL);
+			assert_int_equal(co_graph_done(&g), -EINVAL); /* never spawned */
+			assert_int_equal(co_sched_tasks(&s), 0);
+			assert_int_equal(co_sched_run(&s), 0);
+			for (int i = 0; i < 3; i++) {
+				assert_int_equal(atomic_load(&j[i].runs), 0);
+				assert_int_equal(j[i].co.label, 0);
+				assert_int_equal(j[i].co.state & CO__ST_SPAWNED, 0);
+				assert_int_equal(atomic_load(&n[i].state), CO_NODE_IDLE);
+			}
+			assert_int_equal(co_graph_destroy(&g), 0);
+		}
+
+	/* the same graph, kinds in range: runs; then calls on it while it
+	 * runs (its root waits on the gate) */
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 3; i++)
+		job_init(&j[i], i, 0);
+	j[0].gate = &gate;
+	assert_int_equal(co_graph_add_kind(&g, &n[0], &j[0].co, 1), 0);
+	assert_int_equal(co_graph_add_kind(&g, &n[1], &j[1].co, 0), 0);
+	assert_int_equal(co_graph_add(&g, &n[2], &j[2].co), 0);
+	assert_int_equal(co_graph_precede(&n[0], &n[2]), 0);
+	assert_int_equal(co_graph_spawn_kind(&g, &s, 1), 0);
+	job_init(&xj, 9, 0);
+	assert_int_equal(co_graph_spawn_kind(&g, &s, 1), -EINVAL); /* twice */
+	assert_int_equal(co_graph_spawn(&g, &s), -EINVAL);
+	assert_int_equal(co_graph_add(&g, &extra, &xj.co), -EBUSY);
+	assert_int_equal(co_graph_add_kind(&g, &extra, &xj.co, 0), -EBUSY);
+	assert_int_equal(co_graph_precede(&n[1], &n[2]), -EBUSY);
+	assert_int_equal(co_graph_succeed(&n[1], &n[0]), -EBUSY);
+	assert_int_equal(co_graph_destroy(&g), -EBUSY);
+	assert_int_equal(co_graph_done(&g), 0); /* the gate is closed */
+	assert_int_equal(g.n, 3);
+	assert_int_equal(co_event_set(&gate), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_graph_done(&g), 1);
+	assert_int_equal(atomic_load(&g.error), 0);
+	assert_int_equal(j[0].kind, 1);
+	assert_int_equal(j[1].kind, 0);
+	assert_int_equal(j[2].kind, 1);
+	assert_int_equal(n[1].nsucc, 0); /* the refused edge was not added */
+	assert_int_equal(atomic_load(&xj.runs), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_graph_done(&g), -EINVAL); /* destroyed */
+	assert_int_equal(co_graph_destroy(&g), 0);    /* twice: nothing to do */
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- awaiting and polling: misuse, before and after the run, by hand -------------------- */
+
+static void test_wait_errors(void **state)
+{
+	co_sched s;
+	co_graph g;
+	co_graph_node n[2];
+	struct job j[2];
+	struct gwait x;
+	co_event gate;
+	(void)state;
+	sched_start(&s);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	assert_int_equal(co_graph_done(NULL), -EINVAL);
+
+	/* a NULL graph, a NULL waiter: -EINVAL at once (frames resumed by
+	 * hand: one resume finishes them, nothing parked) */
+	gwait_init(&x, NULL, 0);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EINVAL);
+	assert_int_equal(co_graph_init(&g), 0);
+	gwait_init(&x, &g, 0);
+	x.null_w = 1;
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EINVAL);
+
+	/* never spawned: wait and poll say -EINVAL, also an empty graph */
+	assert_int_equal(co_graph_done(&g), -EINVAL);
+	gwait_init(&x, &g, 0);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EINVAL);
+	for (int i = 0; i < 2; i++) {
+		job_init(&j[i], i, i == 1 ? -EIO : 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	j[0].gate = &gate;
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	gwait_init(&x, &g, 0);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EINVAL);
+	assert_int_equal(co_graph_done(&g), -EINVAL);
+
+	/* running: polled 0; a time limit on a frame no engine runs: -ENXIO
+	 * (nothing parked) */
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+	assert_int_equal(co_graph_done(&g), 0);
+	gwait_init(&x, &g, 1000000000ull);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -ENXIO);
+	assert_int_equal(co_event_set(&gate), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+
+	/* over: polled 1; a wait completes at once with the graph's error,
+	 * twice with one waiter, and with a time limit (not reached) */
+	assert_int_equal(co_graph_done(&g), 1);
+	gwait_init(&x, &g, 0);
+	x.look = &j[1];
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EIO);
+	assert_int_equal(x.seen, 1 + 0);
+	co_init(&x.co, gwait_fn);
+	x.limit = 0;
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EIO);
+	assert_int_equal(co_graph_done(&g), 1); /* twice */
+
+	/* destroyed: as never spawned */
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_graph_done(&g), -EINVAL);
+	gwait_init(&x, &g, 0);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, -EINVAL);
+
+	/* an empty graph is over as soon as it is spawned */
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+	assert_int_equal(co_graph_done(&g), 1);
+	gwait_init(&x, &g, 0);
+	assert_int_equal(co_resume(&x.co), CO_DONE);
+	assert_int_equal(x.res, 0);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- a game's main thread: four nodes on a worker kind, awaited on a manual context ----- */
+
+enum { WORK, LOGIC, WL };
+
+static const co_sched_group work_logic[WL] = {
+	[WORK] = { .contexts = 2 },
+	[LOGIC] = { .manual = 1 },
+};
+
+static void test_manual_context_awaits(void **state)
+{
+	/* gate -> b, gate -> c, b -> d, c -> d; values: gate 1, b 10 + 1,
+	 * c 100 + 1, d 1000 + 11 + 101 */
+	co_sched s;
+	co_sched_opts o = { .groups = work_logic, .ngroups = WL };
+	co_context *logic;
+	co_graph g;
+	co_graph_node n[4];
+	struct job j[4];
+	struct gwait x;
+	co_event gate;
+	static const long base[4] = { 1, 10, 100, 1000 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, LOGIC);
+	assert_non_null(logic);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 4; i++) {
+		job_init(&j[i], base[i], 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	j[0].gate = &gate;
+	job_input(&j[1], &j[0]);
+	job_input(&j[2], &j[0]);
+	job_input(&j[3], &j[1]);
+	job_input(&j[3], &j[2]);
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	assert_int_equal(co_graph_precede(&n[0], &n[2]), 0);
+	assert_int_equal(co_graph_precede(&n[1], &n[3]), 0);
+	assert_int_equal(co_graph_precede(&n[2], &n[3]), 0);
+	assert_int_equal(co_graph_spawn_kind(&g, &s, WORK), 0);
+
+	/* the waiter runs on the manual context: the tick that runs it to
+	 * its await parks it (the gate holds the graph) */
+	gwait_init(&x, &g, 0);
+	x.look = &j[3];
+	assert_int_equal(co_sched_spawn_kind(&s, LOGIC, &x.co), 0);
+	tick_until(logic, &x.arrived);
+	assert_int_equal(co_graph_done(&g), 0);
+	assert_int_equal(atomic_load(&x.done), 0);
+	assert_int_equal(co_graph_destroy(&g), -EBUSY); /* a frame waits on it */
+	assert_int_equal(co_sched_poll(&s), -EAGAIN);
+
+	/* open the gate; the main thread polls the graph as it ticks */
+	assert_int_equal(co_event_set(&gate), 0);
+	while (co_graph_done(&g) != 1) {
+		assert_true(co_context_tick(logic) >= 0);
+		sched_yield();
+	}
+	/* done: every node's plain writes are visible here */
+	assert_int_equal(j[3].value, 1000 + 11 + 101);
+	assert_int_equal(j[3].sum, 11 + 101);
+	tick_until(logic, &x.done);
+	assert_int_equal(x.res, 0);
+	assert_int_equal(x.kind, LOGIC);
+	assert_int_equal(x.seen, 1000 + 11 + 101);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+		assert_int_equal(j[i].kind, WORK);
+		assert_int_equal(atomic_load(&n[i].state), CO_NODE_DONE);
+	}
+	assert_int_equal(j[0].gate_res, 0);
+	tick_to_end(&s, logic); /* every accepted task finished */
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	sched_end(&s);
+}
+
+/* ---- the time limit and cancel of a graph wait ------------------------------------------- */
+
+static void test_wait_limit_and_cancel(void **state)
+{
+	/* gate -> bad (fails with -EIO) */
+	co_sched s;
+	co_sched_opts o = { .groups = work_logic, .ngroups = WL };
+	co_context *logic;
+	co_graph g;
+	co_graph_node n[2];
+	struct job j[2];
+	struct gwait timed, cancelled, never, mcancelled, late;
+	co_event gate;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, LOGIC);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	job_init(&j[0], 1, 0);
+	job_init(&j[1], 2, -EIO);
+	j[0].gate = &gate;
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, WORK), 0);
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+
+	gwait_init(&timed, &g, 1000000);        /* 1 ms: runs out (the gate holds) */
+	gwait_init(&cancelled, &g, 0);
+	gwait_init(&never, &g, UINT64_MAX);     /* a limit that never runs out */
+	gwait_init(&mcancelled, &g, 0);
+	assert_int_equal(co_sched_spawn_kind(&s, WORK, &timed.co), 0);
+	assert_int_equal(co_sched_spawn_kind(&s, WORK, &cancelled.co), 0);
+	assert_int_equal(co_sched_spawn_kind(&s, LOGIC, &never.co), 0);
+	assert_int_equal(co_sched_spawn_kind(&s, LOGIC, &mcancelled.co), 0);
+	tick_until(logic, &never.arrived);
+	tick_until(logic, &mcancelled.arrived);
+
+	/* the limit ran out while the graph could not end */
+	WAIT_UNTIL(atomic_load(&timed.done));
+	assert_int_equal(timed.res, -ETIME);
+	assert_int_equal(co_graph_done(&g), 0);
+
+	/* cancelled from this thread (another context's frame), and on the
+	 * manual context by its ticker */
+	WAIT_UNTIL(atomic_load(&cancelled.arrived));
+	assert_int_equal(co_cancel(&cancelled.co), 0);
+	WAIT_UNTIL(atomic_load(&cancelled.done));
+	assert_int_equal(cancelled.res, -ECANCELED);
+	assert_int_equal(co_cancel(&mcancelled.co), 0);
+	tick_until(logic, &mcancelled.done);
+	assert_int_equal(mcancelled.res, -ECANCELED);
+	assert_int_equal(co_graph_done(&g), 0); /* the graph runs on */
+	assert_int_equal(co_graph_destroy(&g), -EBUSY);
+
+	/* the end: the timed waiter that stayed gets the graph's error */
+	assert_int_equal(co_event_set(&gate), 0);
+	tick_until(logic, &never.done);
+	assert_int_equal(never.res, -EIO);
+	assert_int_equal(co_graph_done(&g), 1);
+
+	/* a wait after the end: its result at once, on a worker */
+	gwait_init(&late, &g, 0);
+	assert_int_equal(co_sched_spawn_kind(&s, WORK, &late.co), 0);
+	tick_to_end(&s, logic);
+	assert_int_equal(late.res, -EIO);
+	assert_int_equal(late.tries, 1);
+	assert_int_equal(atomic_load(&j[1].runs), 1);
+	assert_int_equal(atomic_load(&g.error), -EIO);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	sched_end(&s);
+}
+
+/* ---- many waiters, on contexts of three kinds, one a manual one -------------------------- */
+
+#define PER_KIND 16
+
+static void test_many_waiters(void **state)
+{
+	static const co_sched_group groups[3] = {
+		{ .contexts = 2 }, { .contexts = 2, .steal = 1 }, { .manual = 1 },
+	};
+	co_sched s;
+	co_sched_opts o = { .groups = groups, .ngroups = 3 };
+	co_context *logic;
+	co_graph g;
+	co_graph_node n[3];
+	struct job j[3];
+	struct gwait *x = calloc(3 * PER_KIND, sizeof *x);
+	co_event gate;
+	int arrived;
+	(void)state;
+	assert_non_null(x);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 2);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	/* gate(0) -> a(1, -EIO), gate -> b(1) */
+	for (int i = 0; i < 3; i++) {
+		job_init(&j[i], i, i == 1 ? -EIO : 0);
+		assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, i ? 1 : 0), 0);
+	}
+	j[0].gate = &gate;
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	assert_int_equal(co_graph_precede(&n[0], &n[2]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+	for (int i = 0; i < 3 * PER_KIND; i++) {
+		gwait_init(&x[i], &g, 0);
+		x[i].look = &j[2];
+		assert_int_equal(co_sched_spawn_kind(&s, (unsigned)(i % 3), &x[i].co), 0);
+	}
+	do { /* all at their await (most parked: the gate holds the graph) */
+		assert_true(co_context_tick(logic) >= 0);
+		sched_yield();
+		arrived = 0;
+		for (int i = 0; i < 3 * PER_KIND; i++)
+			arrived += atomic_load(&x[i].arrived);
+	} while (arrived < 3 * PER_KIND);
+	assert_int_equal(co_graph_done(&g), 0);
+	assert_int_equal(co_event_set(&gate), 0);
+	for (int i = 0; i < 3 * PER_KIND; i++)
+		tick_until(logic, &x[i].done);
+	for (int i = 0; i < 3 * PER_KIND; i++) {
+		assert_int_equal(x[i].res, -EIO); /* all woken, with the error */
+		assert_int_equal(x[i].kind, (unsigned)(i % 3));
+		assert_int_equal(x[i].seen, 2 + 0);
+		assert_int_equal(x[i].tries, 1);
+	}
+	tick_to_end(&s, logic);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	sched_end(&s);
+	free(x);
+}
+
+/* ---- values passed between nodes: plain writes, read by a successor elsewhere -------------- */
+
+#define VALUE_ROUNDS 200
+
+static const co_sched_group one_each[3] = {
+	{ .contexts = 1 }, { .contexts = 1 }, { .contexts = 1 },
+};
+
+static void test_values_between_nodes(void **state)
+{
+	/* p (kind 0) and q (kind 1) write plain values; r (kind 2) sums
+	 * them; t (kind 0) reads r's. Under TSan a weaker order of the
+	 * predecessor count makes r's reads a race. */
+	co_sched s;
+	co_sched_opts o = { .groups = one_each, .ngroups = 3 };
+	co_graph g;
+	co_graph_node n[4];
+	struct job j[4];
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int round = 0; round < VALUE_ROUNDS; round++) {
+		assert_int_equal(co_graph_init(&g), 0);
+		for (int i = 0; i < 4; i++) {
+			job_init(&j[i], (long)round * 1000 + i, 0);
+			assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, (unsigned)(i % 3)), 0);
+		}
+		job_input(&j[2], &j[0]);
+		job_input(&j[2], &j[1]);
+		job_input(&j[3], &j[2]);
+		assert_int_equal(co_graph_precede(&n[0], &n[2]), 0);
+		assert_int_equal(co_graph_precede(&n[1], &n[2]), 0);
+		assert_int_equal(co_graph_precede(&n[2], &n[3]), 0);
+		assert_int_equal(co_graph_run(&g, &s), 0);
+		assert_int_equal(j[2].sum, j[0].base + j[1].base);
+		assert_int_equal(j[3].sum, j[2].base + j[2].sum);
+		assert_int_equal(co_graph_destroy(&g), 0);
+	}
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- destroy right after the end, on another thread; then the memory is gone -------------- */
+
+#define DESTROY_ROUNDS 200
+
+/* A graph in memory of its own, poisoned and freed right after destroy. */
+struct owned {
+	co_graph g;
+	co_graph_node n[3];
+	struct job j[3];
+};
+
+static struct owned *owned_new(void)
+{
+	/* x (kind 0) -> z (kind 2); y (kind 1) alone */
+	struct owned *r = malloc(sizeof *r);
+
+	assert_non_null(r);
+	assert_int_equal(co_graph_init(&r->g), 0);
+	for (int i = 0; i < 3; i++) {
+		job_init(&r->j[i], 10 * (i + 1), 0);
+		assert_int_equal(co_graph_add_kind(&r->g, &r->n[i], &r->j[i].co, (unsigned)i), 0);
+	}
+	job_input(&r->j[2], &r->j[0]);
+	assert_int_equal(co_graph_precede(&r->n[0], &r->n[2]), 0);
+	return r;
+}
+
+static void test_destroy_right_after_end(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .groups = one_each, .ngroups = 3 };
+	struct gwait *x = calloc(DESTROY_ROUNDS, sizeof *x);
+	int by_waiter = 0;
+	(void)state;
+	assert_non_null(x);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int round = 0; round < DESTROY_ROUNDS; round++) {
+		struct owned *r = owned_new();
+
+		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
+		if (round % 2) {
+			/* a waiter destroys it as soon as its wait returns */
+			gwait_init(&x[round], &r->g, 0);
+			x[round].destroy = 1;
+			x[round].own = r;
+			x[round].own_size = sizeof *r;
+			assert_int_equal(co_sched_spawn_kind(&s, (unsigned)(round % 3), &x[round].co), 0);
+			by_waiter++;
+			continue;
+		}
+		/* this thread polls, reads, destroys */
+		while (co_graph_done(&r->g) != 1)
+			sched_yield();
+		assert_int_equal(r->j[2].value, 30 + 10);
+		assert_int_equal(r->j[1].value, 20);
+		assert_int_equal(co_graph_destroy(&r->g), 0);
+		memset(r, 0x5a, sizeof *r);
+		free(r);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int round = 1; round < DESTROY_ROUNDS; round += 2) {
+		assert_int_equal(x[round].res, 0);
+		assert_int_equal(x[round].dres, 0);
+		assert_int_equal(atomic_load(&x[round].done), 1);
+	}
+	assert_int_equal(by_waiter, DESTROY_ROUNDS / 2);
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(x);
+}
+
+/* A waiter that was waiting before the graph was spawned (it retries while
+ * the graph is not spawned) destroys and frees it as soon as it is over:
+ * the spawn must not touch the graph after its last submit. */
+#define SPAWN_ROUNDS 100
+
+static void test_destroy_while_spawn_returns(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .groups = one_each, .ngroups = 3 };
+	struct gwait *x = calloc(SPAWN_ROUNDS, sizeof *x);
+	(void)state;
+	assert_non_null(x);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int round = 0; round < SPAWN_ROUNDS; round++) {
+		/* roots x and y, then z: the node list goes on after the
+		 * last root */
+		struct owned *r = owned_new();
+
+		gwait_init(&x[round], &r->g, 0);
+		x[round].retry = 1;
+		x[round].destroy = 1;
+		x[round].own = r;
+		x[round].own_size = sizeof *r;
+		assert_int_equal(co_sched_spawn_kind(&s, (unsigned)(round % 3), &x[round].co), 0);
+		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
+		/* r may be gone already */
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int round = 0; round < SPAWN_ROUNDS; round++) {
+		assert_int_equal(x[round].res, 0);
+		assert_int_equal(x[round].dres, 0);
+	}
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(x);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +1072,15 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_failure_skips_dependents),
 		cmocka_unit_test(test_cycle_and_errors),
 		cmocka_unit_test(test_long_chain_skipped),
+		cmocka_unit_test(test_kinds_respected),
+		cmocka_unit_test(test_kind_errors),
+		cmocka_unit_test(test_wait_errors),
+		cmocka_unit_test(test_manual_context_awaits),
+		cmocka_unit_test(test_wait_limit_and_cancel),
+		cmocka_unit_test(test_many_waiters),
+		cmocka_unit_test(test_values_between_nodes),
+		cmocka_unit_test(test_destroy_right_after_end),
+		cmocka_unit_test(test_destroy_while_spawn_returns),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
