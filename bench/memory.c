@@ -93,7 +93,7 @@ static int ev_suspend(co_awaiter *a, co_frame *f)
 	return 1;
 }
 
-static const co_awaiter_ops ev_ops = { ev_ready, ev_suspend, NULL, NULL, 0 };
+static const co_awaiter_ops ev_ops = { ev_ready, ev_suspend, NULL, NULL, 0, "event" };
 
 static void event_set(struct event *e)
 {

@@ -33,7 +33,7 @@ enum {
 static inline co_awaiter *co__einval_awaiter(void)
 {
 	static const co_awaiter_ops ops = { co__einval_ready, co__einval_ready, co__einval_resume,
-					    NULL, CO__AW_FAILED };
+					    NULL, CO__AW_FAILED, "failed" };
 	static const co_awaiter aw = { &ops };
 
 	return (co_awaiter *)(uintptr_t)&aw; /* never written: its ops ignore it */
@@ -50,7 +50,7 @@ static inline co_awaiter *co__einval_awaiter(void)
 		return (err);                                                                 \
 	}                                                                                     \
 	static const co_awaiter_ops name##_ops = { co__einval_ready, co__einval_ready,        \
-						   name##_resume, NULL, CO__AW_FAILED };      \
+						   name##_resume, NULL, CO__AW_FAILED, "failed" };      \
 	static const co_awaiter name = { &name##_ops }
 
 /* What a call made for one kind of awaiter (co_deadline, co_wait_for ...)

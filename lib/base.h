@@ -13,5 +13,8 @@
 
 #define co__likely(x) __builtin_expect(!!(x), 1)
 #define co__unlikely(x) __builtin_expect(!!(x), 0)
+/* For the loop's small helpers, which the compiler would otherwise call
+ * out of line once they grew past its inlining budget. */
+#define co__inline inline __attribute__((always_inline))
 
 #endif

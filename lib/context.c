@@ -239,7 +239,7 @@ static int transfer_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_resume,
-					     transfer_cancel, CO__AW_TRANSFER };
+					     transfer_cancel, CO__AW_TRANSFER, "transfer" };
 
 co_awaiter *co_transfer_to(co_transfer *t, co_context *target)
 {

@@ -172,6 +172,8 @@ static void inbox_drain(co_engine *e)
 
 	for (; f; f = next) {
 		next = f->next; /* owner_push reuses the link */
+		if (f->view_slot == 0) /* a spawn or a transfer: now ours */
+			co__view_add(e, f);
 		owner_push(e, f);
 	}
 }
@@ -190,9 +192,9 @@ static co_frame *ready_pop(co_engine *e)
 /* Work the loop can do without waiting: frames to resume, posts to run,
  * cancel requests to handle. Other threads' pushes are seen through the
  * inbox, the post and the cancel lists. */
-static int ready_nonempty(co_engine *e)
+static co__inline int ready_nonempty(co_engine *e)
 {
-	return e->local_n != 0 || e->later_head != NULL || e->turns_head != NULL ||
+	return e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
 	       (stealable(e) && ring_size(e) != 0) ||
 	       !co__lifo_empty(&e->inbox) || !co__lifo_empty(&e->posts) ||
 	       !co__lifo_empty(&e->cancels);
@@ -532,6 +534,7 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 	__atomic_store_n(&f->runner, &e->runner, __ATOMIC_RELAXED);
 	CO__TRACE_SPAWN(e, f);
 	if (!remote) {
+		co__view_add(e, f);
 		owner_push(e, f);
 		return 0;
 	}
@@ -604,6 +607,7 @@ static void finish_now(co_engine *e, co_frame *f)
 {
 	int task = (f->state & CO__ST_TASK) != 0;
 
+	co__view_del(e, f);
 	if (f->on_done)
 		f->on_done(f); /* may free f: not touched after this */
 	atomic_fetch_sub_explicit(&e->live, 1, memory_order_release);
@@ -665,6 +669,10 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
 		}
 		e->stats.resumed++;
+#ifdef CO_WITH_VIEW
+		e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
+		e->running = f; /* a view from inside the frame (or its on_done) */
+#endif
 		CO__TRACE_RESUME(e, f);
 		switch (co_resume(f)) {
 		case CO_YIELDED:
@@ -683,6 +691,10 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
 		if (co__unlikely(e->submit_soon))
 			submit_soon(e);
 	}
+#ifdef CO_WITH_VIEW
+	e->running = NULL; /* between two resumes it names the frame that ran,
+	                      which a view from its on_done no longer lists */
+#endif
 }
 
 /*
@@ -911,14 +923,10 @@ static int engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
  * cancel when its time came, begins the cancel once, and returns the
  * time after which frames still running are finished for them (0: no
  * cancel stop), and in *wait_ns how long a drain may still sleep. */
-static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
+static __attribute__((noinline)) uint64_t stop_turn_slow(co_engine *e, int mode, uint64_t *wait_ns)
 {
-	int mode = atomic_load_explicit(&e->stop_mode, memory_order_acquire);
 	uint64_t at;
 
-	*wait_ns = 0;
-	if (co__likely(mode == CO__STOP_NONE))
-		return 0;
 	if (mode == CO_STOP_DRAIN) {
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
@@ -945,6 +953,17 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
 	return at;
 }
 
+/* The common case inline: no stop asked. */
+static co__inline uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
+{
+	int mode = atomic_load_explicit(&e->stop_mode, memory_order_acquire);
+
+	*wait_ns = 0;
+	if (co__likely(mode == CO__STOP_NONE))
+		return 0;
+	return stop_turn_slow(e, mode, wait_ns);
+}
+
 /* The first half of every turn, looping or ticking: take in what other
  * threads sent (posts, submits, cancels) and advance a stop. Returns the
  * time after which frames still running under a cancel stop are finished
@@ -954,13 +973,20 @@ static uint64_t stop_turn(co_engine *e, uint64_t *wait_ns)
  * epoch, so the lists need a look only when it moved since the last look;
  * a push whose bump comes after snap is seen by engine_wait, which then
  * does not sleep, and by the next turn. */
-static uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wait_ns)
+static co__inline uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wait_ns)
 {
 	quiet_clear(e);
 	e->stats.turns++;
+#ifdef CO_WITH_VIEW
+	e->turn_stamp = co__stamp(); /* when its frames last ran, for a view */
+#endif
 	e->last_info = NULL; /* SQEs of earlier turns are submitted */
 	if (co__unlikely(snap != e->seen_epoch)) {
 		e->seen_epoch = snap;
+#ifdef CO_WITH_VIEW
+		if (atomic_load_explicit(&e->view_req, memory_order_relaxed) != NULL)
+			co__engine_view_answer(e);
+#endif
 		if (!co__lifo_empty(&e->posts))
 			run_posts(e);
 		if (!co__lifo_empty(&e->inbox))
@@ -973,9 +999,9 @@ static uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wait_ns)
 
 /* The second half's start: the frames the last turn left for this one
  * (yields, co_next_turn) join the ready queue, behind what is there. */
-static void turn_ready(co_engine *e)
+static co__inline void turn_ready(co_engine *e)
 {
-	if (co__unlikely(e->later_head != NULL || e->turns_head != NULL))
+	if (co__unlikely(((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0))
 		co__engine_later_take(e);
 	if (co__unlikely(e->local_n != 0) && stealable(e))
 		ring_refill(e);
@@ -991,7 +1017,7 @@ static int loop(co_engine *e, int mode)
 
 		turn_ready(e);
 		run_ready(e, cancel_deadline, e->batch);
-		if (e->local_n != 0 || e->later_head != NULL || e->turns_head != NULL ||
+		if (e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
 		    (stealable(e) && ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is

@@ -78,6 +78,15 @@ static inline unsigned char co__cx_load(co_frame *f)
 /* The turn begins: the later list's frames join the ready queue, but for
  * co_after_turns waits with turns left (lib/engine_turn.c). */
 void co__engine_later_take(co_engine *e);
+/* The list of live frames (lib/engine_view.c): set up with the engine
+ * (-ENOMEM), freed with it; view_lock held while it changes (engines that
+ * may be stolen from only). */
+int co__view_init(co_engine *e);
+void co__view_fini(co_engine *e);
+void co__view_lock(co_engine *e);
+void co__view_unlock(co_engine *e);
+/* At a turn whose epoch moved: answer a view's request, if one is there. */
+void co__engine_view_answer(co_engine *e);
 /* Set e's runner ops and wake-up callback (co_engine_init). */
 void co__engine_runner_init(co_engine *e);
 /* Work the loop can do without waiting (ready frames, posts, cancels). */

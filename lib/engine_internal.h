@@ -129,6 +129,49 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
  * waiting (or waits in a co_turn). */
 void co__engine_later(co_engine *e, co_frame *root);
 
+/* The engine's list of its live root frames (lib/engine_view.c): an
+ * array of slots, slot 0 a sink for frames not listed; a frame holds its
+ * slot's index in view_slot. Changed by the owner thread (and, under
+ * view_lock, by a thief taking a frame); read by a view with the engine
+ * to itself (co__engine_view_visit). */
+struct co__view_slot {
+	co_frame *f;            /* NULL: free (since: the next free slot) */
+	uint64_t since;         /* the stamp of the turn it last ran in */
+};
+
+/* List root f on e (e's thread, or a thief for a frame it took); unlist
+ * it. A frame the list cannot take (no memory) stays unlisted. Without
+ * the view (meson -Dview=false) neither does anything. */
+#ifdef CO_WITH_VIEW
+void co__view_add(co_engine *e, co_frame *f);
+void co__view_del(co_engine *e, co_frame *f);
+#else
+static inline void co__view_add(co_engine *e, co_frame *f)
+{
+	(void)e;
+	(void)f;
+}
+
+static inline void co__view_del(co_engine *e, co_frame *f)
+{
+	(void)e;
+	(void)f;
+}
+#endif
+/* Run fn(e, arg) with e's frames to itself, in two steps so that a view
+ * asks every engine before it waits for any. begin: on e's own thread fn
+ * runs at once (*r NULL); elsewhere the request is published (*r), for
+ * e's next turn or for end, which answers it itself while e runs nowhere.
+ * end waits until deadline (CLOCK_MONOTONIC): 0, fn ran; -ETIMEDOUT, no
+ * answer in time, and fn will not run; -EINPROGRESS, no answer in time,
+ * and e has the request: fn runs later, then drop(arg) frees arg (the
+ * caller must not); -EINVAL, e not set up (fn will not run). begin: 0,
+ * -EINVAL, -ENOMEM. */
+struct co__view_req;
+int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), void (*drop)(void *arg),
+			  void *arg, struct co__view_req **r);
+int co__engine_view_end(struct co__view_req *r, uint64_t deadline);
+
 /* A cancel stop has begun on e (its owner thread reads it). */
 static inline int co__engine_cancelling(const co_engine *e)
 {

@@ -54,6 +54,8 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
 		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
+		co__view_del(victim, f); /* under the victim's view_lock */
+		co__view_add(thief, f);
 		CO__TRACE_STEAL(thief, victim, f);
 		co__engine_push_owner(thief, f); /* we run on the thief's thread */
 		n++;
@@ -82,6 +84,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 		co_frame *r;
 
 		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+		co__view_del(from, root); /* target lists it when it takes it */
 		CO__TRACE_TRANSFER(root, from, target);
 		r = co__wake_root(root); /* co_wake, inside this visit */
 		if (r)

@@ -252,6 +252,7 @@ static void engine_free(co_engine *e)
 	free(e->ts);
 	e->ready = NULL;
 	e->ts = NULL;
+	co__view_fini(e);
 }
 
 /* The longest poll for work before a sleep: none where it cannot help
@@ -311,6 +312,9 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	if (e->ready == NULL)
 		return -ENOMEM;
 	ck_ring_init(&e->ready->ring, o.ready_size);
+	ret = co__view_init(e);
+	if (ret < 0)
+		goto fail;
 	e->wake_fd = co__eventfd();
 	if (e->wake_fd < 0) {
 		ret = -errno;

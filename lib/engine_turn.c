@@ -96,7 +96,7 @@ static int turn_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops turn_ops = { turn_ready, turn_suspend, turn_resume, turn_cancel,
-					 CO__AW_TURN };
+					 CO__AW_TURN, "next turn" };
 
 co_awaiter *co_after_turns(co_turn *t, unsigned n)
 {

@@ -30,6 +30,8 @@ enum co__fault_point {
 	CO__POINT_CHAN_REFILL, /* a receiver freed slots and saw senders parked;
 	                          it holds no lock and is about to refill the
 	                          ring from them (lib/channel.c refill) */
+	CO__POINT_VIEW_TAKEN,  /* an engine took a view's request and has not
+	                          answered it yet (lib/engine_view.c) */
 	CO__POINTS
 };
 

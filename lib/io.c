@@ -92,7 +92,7 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 }
 
 /* No ready op: the suspend op tells, which saves a call per await. */
-static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO };
+static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO, "io" };
 
 static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
@@ -164,11 +164,19 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 	return io_begin(io, kind);
 }
 
+/* A prep filled sqe for io: note its operation (a view of the coroutines
+ * names the wait by it) and trace it. */
+static inline void io_named(co_io *io, struct io_uring_sqe *sqe)
+{
+	io->op = sqe->opcode;
+	CO__TRACE_SUBMIT(sqe);
+}
+
 #define IO_PREP_OP(io, kind, opcode, prep_call)                  \
 	do {                                                     \
 		struct io_uring_sqe *sqe = io_begin_op((io), (kind), (opcode)); \
 		if (sqe)                                         \
-			prep_call, CO__TRACE_SUBMIT(sqe);        \
+			prep_call, io_named(io, sqe);            \
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
@@ -184,7 +192,7 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 	do {                                                     \
 		struct io_uring_sqe *sqe = io_begin((io), (kind)); \
 		if (sqe)                                         \
-			prep_call, CO__TRACE_SUBMIT(sqe);        \
+			prep_call, io_named(io, sqe);            \
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
@@ -195,7 +203,7 @@ static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcod
 	do {                                                     \
 		struct io_uring_sqe *sqe = io_begin((io), 0);    \
 		if (sqe)                                         \
-			prep_call, co__tls_engine->submit_soon = 1, CO__TRACE_SUBMIT(sqe); \
+			prep_call, co__tls_engine->submit_soon = 1, io_named(io, sqe); \
 		return (io) ? &(io)->aw : NULL;                  \
 	} while (0)
 
@@ -539,7 +547,7 @@ co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg),
 		io_uring_prep_nop(sqe);
 		sqe->user_data = data;
 	}
-	CO__TRACE_SUBMIT(sqe);
+	io_named(io, sqe);
 	return &io->aw;
 }
 

@@ -273,7 +273,8 @@ static void job_give_up(co_parking *park)
 	}
 }
 
-static const co_awaiter_ops job_ops = { NULL, job_suspend, job_resume, job_cancel, CO__AW_USER };
+static const co_awaiter_ops job_ops = { NULL, job_suspend, job_resume, job_cancel, CO__AW_USER,
+					 "pool job" };
 
 co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg), void *arg)
 {

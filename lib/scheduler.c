@@ -15,6 +15,7 @@
 #include "context_internal.h"
 #include "engine_internal.h"
 #include "fault.h"
+#include "scheduler_internal.h"
 
 #define ACCEPTING 1ul
 #define TASK 2ul /* one task in the word */
@@ -65,6 +66,15 @@ static int leave(co_sched *s, int ret)
 	/* release: the call's last touch of s happens before destroy frees */
 	atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
 	return ret;
+}
+
+int co__sched_contexts(co_sched *s, int (*fn)(co_context *ctx, unsigned n, void *arg), void *arg)
+{
+	int err = visit(s);
+
+	if (err < 0)
+		return err;
+	return leave(s, fn(s->ctx, s->n, arg));
 }
 
 /* Wake the threads in co_sched_run and co_sched_destroy. */

@@ -508,7 +508,7 @@ static int recv_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops recv_ops = { recv_ready, recv_suspend, recv_resume, recv_cancel,
-					 CO__AW_STREAM };
+					 CO__AW_STREAM, "stream recv" };
 
 co_awaiter *co_stream_recv(co_stream *s)
 {
@@ -603,7 +603,7 @@ static int close_resume(co_awaiter *a, co_frame *f)
 
 /* No cancel op: it ends by itself once the kernel answered the cancel. */
 static const co_awaiter_ops close_ops = { close_ready, close_suspend, close_resume, NULL,
-					  CO__AW_USER };
+					  CO__AW_USER, "stream close" };
 
 int co_stream_open(co_stream *s, co_bufring *b, int fd)
 {

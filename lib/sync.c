@@ -48,9 +48,10 @@ static int simple_suspend(co_awaiter *a, co_frame *f)
 	return co__wait_park(w, f, (co_waitq *)(void *)((char *)w->obj + ops->qoff));
 }
 
-#define SIMPLE_OPS(name, type, take_fn)                                             \
+#define SIMPLE_OPS(name, what, type, take_fn)                                       \
 	static const simple_ops name = {                                            \
-		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, NULL }, \
+		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, what }, \
+		  NULL },                                                           \
 		take_fn, offsetof(type, q)                                          \
 	}
 
@@ -365,7 +366,8 @@ static void mutex_deliver(co_waiter *w)
 }
 
 static const simple_ops mutex_lock_ops = {
-	{ { NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, mutex_deliver },
+	{ { NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, "mutex" },
+	  mutex_deliver },
 	mutex_take, offsetof(co_mutex, q)
 };
 
@@ -478,7 +480,7 @@ static int event_take(void *obj)
 	return ev->dead ? TAKE_DEAD : ev->set ? TAKE_DONE : TAKE_WAIT;
 }
 
-SIMPLE_OPS(event_wait_ops, co_event, event_take);
+SIMPLE_OPS(event_wait_ops, "event", co_event, event_take);
 
 int co_event_is_set(co_event *ev)
 {
@@ -538,7 +540,8 @@ static int count_take(void *obj)
 	return l->dead ? TAKE_DEAD : l->count == 0 ? TAKE_DONE : TAKE_WAIT;
 }
 
-SIMPLE_OPS(count_wait_ops, co_latch, count_take);
+SIMPLE_OPS(count_wait_ops, "latch", co_latch, count_take);
+SIMPLE_OPS(group_wait_ops, "wait group", co_latch, count_take);
 
 int co_latch_try_wait(co_latch *l)
 {
@@ -583,7 +586,7 @@ int co_waitgroup_done(co_waitgroup *wg)
 
 co_awaiter *co_waitgroup_wait(co_waiter *w, co_waitgroup *wg)
 {
-	return co__wait_prep(w, &count_wait_ops.w, wg ? &wg->c.lock : NULL, wg ? &wg->c : NULL);
+	return co__wait_prep(w, &group_wait_ops.w, wg ? &wg->c.lock : NULL, wg ? &wg->c : NULL);
 }
 
 /* ---- semaphore ------------------------------------------------------------------- */
@@ -618,7 +621,7 @@ static int sem_take(void *obj)
 	return TAKE_DONE;
 }
 
-SIMPLE_OPS(sem_acquire_ops, co_sem, sem_take);
+SIMPLE_OPS(sem_acquire_ops, "semaphore", co_sem, sem_take);
 
 co_awaiter *co_sem_acquire(co_waiter *w, co_sem *s)
 {
@@ -733,7 +736,9 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops cond_wait_ops = {
-	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT }, cond_deliver
+	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT,
+	  "condition" },
+	cond_deliver
 };
 
 co_awaiter *co_cond_wait(co_waiter *w, co_cond *c, co_mutex *m)

@@ -172,7 +172,7 @@ static int limit_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops limit_ops = { limit_ready, limit_suspend, limit_resume, limit_cancel,
-					  CO__AW_LIMIT };
+					  CO__AW_LIMIT, "limit" };
 
 static void limit_reset(co_limit *l, uint64_t deadline)
 {

@@ -75,7 +75,7 @@ co_awaiter *co__wait_einval(void)
 
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
 static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NULL,
-						 CO__AW_FAILED };
+						 CO__AW_FAILED, "failed" };
 
 /* ---- claiming and waking -------------------------------------------------------- */
 

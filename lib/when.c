@@ -155,7 +155,7 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel,
-					     CO__AW_WHEN };
+					     CO__AW_WHEN, "when" };
 
 static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
 {

@@ -1,8 +1,8 @@
 #!/bin/sh
 # What a user of the library does, on a machine with liburing and ck:
-#  1. install coring to a prefix, build a strict -std=c11 program (every
-#     header, co_statx included) through pkg-config with no feature macro,
-#     and run it; every header alone under -std=c11; check that
+#  1. install coring (built with -Dview=false) to a prefix, build a strict
+#     -std=c11 program (every header, co_statx included) through pkg-config
+#     with no feature macro, and run it (the view answers -EOPNOTSUPP); every header alone under -std=c11; check that
 #     libcoring exports nothing but the API and that the .pc brings no
 #     stray flags;
 #  2. take coring as a meson subproject of a -std=c11, warning_level=3
@@ -18,6 +18,7 @@ fail() { echo "packaging: $*" >&2; exit 1; }
 
 cat > "$tmp/user.c" <<'C'
 #include <coring/coring.h> /* first, with no feature macro: it sets what it needs */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/stat.h> /* struct statx without _GNU_SOURCE */
 #include <stdio.h>
@@ -43,8 +44,16 @@ int main(void)
 	co_engine e;
 	struct probe p = { .res = 1 };
 
+	co_view v;
+
 	if (co_version() != CORING_VERSION || co_trace_env() < 0 || co_engine_init(&e, NULL) != 0)
 		return 1;
+	/* installed with -Dview=false, it answers that it is not there; the
+	 * subproject (the default) takes the view */
+	if (co_view_available() ? co_view_engine(&v, &e, 0) != 0 || v.n != 0 :
+				  co_view_engine(&v, &e, 0) != -EOPNOTSUPP)
+		return 1;
+	co_view_free(&v);
 	co_init(&p.co, probe_fn);
 	if (co_engine_spawn(&e, &p.co) || co_engine_run(&e, CO_RUN_UNTIL_IDLE) ||
 	    co_engine_destroy(&e) || p.res != 0)
@@ -55,7 +64,7 @@ int main(void)
 C
 
 # 1. install to a prefix, build through pkg-config
-meson setup "$tmp/build" "$src" --prefix="$tmp/prefix" --buildtype=release -Dtrace=true \
+meson setup "$tmp/build" "$src" --prefix="$tmp/prefix" --buildtype=release -Dtrace=true -Dview=false \
 	-Dtests=disabled -Dbench=disabled -Dexamples=disabled > "$tmp/setup1.log" ||
 	{ cat "$tmp/setup1.log"; fail "meson setup"; }
 meson compile -C "$tmp/build" > "$tmp/compile1.log" || { cat "$tmp/compile1.log"; fail "compile"; }
@@ -89,6 +98,7 @@ ver=$(sed -n 's/^#define CORING_VERSION_STRING "\([0-9]*\.[0-9]*\)\..*"/\1/p' \
 cc -std=c11 -Wall -Wextra -Wpedantic -Werror $cflags "$tmp/user.c" -o "$tmp/user" $libs \
 	-Wl,-rpath,"$(dirname "$so")" || fail "a strict C11 program does not build"
 "$tmp/user" || fail "the installed library does not run"
+nm "$so" | grep -q co__view_add && fail "built with -Dview=false, the list is still there"
 # the installed trace tool reads what the program recorded
 CORING_TRACE="$tmp/user.trace" "$tmp/user" > /dev/null || fail "the program does not run traced"
 "$tmp/prefix/bin/coring-trace" text "$tmp/user.trace" > "$tmp/trace.txt" ||

@@ -186,8 +186,8 @@ static int probe_cancel(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops probe_ops = { probe_ready, probe_suspend, probe_resume,
-					  probe_cancel, 0 };
-static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL, 0 };
+					  probe_cancel, 0, "probe" };
+static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL, 0, NULL };
 
 struct awaiting {
 	co_frame co;
@@ -837,7 +837,8 @@ static int signal_resume(co_awaiter *a, co_frame *f)
 	return ((struct signal *)a)->value;
 }
 
-static const co_awaiter_ops signal_ops = { signal_ready, signal_suspend, signal_resume, NULL, 0 };
+static const co_awaiter_ops signal_ops = { signal_ready, signal_suspend, signal_resume, NULL, 0,
+					   "signal" };
 
 static void signal_fire(struct signal *s, int value)
 {

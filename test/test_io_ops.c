@@ -750,7 +750,7 @@ static void test_registered_files_and_buffers(void **state)
 	assert_int_equal(co_engine_register_files(&e, o.p, 2), -EINVAL); /* destroyed */
 	assert_null(co_fixed_file(NULL));
 	{
-		static const co_awaiter_ops user_ops = { NULL, NULL, NULL, NULL, 0 };
+		static const co_awaiter_ops user_ops = { NULL, NULL, NULL, NULL, 0, NULL };
 		co_awaiter user = { &user_ops };
 		co_awaiter *a = co_fixed_file(&user); /* not I/O: an await that is -EINVAL */
 		assert_non_null(a);

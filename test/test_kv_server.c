@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -37,6 +38,9 @@ struct server {
 	pid_t pid;
 	int port;
 };
+
+/* Where the next server_start sends the server's stderr (NULL: ours). */
+static const char *server_stderr;
 
 /* Start kv_server with the given arguments (NULL-terminated) and --port 0;
  * its "port=P" line tells where it listens. */
@@ -62,6 +66,12 @@ static struct server server_start(const char *arg, ...)
 	if (s.pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
 		dup2(out[1], 1);
+		if (server_stderr) {
+			int fd = open(server_stderr, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+			if (fd >= 0)
+				dup2(fd, 2);
+		}
 		close(out[0]);
 		execv(path, (char *const *)argv);
 		_exit(127);
@@ -648,6 +658,56 @@ static void test_sigterm_stop(void **state)
 	client_close(fl);
 }
 
+/* ---- SIGUSR1: the view of its coroutines ------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+	static char buf[1 << 16];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* Three idle clients on a server of two contexts: SIGUSR1 writes the view
+ * to stderr (every context, the connections waiting in their reads), and
+ * the server goes on serving. */
+static void test_view_on_sigusr1(void **state)
+{
+	const char *path = co_test_tmp_path("kv", "stderr");
+	struct server s;
+	struct client *c[3];
+	char *text;
+
+	(void)state;
+	server_stderr = path;
+	s = server_start("--threads", "2", NULL);
+	server_stderr = NULL;
+	for (int i = 0; i < 3; i++) {
+		c[i] = client_open(s.port);
+		EXPECT(c[i], "+PONG", "PING"); /* accepted, served, waiting again */
+	}
+	kill(s.pid, SIGUSR1);
+	while (strstr(text = slurp(path), "\n    on ") == NULL) /* a hang guard only */
+		usleep(1000);
+	print_message("%s", text);
+	assert_non_null(strstr(text, "coring view: "));
+	assert_non_null(strstr(text, " on 2 contexts"));
+	assert_non_null(strstr(text, "  context 0 (kind 0): "));
+	assert_non_null(strstr(text, "  context 1 (kind 0): "));
+	assert_non_null(strstr(text, " waiting on recv"));
+	assert_non_null(strstr(text, " waiting on accept"));
+	assert_non_null(strstr(text, " running"));  /* the frame that took the view */
+	EXPECT(c[0], "+PONG", "PING");          /* and it goes on */
+	for (int i = 0; i < 3; i++)
+		client_close(c[i]);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+	unlink(path);
+}
+
 /* ---- four shards, concurrent clients ----------------------------------------------------------- */
 
 #define SHARD_CLIENTS 4
@@ -809,6 +869,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_request_limits),
 	cmocka_unit_test(test_idle_timeout),
 	cmocka_unit_test(test_sigterm_stop),
+	cmocka_unit_test(test_view_on_sigusr1),
 	cmocka_unit_test(test_sharded_over_contexts),
 	cmocka_unit_test(test_redis_tools),
 };

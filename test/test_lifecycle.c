@@ -40,7 +40,7 @@ static int gate_suspend(co_awaiter *a, co_frame *f)
 	return 1;
 }
 
-static const co_awaiter_ops gate_ops = { NULL, gate_suspend, NULL, NULL, 0 };
+static const co_awaiter_ops gate_ops = { NULL, gate_suspend, NULL, NULL, 0, "gate" };
 
 struct gated {
 	co_frame co;

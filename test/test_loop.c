@@ -473,7 +473,7 @@ static int no_cancel_suspend(co_awaiter *a, co_frame *f)
 
 static void test_timer_errors(void **state)
 {
-	static const co_awaiter_ops no_cancel = { NULL, no_cancel_suspend, NULL, NULL, 0 };
+	static const co_awaiter_ops no_cancel = { NULL, no_cancel_suspend, NULL, NULL, 0, NULL };
 	co_awaiter plain = { &no_cancel };
 	co_loop loop, bare;
 	co_timer t;

@@ -455,7 +455,7 @@ static int event_suspend(co_awaiter *a, co_frame *f)
 	return parked;
 }
 
-static const co_awaiter_ops event_ops = { NULL, event_suspend, NULL, NULL, 0 };
+static const co_awaiter_ops event_ops = { NULL, event_suspend, NULL, NULL, 0, "event" };
 
 static void event_set(struct event *ev)
 {

@@ -66,8 +66,9 @@ static int gate_cancel(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-static const co_awaiter_ops gate_ops = { NULL, gate_suspend, gate_resume, gate_cancel, 0 };
-static const co_awaiter_ops bare_ops = { NULL, gate_suspend, gate_resume, NULL, 0 };
+static const co_awaiter_ops gate_ops = { NULL, gate_suspend, gate_resume, gate_cancel, 0,
+					  "gate" };
+static const co_awaiter_ops bare_ops = { NULL, gate_suspend, gate_resume, NULL, 0, "gate" };
 
 static co_awaiter *gate(struct gate *g)
 {
@@ -463,7 +464,7 @@ static int failed_resume(co_awaiter *a, co_frame *f)
 }
 
 static const co_awaiter_ops failed_ops = { failed_ready, failed_ready, failed_resume, NULL,
-					    CO__AW_FAILED };
+					    CO__AW_FAILED, NULL };
 
 /* What cannot be limited: given arguments that are not NULL, the await
  * ends with -EINVAL, in a debug build too (this program's: a NULL awaiter

@@ -5,7 +5,7 @@
  * context) and never sleeps inside coring; work too slow for one frame (a
  * path search) moves to a worker group and comes back.
  *
- *     game_loop [--entities N] [--rounds K]
+ *     game_loop [--entities N] [--rounds K] [--view F]
  *
  * Each entity, K times: thinks (on the main thread), sends its path search
  * to a worker (co_transfer_to the WORKER kind), comes back (co_transfer_to
@@ -14,6 +14,10 @@
  * never the tick that is running). The program checks that every logic
  * step ran on the main thread, every search on a worker, and no entity
  * thought again in the frame of its last step, and exits 0.
+ *
+ * --view F: after frame F, the main thread writes what every entity is
+ * doing to stderr (coring/view.h): the logic context's frames, read
+ * between two ticks, and the workers', which answer from their threads.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -97,6 +101,27 @@ static int entity_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* What every entity is doing, on stderr: each record an entity, none
+ * twice, on the logic context or a worker. -1 if the view says otherwise. */
+static int show_view(struct world *w, int n)
+{
+	co_view v;
+	int err = co_view_sched(&v, &w->s, CO_VIEW_WAIT);
+
+	if (err < 0) {
+		fprintf(stderr, "game_loop: view: %s\n", strerror(-err));
+		return -1;
+	}
+	co_view_print(&v, STDERR_FILENO, 0);
+	if (v.unanswered || v.n > (size_t)n)
+		err = -1;
+	for (size_t i = 0; i < v.n; i++)
+		if (v.frames[i].fn != entity_fn)
+			err = -1;
+	co_view_free(&v);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	static struct world w;
@@ -104,7 +129,7 @@ int main(int argc, char **argv)
 	struct entity *ents;
 	co_context *logic;
 	int n = 16, rounds = 8, err;
-	long frames = 0;
+	long frames = 0, view_at = 0;
 	int trace_err;
 
 	if ((trace_err = co_trace_env()) < 0) { /* CORING_TRACE=file (docs/tracing.md) */
@@ -116,6 +141,8 @@ int main(int argc, char **argv)
 			n = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--rounds") == 0)
 			rounds = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--view") == 0)
+			view_at = atol(argv[i + 1]);
 	}
 	if (n < 1 || rounds < 1) {
 		fprintf(stderr, "usage: %s [--entities N] [--rounds K]\n", argv[0]);
@@ -150,6 +177,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "game_loop: tick: %s\n", strerror(-err));
 			return 1;
 		}
+		if (frames == view_at && show_view(&w, n) < 0)
+			return 1;
 		err = co_sched_poll(&w.s);
 		if (err != -EAGAIN)
 			break;

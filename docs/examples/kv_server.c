@@ -37,6 +37,9 @@
  * commands it has received and closes; after --stop-grace MS (default
  * 5000) whatever is left is cancelled. The exit status is 0.
  *
+ * SIGUSR1: every coroutine of every context, what it waits on and since
+ * when, is written to stderr (coring/view.h), and the server goes on.
+ *
  * The reading is coring/reader.h over co_recv; the listening sockets are
  * coring/net.h's co_listen.
  */
@@ -1357,6 +1360,7 @@ struct stopper {
 	co_frame co;
 	co_waiter w;
 	co_limit lim;
+	co_view view;
 };
 
 static int stopper_fn(co_frame *f)
@@ -1364,7 +1368,15 @@ static int stopper_fn(co_frame *f)
 	struct stopper *st = (struct stopper *)f;
 
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_signals_wait(&srv.sigs));
+	for (;;) {
+		CO_AWAIT(f, co_signals_wait(&srv.sigs));
+		if (co_result(f) != SIGUSR1)
+			break;
+		if (co_view_sched(&st->view, &srv.s, CO_VIEW_WAIT) == 0) { /* SIGUSR1: a look */
+			co_view_print(&st->view, STDERR_FILENO, 0);
+			co_view_free(&st->view);
+		}
+	}
 	atomic_store(&srv.stopping, 1);
 	for (unsigned i = 0; i < srv.threads; i++) {
 		co_init(&srv.ctx[i].q.co, quiesce_fn);
@@ -1459,6 +1471,7 @@ int main(int argc, char **argv)
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR1);
 	/* before the contexts start: their threads inherit the blocked set */
 	if ((err = co_signals_open(&srv.sigs, &set)) < 0 || (err = co_trace_env()) < 0 ||
 	    (err = co_event_init(&srv.all_closed, 0)) < 0 || (err = setup_contexts()) < 0 ||

@@ -373,11 +373,14 @@ struct co_frame {
 	void *user;                     /* public: free for the owner's use */
 	int status;                     /* public: CO_RETURN status (0 or -errno) */
 	int result;                     /* public: value of the last await */
-	unsigned state;                 /* private: CO__ST_* bits */
+	uint16_t state;                 /* private: CO__ST_* bits */
 	unsigned char cancel;           /* private: root: CO__CANCEL_* bits; a
 	                                   byte of its own, so that co_cancel and a
 	                                   co_wake from another thread never
 	                                   read-modify-write the same word */
+	uint32_t view_slot;             /* private: root: its place in its
+	                                   engine's list of live frames (0: none;
+	                                   coring/view.h) */
 	co_frame *cancel_next;          /* private: root: the runner's list of
 	                                   cancel requests from other threads */
 };
@@ -411,6 +414,9 @@ struct co_frame {
  *   kind           0 for a user's awaiter; the library marks its own kinds
  *                  (I/O, waits, transfer ...) so that co_timeout can limit
  *                  each in its own way.
+ *   name           optional; what a frame waiting here waits on, in a view
+ *                  of the coroutines (coring/view.h): "vsync", "reply" ...
+ *                  NULL: "await".
  * A suspend op ends the await at once with -ECANCELED when
  * co_await_cancelled(f) is true (the library's awaiters do).
  */
@@ -420,6 +426,7 @@ struct co_awaiter_ops {
 	int (*resume)(co_awaiter *a, co_frame *f);
 	int (*cancel)(co_awaiter *a, co_frame *f);
 	unsigned kind;
+	const char *name;
 };
 
 struct co_awaiter {
@@ -523,6 +530,7 @@ static inline void co_init(co_frame *f, int (*fn)(co_frame *))
 	f->user = NULL;
 	f->status = 0;
 	f->result = 0;
+	f->view_slot = 0;
 	f->cancel_next = NULL;
 #endif
 }
@@ -855,7 +863,7 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 
 	if (CO__UNLIKELY(a == NULL)) {
 		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
-							   co__einval_resume, NULL, 0 };
+							   co__einval_resume, NULL, 0, "failed" };
 		/* const: in read-only memory; nothing writes an awaiter */
 		static const co_awaiter einval = { &einval_ops };
 

@@ -22,6 +22,7 @@
  *   stream.h     streaming receive into provided buffers, batched sends
  *   reader.h     a buffered reader: until a delimiter, exactly n bytes
  *   net.h        a listening socket; connect to a host name
+ *   view.h       what every coroutine is doing now: a dump of live frames
  * Firmware code includes co.h and loop.h alone.
  */
 #ifndef CORING_CORING_H
@@ -46,5 +47,6 @@
 #include <coring/reader.h>
 #include <coring/net.h>
 #include <coring/trace.h>
+#include <coring/view.h>
 
 #endif /* CORING_CORING_H */

@@ -131,6 +131,7 @@ enum {
 
 struct co__engine_hooks;
 struct co__ready_ring;
+struct co__view_slot;
 
 struct co_engine {
 	co_runner runner;               /* private: first */
@@ -179,6 +180,14 @@ struct co_engine {
 	struct co_turn *turns_head;     /* private: owner-only FIFO of
 	                                   co_next_turn / co_after_turns waits */
 	struct co_turn *turns_tail;     /* private */
+	struct co__view_slot *view;     /* private: its live frames and when each
+	                                   last ran; [0] a sink (coring/view.h) */
+	unsigned view_n;                /* private: slots in use or free, from 1 */
+	unsigned view_cap;              /* private */
+	unsigned view_free;             /* private: a free slot (0: none) */
+	uint64_t turn_stamp;            /* private: when the turn began (a
+	                                   stamp, lib/clock.h) */
+	co_frame *running;              /* private: the frame being resumed */
 	unsigned deferred;              /* private: finished frames whose finish
 	                                   waits for a cancel request */
 	pthread_t owner;                /* private */
@@ -220,6 +229,10 @@ struct co_engine {
 	                                   it does not run (a run waits for them) */
 	CO__ATOMIC(unsigned) held;      /* private: pool jobs still running for
 	                                   frames a cancel stop finished */
+	CO__ATOMIC(unsigned) view_lock; /* private: over view, when thieves
+	                                   may take frames */
+	CO__ATOMIC(void *) view_req;    /* private: a view's request, taken by
+	                                   the next turn (lib/engine_view.c) */
 	void *reserved[4];              /* private: room for fields of later
 	                                   versions (docs/abi.md) */
 };

@@ -56,6 +56,8 @@ typedef struct co_io {
 	unsigned cqe_flags;           /* read-only: the CQE's flags */
 	unsigned char pending;        /* private: CQEs still due (1 or 2) */
 	unsigned char kind;           /* private */
+	unsigned char op;             /* private: the io_uring opcode (a view of
+	                                 the coroutines names the wait by it) */
 } co_io;                              /* 40 bytes on LP64: with the Linux co_frame (96), 136 */
 
 /* The most bytes one read, write, recv or send moves (the kernel's limit):

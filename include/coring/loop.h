@@ -491,7 +491,7 @@ static inline int co__sleep_cancel(co_awaiter *a, co_frame *f)
 static inline co_awaiter *co_sleep_ticks(co_timer *t, co_loop *l, co_tick ticks)
 {
 	static const co_awaiter_ops ops = { co__sleep_ready, co__sleep_suspend,
-					    co__sleep_resume, co__sleep_cancel, 0 };
+					    co__sleep_resume, co__sleep_cancel, 0, "sleep" };
 
 	if (t == NULL || l == NULL || l->now == NULL || ticks > co__tick_max(l))
 		return NULL;
@@ -554,7 +554,7 @@ static inline int co__limit_cancel(co_awaiter *a, co_frame *f)
 static inline co_awaiter *co_loop_timeout(co_timer *t, co_loop *l, co_awaiter *aw, co_tick ticks)
 {
 	static const co_awaiter_ops ops = { co__limit_ready, co__limit_suspend,
-					    co__limit_resume, co__limit_cancel, 0 };
+					    co__limit_resume, co__limit_cancel, 0, "limit" };
 
 	if (t == NULL || l == NULL || aw == NULL || aw->ops->cancel == NULL || l->now == NULL ||
 	    ticks > co__tick_max(l))
@@ -733,7 +733,7 @@ static inline int co__notify_cancel(co_awaiter *a, co_frame *f)
 static inline co_awaiter *co_notify_take(co_notify_wait *w, co_notify *n)
 {
 	static const co_awaiter_ops ops = { co__notify_ready, co__notify_suspend,
-					    co__notify_resume, co__notify_cancel, 0 };
+					    co__notify_resume, co__notify_cancel, 0, "notify" };
 
 	if (w == NULL || n == NULL)
 		return NULL;
@@ -835,7 +835,8 @@ static inline int co__isr_queue_resume(co_awaiter *a, co_frame *f)
 static inline co_awaiter *co_isr_queue_take(co_isr_queue_wait *w, co_isr_queue *q)
 {
 	static const co_awaiter_ops ops = { co__notify_ready, co__notify_suspend,
-					    co__isr_queue_resume, co__notify_cancel, 0 };
+					    co__isr_queue_resume, co__notify_cancel, 0,
+					    "isr queue" };
 
 	if (w == NULL || q == NULL)
 		return NULL;

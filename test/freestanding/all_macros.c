@@ -21,7 +21,7 @@ static int gen_fn(co_frame *f)
 struct sig { co_awaiter aw; co_frame *parked; int value; };
 static int sig_suspend(co_awaiter *a, co_frame *f) { ((struct sig *)a)->parked = f; return 1; }
 static int sig_resume(co_awaiter *a, co_frame *f) { (void)f; return ((struct sig *)a)->value; }
-static const co_awaiter_ops sig_ops = { 0, sig_suspend, sig_resume, 0, 0 };
+static const co_awaiter_ops sig_ops = { 0, sig_suspend, sig_resume, 0, 0, "signal" };
 
 struct child { co_frame co; int in; };
 static int child_fn(co_frame *f)

@@ -1,0 +1,1011 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The view of the coroutines (coring/view.h, lib/view.c, lib/engine_view.c):
+ * 10,000 frames parked on five kinds of wait, each listed with its kind,
+ * its object, its place and its context; a view taken while a stealing
+ * scheduler churns (TSan); from a frame; of a manual context between and
+ * during ticks; of a context that does not answer; of a lone engine; the
+ * text; the errors; and frames the list could not take (fault injection).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include <coring/coring.h>
+#include "engine_internal.h"
+#include "fault.h"
+#include "helpers.h"
+#include "view_internal.h"
+
+/* A library built without the view (meson -Dview=false) answers
+ * -EOPNOTSUPP: packaging.sh checks that build; here the cases skip. */
+#define NEED_VIEW()                                                  \
+	do {                                                         \
+		if (!co_view_available()) {                          \
+			co_view v0;                                  \
+			assert_int_equal(co_view_engine(&v0, NULL, 0), -EOPNOTSUPP); \
+			skip();                                      \
+		}                                                    \
+	} while (0)
+
+/* ---- five kinds of wait ------------------------------------------------------------ */
+
+#define PER_KIND 2000
+#define KINDS 5
+
+enum { W_EVENT, W_MUTEX, W_SEM, W_CHAN, W_RECV };
+
+static const char *const wait_names[KINDS] = { "event", "mutex", "semaphore", "channel recv",
+					       "recv" };
+
+struct park_world {
+	co_event ev;
+	co_mutex m;
+	co_sem sem;
+	co_chan ch;
+	int chbuf[4];
+	int sv[2];
+	atomic_int done, ok;
+};
+
+struct parker {
+	co_frame co;
+	co_waiter w;
+	co_io io;
+	struct park_world *pw;
+	int how, item;
+	char c;
+};
+
+/* The line of each kind's await, for the switch backend's places. */
+static int line_of[KINDS];
+
+static void parker_done(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+
+	atomic_fetch_add(&p->pw->done, 1);
+	if (co_status(f) == 0)
+		atomic_fetch_add(&p->pw->ok, 1);
+}
+
+static int event_fn(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+	CO_BEGIN(f);
+	line_of[W_EVENT] = __LINE__ + 1;
+	CO_AWAIT(f, co_event_wait(&p->w, &p->pw->ev));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int mutex_fn(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+	CO_BEGIN(f);
+	line_of[W_MUTEX] = __LINE__ + 1;
+	CO_AWAIT(f, co_mutex_lock(&p->w, &p->pw->m));
+	if (co_result(f) == 0)
+		co_mutex_unlock(&p->pw->m);
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int sem_fn(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+	CO_BEGIN(f);
+	line_of[W_SEM] = __LINE__ + 1;
+	CO_AWAIT(f, co_sem_acquire(&p->w, &p->pw->sem));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int chan_fn(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+	CO_BEGIN(f);
+	line_of[W_CHAN] = __LINE__ + 1;
+	CO_AWAIT(f, co_chan_recv(&p->w, &p->pw->ch, &p->item));
+	CO_RETURN(f, co_result(f) == -EPIPE ? 0 : co_result(f)); /* closed: done */
+	CO_END(f);
+}
+
+static int recv_fn(co_frame *f)
+{
+	struct parker *p = (struct parker *)f;
+	CO_BEGIN(f);
+	line_of[W_RECV] = __LINE__ + 1;
+	CO_AWAIT(f, co_recv(&p->io, p->pw->sv[0], &p->c, 1, 0));
+	CO_RETURN(f, co_result(f) >= 0 ? 0 : co_result(f));
+	CO_END(f);
+}
+
+static int (*const kind_fn[KINDS])(co_frame *) = { event_fn, mutex_fn, sem_fn, chan_fn, recv_fn };
+
+static const void *kind_object(struct park_world *pw, int k)
+{
+	const void *o[KINDS] = { &pw->ev, &pw->m, &pw->sem, &pw->ch, NULL };
+
+	return o[k];
+}
+
+static void world_init(struct park_world *pw)
+{
+	memset(pw, 0, sizeof *pw);
+	co_event_init(&pw->ev, 0);
+	co_mutex_init(&pw->m);
+	co_sem_init(&pw->sem, 0);
+	assert_int_equal(co_chan_init(&pw->ch, sizeof(int), 4, pw->chbuf), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pw->sv), 0);
+	assert_int_equal(co_mutex_trylock(&pw->m), 0); /* held by the test */
+}
+
+/* Let every parked frame go: each wait ends, each frame finishes. */
+static void world_release(struct park_world *pw)
+{
+	co_event_set(&pw->ev);
+	co_mutex_unlock(&pw->m);
+	co_sem_release(&pw->sem, PER_KIND);
+	co_chan_close(&pw->ch);
+	shutdown(pw->sv[1], SHUT_WR); /* every recv sees EOF */
+}
+
+static void world_fini(struct park_world *pw)
+{
+	assert_int_equal(co_event_destroy(&pw->ev), 0);
+	assert_int_equal(co_mutex_destroy(&pw->m), 0);
+	assert_int_equal(co_sem_destroy(&pw->sem), 0);
+	assert_int_equal(co_chan_destroy(&pw->ch), 0);
+	close(pw->sv[0]);
+	close(pw->sv[1]);
+}
+
+/* CLOCK_MONOTONIC_COARSE when the frames were spawned: each last ran
+ * after it (its since), and before the view (at_ns). */
+static uint64_t spawned_at;
+
+static uint64_t coarse_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Every frame of kind k on the right context, with its wait and object. */
+static void check_kind(const co_view *v, struct park_world *pw, int k, int ctx_of_kind)
+{
+	size_t n = 0;
+	char place[256];
+
+	for (size_t i = 0; i < v->n; i++) {
+		const co_view_frame *f = &v->frames[i];
+
+		if (f->fn != kind_fn[k])
+			continue;
+		n++;
+		assert_int_equal(f->state, CO_VIEW_WAITING);
+		assert_ptr_equal(f->at_fn, kind_fn[k]);
+		assert_int_equal(f->depth, 0);
+		assert_non_null(f->wait);
+		if (strcmp(f->wait, wait_names[k]) != 0)
+			fail_msg("kind %d: wait '%s', not '%s'", k, f->wait, wait_names[k]);
+		assert_ptr_equal(f->object, kind_object(pw, k));
+		assert_int_equal(f->context, ctx_of_kind);
+		assert_true(f->since_ns >= spawned_at && f->since_ns <= v->at_ns);
+		assert_true(f->at_label != 0);
+	}
+	assert_int_equal(n, PER_KIND);
+	/* its place names the function, and with the switch backend the line */
+	for (size_t i = 0; i < v->n; i++) {
+		if (v->frames[i].fn != kind_fn[k])
+			continue;
+		assert_true(co_view_place(&v->frames[i], place, sizeof place) > 0);
+		static const char *const fn_names[KINDS] = { "event_fn", "mutex_fn", "sem_fn",
+							     "chan_fn", "recv_fn" };
+		if (strstr(place, fn_names[k]) == NULL)
+			fail_msg("kind %d: place '%s' does not name %s", k, place, fn_names[k]);
+#if !CO_USE_COMPUTED_GOTO
+		char line[32];
+		snprintf(line, sizeof line, "test_view.c:%d ", line_of[k]);
+		if (strstr(place, line) == NULL)
+			fail_msg("kind %d: place '%s' is not at %s", k, place, line);
+#endif
+		break;
+	}
+}
+
+/* 10,000 frames on five kinds of wait, over two contexts: each listed
+ * with the right kind, object, place and context; then released, and
+ * every one of them finishes. */
+static void test_lists_five_kinds_of_wait(void **state)
+{
+	static struct parker p[KINDS * PER_KIND];
+	static struct park_world pw;
+	co_sched s;
+	co_view v;
+	int ctx_of_kind[KINDS];
+	(void)state;
+	NEED_VIEW();
+	world_init(&pw);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	spawned_at = coarse_now();
+	for (int k = 0; k < KINDS; k++) {
+		ctx_of_kind[k] = k % 2;
+		for (int i = 0; i < PER_KIND; i++) {
+			struct parker *q = &p[k * PER_KIND + i];
+
+			q->pw = &pw;
+			q->how = k;
+			co_init(&q->co, kind_fn[k]);
+			q->co.on_done = parker_done;
+			assert_int_equal(co_sched_spawn_to(&s, (unsigned)ctx_of_kind[k], &q->co), 0);
+		}
+	}
+	/* every frame parked: the view is taken until it says so (a hang
+	 * guard only; the counts are exact once they are there) */
+	for (;;) {
+		size_t waiting = 0;
+
+		assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.contexts, 2);
+		assert_int_equal(v.unanswered, 0);
+		for (size_t i = 0; i < v.n; i++)
+			waiting += v.frames[i].state == CO_VIEW_WAITING;
+		if (waiting == KINDS * PER_KIND)
+			break;
+		co_view_free(&v);
+		usleep(1000);
+	}
+	assert_int_equal(v.n, KINDS * PER_KIND);
+	assert_int_equal(v.unlisted, 0);
+	for (int k = 0; k < KINDS; k++)
+		check_kind(&v, &pw, k, ctx_of_kind[k]);
+	co_view_free(&v);
+	world_release(&pw);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&pw.done), KINDS * PER_KIND);
+	assert_int_equal(atomic_load(&pw.ok), KINDS * PER_KIND);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0); /* nothing live */
+	assert_int_equal(v.n, 0);
+	co_view_free(&v);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	world_fini(&pw);
+}
+
+/* ---- a view while a stealing scheduler churns (TSan) -------------------------------- */
+
+#define CHURN 4000
+
+struct churner {
+	co_frame co;
+	co_transfer tr;
+	co_turn turn;
+	co_sched *s;
+	atomic_int *done;
+	int k;
+};
+
+static void churner_done(co_frame *f)
+{
+	atomic_fetch_add(((struct churner *)f)->done, 1);
+}
+
+/* Yields, next turns, hops between the contexts: frames move while the
+ * views are taken (stealing moves them too). */
+static int churner_fn(co_frame *f)
+{
+	struct churner *c = (struct churner *)f;
+	CO_BEGIN(f);
+	for (c->k = 0; c->k < 6; c->k++) {
+		if (c->k % 3 == 0)
+			CO_YIELD(f);
+		else if (c->k % 3 == 1)
+			CO_AWAIT(f, co_next_turn(&c->turn));
+		else
+			CO_AWAIT(f, co_transfer_to(&c->tr, &c->s->ctx[(co_context_current()->index + 1) %
+								       c->s->n]));
+	}
+	CO_END(f);
+}
+
+static void test_view_while_running(void **state)
+{
+	static struct churner c[CHURN];
+	atomic_int done = 0;
+	co_sched s;
+	int views = 0, fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	(void)state;
+	NEED_VIEW();
+	assert_true(fd >= 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2, .steal = 1 }), 0);
+	for (int i = 0; i < CHURN; i++) {
+		c[i].s = &s;
+		c[i].done = &done;
+		co_init(&c[i].co, churner_fn);
+		c[i].co.on_done = churner_done;
+		assert_int_equal(co_sched_spawn(&s, &c[i].co), 0);
+		if (i % 500 == 0 || atomic_load(&done) < i / 2) {
+			co_view v;
+
+			assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+			assert_int_equal(v.unanswered, 0);
+			/* none that finished: each record a live churner */
+			assert_true(v.n <= (size_t)(i + 1));
+			for (size_t a = 1; a < v.n; a++) /* each frame once */
+				for (size_t b = 0; b < a && a < 200; b++)
+					assert_ptr_not_equal(v.frames[a].frame, v.frames[b].frame);
+			for (size_t j = 0; j < v.n; j++)
+				assert_ptr_equal(v.frames[j].fn, churner_fn);
+			assert_int_equal(co_view_print(&v, fd, CO_VIEW_EACH), 0);
+			co_view_free(&v);
+			views++;
+		}
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&done), CHURN);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	close(fd);
+	print_message("      %d views while %d frames hopped\n", views, CHURN);
+}
+
+/* ---- from a frame: itself running, the other context answers ------------------------- */
+
+struct viewer {
+	co_frame co;
+	co_sched *s;
+	co_view v;
+	int err;
+	atomic_int taken;
+};
+
+static int viewer_fn(co_frame *f)
+{
+	struct viewer *w = (struct viewer *)f;
+	CO_BEGIN(f);
+	w->err = co_view_sched(&w->v, w->s, CO_VIEW_WAIT);
+	atomic_store_explicit(&w->taken, 1, memory_order_release);
+	CO_END(f);
+}
+
+struct idler {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+};
+
+static int idler_fn(co_frame *f)
+{
+	struct idler *d = (struct idler *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&d->w, d->ev));
+	CO_END(f);
+}
+
+static void test_view_from_a_frame(void **state)
+{
+	co_sched s;
+	struct viewer w = { 0 };
+	struct idler d[3];
+	co_event ev;
+	int running = 0, waiting = 0;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	for (int i = 0; i < 3; i++) {
+		d[i].ev = &ev;
+		co_init(&d[i].co, idler_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 1, &d[i].co), 0);
+	}
+	w.s = &s;
+	co_init(&w.co, viewer_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &w.co), 0);
+	WAIT_UNTIL(atomic_load_explicit(&w.taken, memory_order_acquire));
+	assert_int_equal(w.err, 0);
+	assert_int_equal(w.v.unanswered, 0);
+	for (size_t i = 0; i < w.v.n; i++) {
+		const co_view_frame *f = &w.v.frames[i];
+
+		if (f->frame == &w.co) {
+			assert_int_equal(f->state, CO_VIEW_RUNNING);
+			assert_int_equal(f->context, 0);
+			running++;
+		} else if (f->fn == idler_fn && f->state == CO_VIEW_WAITING) {
+			assert_int_equal(f->context, 1);
+			waiting++;
+		}
+	}
+	assert_int_equal(running, 1);
+	/* the idlers may not all have parked when the view came: at most 3 */
+	assert_true(waiting <= 3);
+	co_view_free(&w.v);
+	co_event_set(&ev);
+	assert_int_equal(co_sched_run(&s), 0);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	co_event_destroy(&ev);
+}
+
+/* ---- a manual context: between ticks, and while another thread ticks it -------------- */
+
+struct yielder {
+	co_frame co;
+	co_turn turn;
+	atomic_int *stop;
+	int steps;
+};
+
+static int yielder_fn(co_frame *f)
+{
+	struct yielder *y = (struct yielder *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(y->stop)) {
+		y->steps++;
+		if (y->steps % 2)
+			CO_YIELD(f);
+		else
+			CO_AWAIT(f, co_next_turn(&y->turn));
+	}
+	CO_END(f);
+}
+
+struct ticker {
+	co_context *c;
+	atomic_int *stop, phase;
+	long ticks;
+	int err, first;
+};
+
+/* The context's one ticking thread: one tick, a pause while the test
+ * looks (phase 1), then ticks without pause until told to stop. */
+static void *tick_loop(void *arg)
+{
+	struct ticker *t = arg;
+
+	t->first = co_context_tick(t->c);
+	atomic_store(&t->phase, 1);
+	while (atomic_load(&t->phase) == 1)
+		usleep(100);
+	while (!atomic_load(t->stop)) {
+		int r = co_context_tick(t->c);
+
+		if (r < 0 && t->err == 0)
+			t->err = r;
+		t->ticks++;
+	}
+	return NULL;
+}
+
+static void test_view_manual_context(void **state)
+{
+	static const co_sched_group groups[1] = { { .manual = 1 } };
+	co_sched s;
+	struct yielder y[4];
+	atomic_int stop = 0, tstop = 0;
+	struct ticker t;
+	pthread_t th;
+	co_view v;
+	int next = 0;
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .groups = groups, .ngroups = 1 }), 0);
+	for (int i = 0; i < 4; i++) {
+		y[i] = (struct yielder){ .stop = &stop };
+		co_init(&y[i].co, yielder_fn);
+		assert_int_equal(co_sched_spawn_kind(&s, 0, &y[i].co), 0);
+	}
+	t = (struct ticker){ .c = co_sched_pick(&s, 0), .stop = &tstop };
+	assert_int_equal(pthread_create(&th, NULL, tick_loop, &t), 0);
+	WAIT_UNTIL(atomic_load(&t.phase) == 1);
+	assert_int_equal(t.first, 4); /* each ran its first step and yielded */
+	/* between ticks: the caller reads the list at once */
+	assert_int_equal(co_view_sched(&v, &s, 0), 0);
+	assert_int_equal(v.unanswered, 0);
+	assert_int_equal(v.n, 4);
+	for (size_t i = 0; i < v.n; i++) {
+		assert_int_equal(v.frames[i].context, 0);
+		next += v.frames[i].state == CO_VIEW_NEXT_TURN;
+	}
+	assert_int_equal(next, 4);
+	co_view_free(&v);
+	/* while the thread ticks without pause: the view still answers */
+	atomic_store(&t.phase, 2);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.unanswered, 0);
+		assert_int_equal(v.n, 4);
+		for (size_t j = 0; j < v.n; j++)
+			if (v.frames[j].state == CO_VIEW_WAITING)
+				assert_string_equal(v.frames[j].wait, "next turn");
+		co_view_free(&v);
+	}
+	atomic_store(&stop, 1);
+	WAIT_UNTIL(co_sched_poll(&s) == 0);
+	atomic_store(&tstop, 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t.err, 0);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- a context that does not answer -------------------------------------------------- */
+
+struct spinner {
+	co_frame co;
+	atomic_int *go, *in;
+};
+
+static int spinner_fn(co_frame *f)
+{
+	struct spinner *p = (struct spinner *)f;
+	CO_BEGIN(f);
+	atomic_store(p->in, 1);
+	while (!atomic_load(p->go))
+		usleep(100); /* holds its context's thread: no turn comes */
+	CO_END(f);
+}
+
+static void test_view_unanswered(void **state)
+{
+	co_sched s;
+	struct spinner p;
+	struct idler d;
+	co_event ev;
+	atomic_int go = 0, in = 0;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	p = (struct spinner){ .go = &go, .in = &in };
+	co_init(&p.co, spinner_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &p.co), 0);
+	d.ev = &ev;
+	co_init(&d.co, idler_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 1, &d.co), 0);
+	WAIT_UNTIL(atomic_load(&in));
+	assert_int_equal(co_view_sched(&v, &s, 20 * 1000000ull), 0);
+	assert_int_equal(v.contexts, 2);
+	assert_int_equal(v.unanswered, 1); /* context 0 holds its thread */
+	for (size_t i = 0; i < v.n; i++)
+		assert_int_equal(v.frames[i].context, 1);
+	co_view_free(&v);
+	/* its request is answered (and freed) once the frame lets go */
+	atomic_store(&go, 1);
+	co_event_set(&ev);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+	assert_int_equal(v.unanswered, 0);
+	co_view_free(&v);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0); /* nothing left pending on it */
+	co_event_destroy(&ev);
+}
+
+/* The engine took the request but the deadline came before its answer:
+ * the view goes without it, and the engine frees the request when it
+ * answers (the window held open at CO__POINT_VIEW_TAKEN). */
+static atomic_int hold_view, held_view;
+
+static void hold_answer(void *arg)
+{
+	(void)arg;
+	atomic_store(&held_view, 1);
+	while (atomic_load(&hold_view))
+		usleep(100);
+}
+
+static void test_view_given_up_after_taken(void **state)
+{
+	co_sched s;
+	co_view v;
+	struct yielder y;
+	atomic_int stop = 1;
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 1 }), 0);
+	/* its thread runs its engine: a task ran there */
+	y = (struct yielder){ .stop = &stop };
+	co_init(&y.co, yielder_fn);
+	assert_int_equal(co_sched_spawn(&s, &y.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	atomic_store(&hold_view, 1);
+	atomic_store(&held_view, 0);
+	co__fault_on_point(CO__POINT_VIEW_TAKEN, hold_answer, NULL);
+	assert_int_equal(co_view_sched(&v, &s, 20 * 1000000ull), 0);
+	assert_int_equal(atomic_load(&held_view), 1); /* taken, not answered */
+	assert_int_equal(v.contexts, 1);
+	assert_int_equal(v.unanswered, 1);
+	co_view_free(&v);
+	atomic_store(&hold_view, 0); /* it answers now, to nobody, and frees */
+	co__fault_on_point(CO__POINT_VIEW_TAKEN, NULL, NULL);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+	assert_int_equal(v.unanswered, 0);
+	co_view_free(&v);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* ---- a lone engine: idle, and run by another thread -------------------------------- */
+
+static void test_view_lone_engine(void **state)
+{
+	co_engine e;
+	struct idler d[2];
+	co_event ev;
+	co_view v;
+	co_test_runner r;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		d[i].ev = &ev;
+		co_init(&d[i].co, idler_fn);
+		assert_int_equal(co_engine_spawn(&e, &d[i].co), 0);
+	}
+	/* never run: spawned from this thread, listed, not started */
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	assert_int_equal(v.n, 2);
+	for (size_t i = 0; i < v.n; i++) {
+		assert_int_equal(v.frames[i].state, CO_VIEW_READY);
+		assert_int_equal(v.frames[i].at_label, 0);
+		assert_int_equal(v.frames[i].context, -1);
+	}
+	co_view_free(&v);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	for (;;) { /* run by the runner's thread: asked, answered */
+		size_t waiting = 0;
+
+		assert_int_equal(co_view_engine(&v, &e, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.unanswered, 0);
+		for (size_t i = 0; i < v.n; i++)
+			waiting += v.frames[i].state == CO_VIEW_WAITING;
+		co_view_free(&v);
+		if (waiting == 2)
+			break;
+		usleep(1000);
+	}
+	co_event_set(&ev);
+	co_engine_stop(&e, CO_STOP_DRAIN);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_view_engine(&v, &e, 0), -EINVAL); /* destroyed */
+	co_event_destroy(&ev);
+}
+
+/* ---- the text ------------------------------------------------------------------------ */
+
+static char *read_all(int fd)
+{
+	static char buf[1 << 20];
+	ssize_t n, got = 0;
+
+	lseek(fd, 0, SEEK_SET);
+	while ((n = read(fd, buf + got, sizeof buf - 1 - (size_t)got)) > 0)
+		got += n;
+	buf[got] = 0;
+	return buf;
+}
+
+static void test_text_groups_and_counts(void **state)
+{
+	static struct parker p[3 * 50];
+	static struct park_world pw;
+	co_engine e;
+	co_view v;
+	const char *path = co_test_tmp_path("view", "text");
+	int fd;
+	char *text;
+	(void)state;
+	NEED_VIEW();
+	world_init(&pw);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < 50; i++) {
+			struct parker *q = &p[k * 50 + i];
+
+			q->pw = &pw;
+			co_init(&q->co, kind_fn[k]);
+			q->co.on_done = parker_done;
+			assert_int_equal(co_engine_spawn(&e, &q->co), 0);
+		}
+	assert_int_equal(co_engine_tick(&e), 150); /* all parked */
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	assert_int_equal(v.n, 150);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(co_view_print(&v, fd, CO_VIEW_EACH), 0);
+	text = read_all(fd);
+	print_message("%.600s...\n", text);
+	assert_non_null(strstr(text, "coring view: 150 frames on 1 context\n"));
+	assert_non_null(strstr(text, "\n50 waiting on event 0x"));
+	assert_non_null(strstr(text, "\n50 waiting on mutex 0x"));
+	assert_non_null(strstr(text, "\n50 waiting on semaphore 0x"));
+	assert_non_null(strstr(text, "event_fn"));
+	assert_non_null(strstr(text, "    on a lone engine\n"));
+	{ /* CO_VIEW_EACH: one line per frame */
+		size_t lines = 0;
+		for (const char *q = text; (q = strstr(q, "\nframe 0x")) != NULL; q++)
+			lines++;
+		assert_int_equal(lines, 150);
+	}
+	close(fd);
+	unlink(path);
+	co_view_free(&v);
+	world_release(&pw);
+	while (atomic_load(&pw.done) < 150)
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	world_fini(&pw);
+}
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+static void test_view_errors(void **state)
+{
+	co_sched s, zero;
+	co_view v, empty;
+	co_view_frame f;
+	char buf[8];
+	int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+	(void)state;
+	NEED_VIEW();
+	memset(&zero, 0, sizeof zero);
+	assert_int_equal(co_view_sched(NULL, &zero, 0), -EINVAL);
+	assert_int_equal(co_view_sched(&v, NULL, 0), -EINVAL);
+	assert_int_equal(co_view_sched(&v, &zero, 0), -EINVAL); /* never set up */
+	assert_int_equal(v.n, 0);
+	assert_int_equal(co_view_engine(NULL, NULL, 0), -EINVAL);
+	assert_int_equal(co_view_engine(&v, NULL, 0), -EINVAL);
+	assert_int_equal(co_sched_init(&s, NULL), 0);
+	assert_int_equal(co_view_sched(&v, &s, UINT64_MAX), 0); /* no limit: answers */
+	assert_int_equal(v.n, 0);
+	assert_int_equal(co_view_print(&v, -1, 0), -EINVAL);
+	assert_int_equal(co_view_print(NULL, 1, 0), -EINVAL);
+	assert_int_equal(co_view_print(&v, 1, 2), -EINVAL); /* unknown flag */
+	assert_int_equal(co_view_print(&v, 1000000, 0), -EBADF);
+	if (full >= 0) {
+		assert_int_equal(co_view_print(&v, full, 0), -ENOSPC);
+		close(full);
+	}
+	co_view_free(&v);
+	co_view_free(&v); /* twice: empty already */
+	co_view_free(NULL);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_view_sched(&v, &s, 0), -EINVAL); /* destroyed */
+	/* a place: NULL, a short buffer (cut, the length it needed) */
+	memset(&f, 0, sizeof f);
+	f.at_fn = event_fn;
+	f.at_label = 0;
+	assert_int_equal(co_view_place(NULL, buf, sizeof buf), -EINVAL);
+	assert_int_equal(co_view_place(&f, NULL, 4), -EINVAL);
+	{
+		int need = co_view_place(&f, buf, sizeof buf);
+		char big[256];
+		assert_true(need > (int)sizeof buf);
+		assert_int_equal(strlen(buf), sizeof buf - 1);
+		assert_int_equal(co_view_place(&f, big, sizeof big), need);
+		assert_non_null(strstr(big, "event_fn (not started)"));
+		assert_int_equal(co_view_place(&f, NULL, 0), need);
+	}
+	memset(&empty, 0, sizeof empty);
+	empty.n = 3; /* frames NULL */
+	assert_int_equal(co_view_print(&empty, 1, 0), -EINVAL);
+}
+
+/* ---- a list that cannot grow -------------------------------------------------------- */
+
+/* The list starts with room for 15 frames; when it cannot grow, the
+ * frames it could not take run all the same and are counted unlisted. */
+static void test_unlisted_when_list_cannot_grow(void **state)
+{
+	static struct parker p[40];
+	static struct park_world pw;
+	co_engine e;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	world_init(&pw);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 40; i++) {
+		p[i].pw = &pw;
+		co_init(&p[i].co, event_fn);
+		p[i].co.on_done = parker_done;
+		assert_int_equal(co_engine_spawn(&e, &p[i].co), 0);
+	}
+	/* the tick takes them in: the list's growth fails */
+	co__fault_arm_range(CO__FAULT_ALLOC, 1, 1000, ENOMEM);
+	assert_int_equal(co_engine_tick(&e), 40);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	assert_int_equal(v.n, 15);
+	assert_int_equal(v.unlisted, 25);
+	co_view_free(&v);
+	co_event_set(&pw.ev);
+	while (atomic_load(&pw.done) < 40)
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(atomic_load(&pw.ok), 40);
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	assert_int_equal(v.n + v.unlisted, 0);
+	co_view_free(&v);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	co_mutex_unlock(&pw.m);
+	co_sem_release(&pw.sem, 0);
+	world_fini(&pw);
+}
+
+/* ---- the list itself ----------------------------------------------------------------- */
+
+struct heap_frame {
+	co_frame co;
+	co_io io;
+};
+
+static int heap_fn(co_frame *f)
+{
+	struct heap_frame *h = (struct heap_frame *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&h->io));
+	CO_END(f);
+}
+
+static void heap_done(co_frame *f)
+{
+	free(f); /* the on_done frees it: the list must not keep it */
+}
+
+/* Frames whose on_done frees them: every slot of the list is free once
+ * they finished (a slot kept would be read by the next view, freed). */
+static void test_finished_frames_leave_the_list(void **state)
+{
+	co_engine e;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 50; i++) {
+			struct heap_frame *h = malloc(sizeof *h);
+
+			assert_non_null(h);
+			co_init(&h->co, heap_fn);
+			h->co.on_done = heap_done;
+			assert_int_equal(co_engine_spawn(&e, &h->co), 0);
+		}
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+		for (unsigned i = 1; i < e.view_n; i++)
+			assert_null(e.view[i].f);
+		assert_true(e.view_n <= 51); /* freed slots were taken again */
+		assert_int_equal(co_view_engine(&v, &e, 0), 0);
+		assert_int_equal(v.n + v.unlisted, 0);
+		co_view_free(&v);
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+struct napper {
+	co_frame co;
+	co_io io;
+	co_waiter w;
+	co_event *ev;
+};
+
+static int napper_fn(co_frame *f)
+{
+	struct napper *n = (struct napper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&n->io, 60 * 1000000ull));
+	CO_AWAIT(f, co_event_wait(&n->w, n->ev));
+	CO_END(f);
+}
+
+/* since is the turn it last ran in, not the one it was listed in: a frame
+ * that slept 60 ms, then ran and parked, has since >= spawn + 60 ms (less
+ * the coarse clock's step). */
+static void test_since_is_last_run(void **state)
+{
+	co_engine e;
+	co_event ev;
+	struct napper n;
+	co_view v;
+	uint64_t t0;
+	int parked = 0;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	n.ev = &ev;
+	co_init(&n.co, napper_fn);
+	t0 = coarse_now();
+	assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+	while (!parked) { /* tick until it parks on the event, after its sleep */
+		assert_true(co_engine_tick(&e) >= 0);
+		assert_int_equal(co_view_engine(&v, &e, 0), 0);
+		assert_int_equal(v.n, 1);
+		parked = v.frames[0].wait && strcmp(v.frames[0].wait, "event") == 0;
+		if (parked) {
+			assert_true(v.frames[0].since_ns >= t0 + 45 * 1000000ull);
+			assert_true(v.frames[0].since_ns <= v.at_ns);
+		} else {
+			usleep(1000);
+		}
+		co_view_free(&v);
+	}
+	co_event_set(&ev);
+	while (!co_done(&n.co))
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	co_event_destroy(&ev);
+}
+
+/* The step that keeps one record per frame: the first one, in order. */
+static void test_twice_seen_frames_kept_once(void **state)
+{
+	co_frame a, b, c;
+	co_view v;
+	const co_frame *order[] = { &a, &b, &a, &c, &b, &b };
+	(void)state;
+	NEED_VIEW();
+	memset(&v, 0, sizeof v);
+	v.frames = calloc(6, sizeof *v.frames);
+	assert_non_null(v.frames);
+	for (int i = 0; i < 6; i++) {
+		v.frames[i].frame = order[i];
+		v.frames[i].context = i;
+	}
+	v.n = 6;
+	assert_int_equal(co__view_drop_twice_seen(&v), 0);
+	assert_int_equal(v.n, 3);
+	assert_ptr_equal(v.frames[0].frame, &a);
+	assert_int_equal(v.frames[0].context, 0);
+	assert_ptr_equal(v.frames[1].frame, &b);
+	assert_int_equal(v.frames[1].context, 1);
+	assert_ptr_equal(v.frames[2].frame, &c);
+	assert_int_equal(v.frames[2].context, 3);
+	co_view_free(&v);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lists_five_kinds_of_wait),
+		cmocka_unit_test(test_view_while_running),
+		cmocka_unit_test(test_view_from_a_frame),
+		cmocka_unit_test(test_view_manual_context),
+		cmocka_unit_test(test_view_unanswered),
+		cmocka_unit_test(test_view_given_up_after_taken),
+		cmocka_unit_test(test_view_lone_engine),
+		cmocka_unit_test(test_text_groups_and_counts),
+		cmocka_unit_test(test_view_errors),
+		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
+		cmocka_unit_test(test_finished_frames_leave_the_list),
+		cmocka_unit_test(test_since_is_last_run),
+		cmocka_unit_test(test_twice_seen_frames_kept_once),
+	};
+	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
+}
