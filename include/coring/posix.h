@@ -7,8 +7,12 @@
  * includes this one first:
  *
  *   - no libc header came before it and no feature macro is set: it
- *     defines _POSIX_C_SOURCE 200809L, so `cc -std=c11 app.c $(pkg-config
- *     --cflags --libs coring)` works with no extra flag;
+ *     defines _DEFAULT_SOURCE, what glibc and musl select themselves under
+ *     gcc's default -std=gnu17 (POSIX.1-2008 and the BSD and System V
+ *     names), so `cc -std=c11 app.c $(pkg-config --cflags --libs coring)`
+ *     works with no extra flag, and a file that includes coring first sees
+ *     every declaration it would see without it (usleep, strsep,
+ *     MAP_ANONYMOUS ...: test/compile_ok/libc_defaults.c);
  *   - a libc header came first without such a macro: too late to define
  *     one (libc has fixed what it declares), so it stops with an error
  *     that says what to add.
@@ -22,7 +26,7 @@
  * includes first, was read already. */
 #if !defined(_FEATURES_H) && !defined(_POSIX_C_SOURCE) && !defined(_XOPEN_SOURCE) && \
 	!defined(_GNU_SOURCE) && !defined(_DEFAULT_SOURCE) && !defined(_BSD_SOURCE)
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #endif
 
 #include <signal.h>
