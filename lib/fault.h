@@ -32,6 +32,9 @@ enum co__fault_point {
 	                          ring from them (lib/channel.c refill) */
 	CO__POINT_VIEW_TAKEN,  /* an engine took a view's request and has not
 	                          answered it yet (lib/engine_view.c) */
+	CO__POINT_LIMIT_TIMER, /* a limit's timer ran out, not fired yet (lib/timeout.c) */
+	CO__POINT_WAIT_VISIT,  /* an engine's look saw a parked waiter waiting, unlocked (lib/waiter.c) */
+	CO__POINT_POOL_ENDED,  /* a pool job returned; its result not recorded (lib/pool.c) */
 	CO__POINTS
 };
 
