@@ -742,23 +742,55 @@ static void reap_all(co_engine *e)
 	}
 }
 
+/* Ask the kernel to cancel every operation in flight (fire and forget). */
+static void cancel_all(co_engine *e)
+{
+	struct io_uring_sqe *sqe = sqe_get(e);
+
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+	io_uring_sqe_set_data(sqe, NULL);
+}
+
 /*
  * A cancel stop begins (owner thread, once): cancel every operation in
  * flight and every listed parked wait. From then on each frame the loop
  * resumes is marked cancelled, and a cancelled frame's later waits end at
  * once: sync waits refuse to park (lib/waiter.c), and an I/O await asks the
  * kernel to cancel its operation right after it (lib/io.c), behind
- * anything that completes at once, like a close on the way out.
+ * anything that completes at once, like a close on the way out, and asks
+ * again until the kernel ends it.
  */
 static void cancel_begin(co_engine *e)
 {
-	struct io_uring_sqe *sqe = sqe_get(e);
 	uint64_t now = co__now_ns();
 
 	e->cancel_since = now ? now : 1;
-	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
-	io_uring_sqe_set_data(sqe, NULL);
+	e->cancel_again = co__time_add(now, CO__CANCEL_AGAIN_NS);
+	cancel_all(e);
 	co__engine_park_cancel_all(e);
+}
+
+/*
+ * A cancel stop with operations in flight: every CO__CANCEL_AGAIN_NS, ask
+ * the kernel again to cancel them all, and sleep no longer than that
+ * (*wait_ns). The first ask reaches every operation the kernel has on a
+ * list, but not one between two of its attempts (a retry queued to run,
+ * a hand-over to an io-wq worker) nor one that starts after it (behind a
+ * hard link): such an operation ends at the next ask, which finds it
+ * waiting, or tells the io-wq worker that runs it (a signal, which ends
+ * the wait of a socket or a pipe).
+ */
+static void cancel_again(co_engine *e, uint64_t *wait_ns)
+{
+	uint64_t now = co__now_ns(), left;
+
+	if (now >= e->cancel_again) {
+		cancel_all(e);
+		e->cancel_again = co__time_add(now, CO__CANCEL_AGAIN_NS);
+	}
+	left = e->cancel_again - now;
+	if (*wait_ns == 0 || left < *wait_ns)
+		*wait_ns = left;
 }
 
 static int first_run(co_engine *e)
@@ -950,6 +982,8 @@ static __attribute__((noinline)) uint64_t stop_turn_slow(co_engine *e, int mode,
 		else
 			co__engine_park_give_up_all(e);
 	}
+	if (e->inflight != 0)
+		cancel_again(e, wait_ns);
 	return at;
 }
 

@@ -30,6 +30,7 @@
 
 #define CO__STOP_NONE (-1)
 #define CO__CANCEL_GRACE_NS 1000000000ull
+#define CO__CANCEL_AGAIN_NS 10000000ull /* a cancel stop asks again (engine.c) */
 #define CO__SPIN_DEFAULT_NS 50000ull  /* opts.spin_ns 0 */
 
 /* The ready ring (ck_ring, kept out of the public header) and its slots. */

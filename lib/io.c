@@ -25,17 +25,130 @@ enum {
 	K_SIGNAL = 1u << 4,   /* co_signals_wait: the value is the signal */
 	K_DRAIN = 1u << 5,    /* co_sqe: IOSQE_IO_DRAIN refused; a nop went in
 	                         its place, the await ends with -EINVAL */
+	K_AGAIN = 1u << 6,    /* the library asked the kernel to cancel the
+	                         operation: co_io.again follows the asking */
 };
 
-enum { TAG_OP = 0, TAG_DEADLINE = 1 };
+/* The SQEs of one await: the operation, its linked timeout, the
+ * library's cancel of it, the timer before that cancel is asked again. */
+enum { TAG_OP = 0, TAG_DEADLINE = 1, TAG_CANCEL = 2, TAG_AGAIN = 3 };
+
+/* co_io.again, read only while kind has K_AGAIN (io_begin clears that, so
+ * a fresh co_io's byte is never read) */
+enum {
+	AGAIN_ASK = 1u << 7,   /* a cancel is on its way (its CQE is due) */
+	AGAIN_TIMER = 1u << 6, /* a timer before the next ask is out (due) */
+	AGAIN_GONE = 1u << 5,  /* ... and asked to go: the operation ended */
+	AGAIN_TRIES = 0x1f,    /* asks that missed so far */
+};
+
+/* The timer before the n-th ask again: 1 ms, doubling up to 64 ms. An
+ * operation a cancel missed is between two of the kernel's attempts for a
+ * few microseconds; one the cancel cannot end (a disk's) costs an ask per
+ * 64 ms while it lasts. */
+#define AGAIN_FIRST_NS CO_MS
+#define AGAIN_MAX_SHIFT 6
 
 /* ---- the awaiter ---------------------------------------------------------- */
 
-/* Ask the kernel to cancel io's operation (fire and forget): its own CQE
- * ends the await, with -ECANCELED or the result that won the race. */
+/* An SQE of the library's own for io (a cancel, a timer): its CQE is
+ * counted in io->pending, so the await ends only after it; nothing links
+ * to it. */
+static struct io_uring_sqe *io_own_sqe(co_engine *e, co_io *io, unsigned tag)
+{
+	struct io_uring_sqe *sqe = co__engine_sqe(e, &io->info, tag);
+
+	e->last_info = NULL;
+	io->pending++;
+	return sqe;
+}
+
+/*
+ * Ask the kernel to cancel io's operation: its own CQE ends the await,
+ * with -ECANCELED or the result that won the race. The cancel's answer
+ * (TAG_CANCEL) says whether it reached the operation, and it may not
+ * have: one between two attempts of the kernel's (a poll that said ready
+ * but a retry that found no room, which the kernel queues to run again,
+ * then hands to an io-wq worker) is on no list a cancel searches
+ * (-ENOENT), and one an io-wq worker runs is only told, by a signal that
+ * ends a wait of a socket or a pipe (-EALREADY). Then, while the
+ * operation's CQE is still due, the cancel is asked again after a timer
+ * (io_again): measured on Linux 6.18, a send_all to a peer that never
+ * reads, its socket shut for reading, found no send its cancel could
+ * reach, and the next send blocked an io-wq worker for good.
+ */
 static void io_cancel_op(co_engine *e, co_io *io)
 {
-	io_uring_prep_cancel(co__engine_sqe(e, NULL, 0), &io->info, 0);
+	if (!(io->kind & K_AGAIN)) {
+		io->kind |= K_AGAIN;
+		io->again = 0;
+	}
+	if (io->again & AGAIN_ASK)
+		return; /* one is on its way: its answer decides */
+	io_uring_prep_cancel(io_own_sqe(e, io, TAG_CANCEL), &io->info, 0);
+	io->again |= AGAIN_ASK;
+}
+
+/* A cancel missed: ask again after a timer, longer after each miss. */
+static void io_again_later(co_engine *e, co_io *io)
+{
+	unsigned tries = io->again & AGAIN_TRIES;
+	struct io_uring_sqe *sqe = io_own_sqe(e, io, TAG_AGAIN);
+	struct __kernel_timespec *ts = co_engine_sqe_ts(e, sqe);
+
+	co__ns_to_ts(ts, AGAIN_FIRST_NS << (tries < AGAIN_MAX_SHIFT ? tries : AGAIN_MAX_SHIFT));
+	io_uring_prep_timeout(sqe, ts, 0, 0);
+	if (tries < AGAIN_TRIES)
+		tries++;
+	io->again = (unsigned char)((io->again & ~AGAIN_TRIES) | AGAIN_TIMER | tries);
+}
+
+/* The CQEs still due for the operation itself: what pending counts, but
+ * the library's cancel and timer and the linked timeout (whose result is
+ * never 0, so tres 0 is "not in yet"). */
+static unsigned op_due(const co_io *io)
+{
+	unsigned others = ((io->again & AGAIN_ASK) != 0) + ((io->again & AGAIN_TIMER) != 0) +
+			  ((io->kind & K_DEADLINE) && io->tres == 0);
+
+	return io->pending - others;
+}
+
+/*
+ * A CQE of an await that is not over came in (pending counted it out;
+ * tag and res are the CQE's). A linked timeout that fired but whose
+ * cancel missed the operation (-ENOENT, -EALREADY, as above) is followed
+ * by a cancel of the library's, so a deadline ends the wait too. While a
+ * cancel of the library's is under way: an operation that ended takes its
+ * timer back at once (so the await ends now, not when the timer would
+ * fire); one still due is asked again when the timer fires, and gets a
+ * timer when a cancel missed it.
+ */
+static void io_again(co_engine *e, co_io *io, unsigned tag, int res)
+{
+	int missed = res == -ENOENT || res == -EALREADY;
+
+	if (tag == TAG_DEADLINE) {
+		if (missed && op_due(io) != 0)
+			io_cancel_op(e, io);
+		return;
+	}
+	if (!(io->kind & K_AGAIN))
+		return;
+	if (op_due(io) == 0) {
+		if ((io->again & (AGAIN_TIMER | AGAIN_GONE)) == AGAIN_TIMER) {
+			io_uring_prep_timeout_remove(co__engine_sqe(e, NULL, 0),
+						     (uintptr_t)&io->info | TAG_AGAIN, 0);
+			io->again |= AGAIN_GONE;
+		}
+		return;
+	}
+	if (io->again & (AGAIN_ASK | AGAIN_TIMER))
+		return; /* an answer is due: it decides */
+	if (tag == TAG_AGAIN)
+		io_cancel_op(e, io); /* the timer fired (or was cancelled): ask */
+	else if (tag == TAG_CANCEL && missed)
+		io_again_later(e, io);
 }
 
 /* A frame that was asked to cancel still submits the operation, followed
@@ -69,7 +182,10 @@ static int io_resume(co_awaiter *a, co_frame *f)
 		co_signals *s = co__container_of(io, co_signals, io);
 		return io->res == (int)sizeof s->info ? (int)s->info.ssi_signo : -EIO;
 	}
-	if ((io->kind & K_DEADLINE) && io->tres == -ETIME &&
+	/* the timeout fired: its cancel ended the operation (-ETIME), or
+	 * missed it and the library's own did (io_again) */
+	if ((io->kind & K_DEADLINE) &&
+	    (io->tres == -ETIME || io->tres == -ENOENT || io->tres == -EALREADY) &&
 	    (io->res == -ECANCELED || io->res == -EINTR))
 		return -ETIME;
 	return io->res;
@@ -98,12 +214,15 @@ static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags,
 {
 	co_io *io = co__container_of(info, co_io, info);
 
-	CO__TRACE_COMPLETE(io->frame, info, res, tag);
+	if (tag < TAG_CANCEL) /* (the library's own cancels and timers: not traced) */
+		CO__TRACE_COMPLETE(io->frame, info, res, tag);
 	if (co__likely((tag | (cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE))) == 0)) {
 		io->res = res; /* the operation's one CQE */
 		io->cqe_flags = cqe_flags;
 	} else if (tag == TAG_DEADLINE) {
 		io->tres = res;
+	} else if (tag != TAG_OP) { /* the library's cancel or timer: no longer due */
+		io->again &= (unsigned char)~(tag == TAG_CANCEL ? AGAIN_ASK : AGAIN_TIMER | AGAIN_GONE);
 	} else if (!(cqe_flags & IORING_CQE_F_NOTIF)) {
 		/* a zero-copy send's first CQE: its notification follows, the
 		 * await ends with that (the buffer is free again) */
@@ -111,8 +230,12 @@ static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags,
 		io->cqe_flags = cqe_flags;
 		io->pending++;
 	}
-	if (--io->pending == 0 && io->frame)
-		co__engine_wake_here(e, io->frame);
+	if (--io->pending == 0) {
+		if (io->frame)
+			co__engine_wake_here(e, io->frame);
+	} else if (co__unlikely(io->kind & (K_AGAIN | K_DEADLINE))) {
+		io_again(e, io, tag, res);
+	}
 }
 
 /* An await that completes at once with err (bad arguments, no engine):

@@ -233,8 +233,12 @@ struct co_engine {
 	                                   may take frames */
 	CO__ATOMIC(void *) view_req;    /* private: a view's request, taken by
 	                                   the next turn (lib/engine_view.c) */
-	void *reserved[4];              /* private: room for fields of later
-	                                   versions (docs/abi.md) */
+	uint64_t cancel_again;          /* private: when a cancel stop next asks
+	                                   the kernel to cancel what is in flight
+	                                   (owner thread; a reserved slot before) */
+	void *reserved[4 - sizeof(uint64_t) / sizeof(void *)]; /* private: room
+	                                   for fields of later versions
+	                                   (docs/abi.md) */
 };
 
 /*
