@@ -1147,6 +1147,52 @@ static void misuse_reenter_signal(void)
 	misuse_reenter(1);
 }
 
+/* A coroutine body called as a plain function on its caller's frame
+ * (instead of awaited as a child with a frame of its own): its CO_BEGIN
+ * finds the caller's body running on that frame, and traps. */
+static int plain_helper_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_YIELD(f);
+	CO_END(f);
+}
+
+static int plain_caller_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	(void)plain_helper_fn(f); /* the misuse */
+	CO_YIELD(f);
+	CO_END(f);
+}
+
+static void misuse_body_called_plainly(void)
+{
+	co_frame fr;
+
+	co_init(&fr, plain_caller_fn);
+	co_resume(&fr);
+}
+
+/* The right way, for contrast: the same helper awaited as a child, and a
+ * frame resumed many times, never trip the mark. */
+struct helped {
+	co_frame co;
+	co_frame kid;
+	int k;
+};
+
+static int helped_fn(co_frame *f)
+{
+	struct helped *h = (struct helped *)f;
+	CO_BEGIN(f);
+	for (h->k = 0; h->k < 3; h->k++) {
+		co_init(&h->kid, plain_helper_fn);
+		CO_AWAIT(f, &h->kid);
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
 static struct tgen tiny_probe;
 
 static void misuse_tiny_after_end(void)
@@ -1300,6 +1346,16 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
 	assert_true(traps_with(misuse_reenter_self, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_reenter_signal, "co_resume: frame is running"));
+	assert_true(traps_with(misuse_body_called_plainly, "called as a plain function"));
+	{
+		struct helped h;
+		int n = 0;
+
+		co_init(&h.co, helped_fn);
+		while (co_resume(&h.co) != CO_DONE)
+			n++;
+		assert_int_equal(n, 6); /* 3 child yields, 3 of its own */
+	}
 	assert_true(traps_with(misuse_tiny_after_end, "co_tiny: resumed after its end"));
 	assert_true(traps_with(misuse_tiny_reenter, "or while it runs"));
 #else

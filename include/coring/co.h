@@ -290,6 +290,8 @@ enum {
 	CO__ST_SLOW = 0xffu,         /* the low byte: any bit set, the slow path */
 	CO__ST_SPAWNED = 1u << 8,    /* root: owned by a runner (loop/engine) */
 	CO__ST_TASK = 1u << 9,       /* root: a scheduler's top-level task */
+	CO__ST_IN_BODY = 1u << 10,   /* its body runs now (debug builds: set by
+	                                CO_BEGIN, cleared at each exit) */
 };
 
 /* The RUNNING bit where it is kept: debug builds only, so that release
@@ -1040,22 +1042,38 @@ extern "C" {
 #endif
 
 /* Entering a body: debug builds trap on a finished co_tiny and on a
- * re-entry, and mark the tiny frame running; leaving, the mark goes.
- * Finishing, a co_tiny's label moves to CO_END's own resume point, which
- * returns CO_DONE, so a finished one called again costs no test on entry.
- * No code at all for a co_frame (co_resume does all this). */
+ * re-entry, and mark the frame as inside its body; every exit (a
+ * suspension, the start of a child, the end) takes the mark off, before
+ * an awaiter's suspend (from there on another thread may own the frame).
+ * So a body entered while the same frame's body runs traps: a coroutine
+ * body called as a plain function on its caller's frame, instead of
+ * awaited as a child with a frame of its own. Finishing, a co_tiny's label
+ * moves to CO_END's own resume point, which returns CO_DONE, so a finished
+ * one called again costs no test on entry. The mark is set and taken off
+ * in the body's own translation unit, whatever CO_DEBUG the runner was
+ * built with. Release builds: no code. */
 #if CO_DEBUG
 #define CO__TINY_ENTER(f)                                                  \
 	if (CO__TINY(f)) {                                                 \
 		CO__CHECK(!((f)->state & (CO__TINY_DONE | CO__TINY_RUNNING)), \
 			  "co_tiny: resumed after its end, or while it runs"); \
 		(f)->state |= CO__TINY_RUNNING;                            \
+	} else {                                                           \
+		CO__CHECK(!((f)->state & CO__ST_IN_BODY),                  \
+			  "CO_BEGIN: this frame's body runs already: a coroutine body " \
+			  "called as a plain function? Await it as a child, with a " \
+			  "frame of its own (CO_AWAIT(f, &child.co))");       \
+		(f)->state |= CO__ST_IN_BODY;                              \
 	}
 #define CO__LEAVE(f)                                                       \
-	(CO__TINY(f) ? (void)((f)->state &= (unsigned char)~CO__TINY_RUNNING) : (void)0)
+	(CO__TINY(f) ? (void)((f)->state &= (unsigned char)~CO__TINY_RUNNING)     \
+		     : (void)((f)->state &= (unsigned)~CO__ST_IN_BODY))
+/* an await that ended at once: the body goes on */
+#define CO__BACK(f) (CO__TINY(f) ? (void)0 : (void)((f)->state |= CO__ST_IN_BODY))
 #else
 #define CO__TINY_ENTER(f)
 #define CO__LEAVE(f) ((void)0)
+#define CO__BACK(f) ((void)0)
 #endif
 /* A lean co_frame's status takes the label's word at its end: 0 unless
  * CO_RETURN stored one (and returned without coming here). */
@@ -1185,6 +1203,7 @@ extern "C" {
 	goto co__finish; /* where a co_tiny's CO_RETURN comes too */      \
 	co__finish:                                                        \
 	CO__FINISH(f);                                                     \
+	CO__LEAVE(f);                                                      \
 	CO__END_HERE                                                       \
 	}                                                                  \
 	return CO__RET_DONE;                                               \
@@ -1193,7 +1212,8 @@ extern "C" {
 /*
  * CO_YIELD(f): suspend; the next co_resume() continues after it. Inside a
  * child, the whole chain yields and the next resume of the root continues
- * here. With a runner, the frame goes to the back of the ready queue.
+ * here. On an engine the frame runs again at the engine's next loop turn
+ * (coring/engine.h, co_next_turn); on a co_loop, at the back of its queue.
  *
  *     for (s->i = 0; s->i < 10; s->i++) { work(s->i); CO_YIELD(f); }
  */
@@ -1236,6 +1256,7 @@ extern "C" {
 		(f)->status = (st);                                    \
 		if (CO__TINY(f))                                           \
 			goto co__finish; /* in CO_END */                   \
+		CO__LEAVE(f);                                              \
 		return CO__RET_DONE;                                       \
 	} while (0)
 
@@ -1273,11 +1294,13 @@ extern "C" {
 		CO__MARK(f);                                               \
 		CO__NOT_TINY(f);                                           \
 		CO__SET(f);                                                \
+		CO__LEAVE(f);                                              \
 		{                                                          \
 			int co__ret = CO__AWAIT_BEGIN((f), (x));           \
 			if (co__ret != CO__GO_ON)                          \
 				return co__ret;                            \
 		}                                                          \
+		CO__BACK(f);                                               \
 		CO__FALLTHROUGH;                                           \
 		CO__HERE(f);                                               \
 		(f)->result = CO__AWAIT_END((f), (x));                     \
@@ -1310,8 +1333,10 @@ extern "C" {
 		CO__MARK(f);                                               \
 		CO__NOT_TINY(f);                                           \
 		CO__SET(f);                                                \
+		CO__LEAVE(f);                                              \
 		if (co__call_begin((f), (kid)))                            \
 			return CO__RET_CALL;                               \
+		CO__BACK(f);                                               \
 		CO__FALLTHROUGH;                                           \
 		CO__HERE(f);                                               \
 		(f)->result = co__call_end(f);                             \
