@@ -25,11 +25,11 @@ int co_graph_init(co_graph *g)
 /*
  * co_graph.phase. RUNNING -> WAKING is stored under the graph's lock, so a
  * frame that comes to wait either parks before it (and is woken) or sees
- * it (and completes at once). Both WAKING and OVER are stored with release
- * by the context that counted the last node, after it acquired every
- * count: whoever reads either with acquire sees every node's writes. OVER
- * comes last, after the waiters were woken: nothing in coring touches the
- * graph after that store.
+ * it (and completes at once, its result read under the lock). OVER is
+ * stored with release by the context that counted the last node, after it
+ * acquired every count and woke the waiters: whoever reads it with acquire
+ * sees every node's writes, and nothing in coring touches the graph after
+ * that store.
  */
 enum {
 	GRAPH_IDLE = 0,    /* never spawned, or destroyed since */
@@ -180,7 +180,7 @@ static void graph_over(co_graph *g)
 	int err = atomic_load_explicit(&g->error, memory_order_relaxed);
 
 	co__spin_lock(&g->lock);
-	atomic_store_explicit(&g->phase, GRAPH_WAKING, memory_order_release);
+	atomic_store_explicit(&g->phase, GRAPH_WAKING, memory_order_relaxed);
 	while (g->q.head)
 		co__wait_claim(g->q.head, err, &l);
 	co__spin_unlock(&g->lock);
@@ -387,12 +387,12 @@ int co_graph_done(const co_graph *g)
 
 	if (g == NULL)
 		return -EINVAL;
-	/* acquire: pairs with graph_over's releases (every node's writes);
-	 * WAKING counts as done: a destroy then waits for the wake's end */
+	/* acquire: pairs with graph_over's release of OVER (every node's
+	 * writes); while the waiters are being woken it is not over yet */
 	phase = atomic_load_explicit(&g->phase, memory_order_acquire);
 	if (phase == GRAPH_IDLE)
 		return -EINVAL;
-	return phase != GRAPH_RUNNING;
+	return phase == GRAPH_OVER;
 }
 
 /* ---- awaiting the graph: the waiter core ------------------------------------------ */

@@ -317,12 +317,17 @@ static void test_long_chain_skipped(void **state)
 /* ---- kinds, waiting, polling: the pieces ------------------------------------------------ */
 
 /* A node that notes the kind of context it ran on, may first wait on a
- * gate (an event the test sets), then sums its inputs' values and writes
- * its own: plain memory, no atomics (the graph's ordering publishes it). */
+ * gate (an event the test sets) or meet other nodes, then sums its inputs'
+ * values and writes its own: plain memory, no atomics (the graph's
+ * ordering publishes it). */
 struct job {
 	co_frame co;
 	co_waiter w;
 	co_event *gate;           /* NULL: none */
+	atomic_int *meet;         /* NULL: none; else spin until meet_n came */
+	int meet_n;
+	co_graph_node *after;     /* NULL: none; else spin until it is DONE */
+	co_event *signal;         /* NULL: none; else set it at the end */
 	unsigned kind;            /* co_context_current()->kind */
 	int ret, gate_res;
 	atomic_int runs;
@@ -341,10 +346,23 @@ static int job_fn(co_frame *f)
 		CO_AWAIT(f, co_event_wait(&j->w, j->gate));
 		j->gate_res = co_result(f);
 	}
+	if (j->meet) {
+		/* Nodes on other contexts (threads) end together. Relaxed: the
+		 * meeting orders nothing, so under TSan what orders their
+		 * writes and ends is the graph alone (no earlier end of one
+		 * reaches the other through the scheduler's own atomics). */
+		atomic_fetch_add_explicit(j->meet, 1, memory_order_relaxed);
+		while (atomic_load_explicit(j->meet, memory_order_relaxed) < j->meet_n)
+			sched_yield();
+	}
+	while (j->after && atomic_load_explicit(&j->after->state, memory_order_relaxed) != CO_NODE_DONE)
+		sched_yield(); /* relaxed: orders nothing either */
 	j->sum = 0;
 	for (int i = 0; i < j->nin; i++)
 		j->sum += j->in[i]->value;
 	j->value = j->base + j->sum;
+	if (j->signal)
+		co_event_set(j->signal);
 	CO_RETURN(f, j->ret);
 	CO_END(f);
 }
@@ -376,6 +394,8 @@ struct gwait {
 	void *own;                /* freed after a destroy */
 	size_t own_size;
 	struct job *look;         /* read look->value after the wait */
+	atomic_int *meet;         /* NULL: none; else counted in (relaxed)
+	                             right before the first wait */
 	unsigned kind;
 	int res, dres, tries;
 	long seen;
@@ -393,6 +413,8 @@ static int gwait_fn(co_frame *f)
 		aw = co_graph_wait(x->null_w ? NULL : &x->w, x->g);
 		if (x->limit)
 			aw = co_wait_for(aw, x->limit);
+		if (x->meet && x->tries == 0)
+			atomic_fetch_add_explicit(x->meet, 1, memory_order_relaxed);
 		x->tries++;
 		CO_AWAIT(f, aw);
 		x->res = co_result(f);
@@ -918,7 +940,8 @@ static void test_many_waiters(void **state)
 
 /* ---- values passed between nodes: plain writes, read by a successor elsewhere -------------- */
 
-#define VALUE_ROUNDS 200
+#define VALUE_ROUNDS 100
+#define VALUE_HOLD 65536
 
 static const co_sched_group one_each[3] = {
 	{ .contexts = 1 }, { .contexts = 1 }, { .contexts = 1 },
@@ -926,32 +949,60 @@ static const co_sched_group one_each[3] = {
 
 static void test_values_between_nodes(void **state)
 {
-	/* p (kind 0) and q (kind 1) write plain values; r (kind 2) sums
-	 * them; t (kind 0) reads r's. Under TSan a weaker order of the
-	 * predecessor count makes r's reads a race. */
+	/*
+	 * p (kind 0) and q (kind 1) write plain values; r (kind 2) sums them
+	 * and then sets an event; d waits for p and for h (which waits on
+	 * that event). Without the graph's ordering nothing orders p's write
+	 * before r's read, not even the scheduler's own atomics, which would
+	 * hide a missing order from TSan:
+	 *  - p and q meet (relaxed) before p writes: q's context was running
+	 *    before the write, so nothing it did to start q carries it;
+	 *  - q ends once p's node is DONE (a relaxed look), so q's count is
+	 *    (in practice) the last of r's two: q's context submits r;
+	 *  - p's successor list goes on after r with VALUE_HOLD edges to d,
+	 *    which cannot start before h: p's context is still counting them
+	 *    when q submits r, so p's task has not ended yet (its end would
+	 *    reach q through the scheduler's count of tasks).
+	 * Under TSan, with the predecessor count decremented relaxed, r's
+	 * read of p's value is reported as a race.
+	 */
+	enum { P, Q, R, H, D, N };
+	static const unsigned kind[N] = { 0, 1, 2, 1, 0 };
 	co_sched s;
 	co_sched_opts o = { .groups = one_each, .ngroups = 3 };
 	co_graph g;
-	co_graph_node n[4];
-	struct job j[4];
+	co_graph_node n[N];
+	struct job j[N];
+	co_event ev;
+	atomic_int meet;
 	(void)state;
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	for (int round = 0; round < VALUE_ROUNDS; round++) {
+		atomic_init(&meet, 0);
+		assert_int_equal(co_event_init(&ev, 0), 0);
 		assert_int_equal(co_graph_init(&g), 0);
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < N; i++) {
 			job_init(&j[i], (long)round * 1000 + i, 0);
-			assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, (unsigned)(i % 3)), 0);
+			assert_int_equal(co_graph_add_kind(&g, &n[i], &j[i].co, kind[i]), 0);
 		}
-		job_input(&j[2], &j[0]);
-		job_input(&j[2], &j[1]);
-		job_input(&j[3], &j[2]);
-		assert_int_equal(co_graph_precede(&n[0], &n[2]), 0);
-		assert_int_equal(co_graph_precede(&n[1], &n[2]), 0);
-		assert_int_equal(co_graph_precede(&n[2], &n[3]), 0);
+		j[P].meet = j[Q].meet = &meet;
+		j[P].meet_n = j[Q].meet_n = 2;
+		j[Q].after = &n[P];
+		j[R].signal = &ev;
+		j[H].gate = &ev;
+		job_input(&j[R], &j[P]);
+		job_input(&j[R], &j[Q]);
+		assert_int_equal(co_graph_precede(&n[P], &n[R]), 0);
+		assert_int_equal(co_graph_precede(&n[Q], &n[R]), 0);
+		for (int i = 0; i < VALUE_HOLD; i++)
+			assert_int_equal(co_graph_precede(&n[P], &n[D]), 0);
+		assert_int_equal(co_graph_precede(&n[H], &n[D]), 0);
 		assert_int_equal(co_graph_run(&g, &s), 0);
-		assert_int_equal(j[2].sum, j[0].base + j[1].base);
-		assert_int_equal(j[3].sum, j[2].base + j[2].sum);
+		assert_int_equal(j[R].sum, j[P].base + j[Q].base);
+		for (int i = 0; i < N; i++)
+			assert_int_equal(atomic_load(&j[i].runs), 1);
 		assert_int_equal(co_graph_destroy(&g), 0);
+		assert_int_equal(co_event_destroy(&ev), 0);
 	}
 	assert_int_equal(co_sched_tasks(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
@@ -961,27 +1012,44 @@ static void test_values_between_nodes(void **state)
 
 #define DESTROY_ROUNDS 200
 
-/* A graph in memory of its own, poisoned and freed right after destroy. */
+/* A graph in memory of its own, poisoned and freed right after destroy:
+ * x (kind 0) and y (kind 1) meet and end together; z (kind 1) after both
+ * sums their values. */
 struct owned {
 	co_graph g;
 	co_graph_node n[3];
 	struct job j[3];
+	atomic_int meet;
 };
 
 static struct owned *owned_new(void)
 {
-	/* x (kind 0) -> z (kind 2); y (kind 1) alone */
 	struct owned *r = malloc(sizeof *r);
+	static const unsigned kind[3] = { 0, 1, 1 };
 
 	assert_non_null(r);
+	atomic_init(&r->meet, 0);
 	assert_int_equal(co_graph_init(&r->g), 0);
 	for (int i = 0; i < 3; i++) {
 		job_init(&r->j[i], 10 * (i + 1), 0);
-		assert_int_equal(co_graph_add_kind(&r->g, &r->n[i], &r->j[i].co, (unsigned)i), 0);
+		assert_int_equal(co_graph_add_kind(&r->g, &r->n[i], &r->j[i].co, kind[i]), 0);
 	}
+	r->j[0].meet = r->j[1].meet = &r->meet;
+	r->j[0].meet_n = r->j[1].meet_n = 2;
 	job_input(&r->j[2], &r->j[0]);
+	job_input(&r->j[2], &r->j[1]);
 	assert_int_equal(co_graph_precede(&r->n[0], &r->n[2]), 0);
+	assert_int_equal(co_graph_precede(&r->n[1], &r->n[2]), 0);
 	return r;
+}
+
+/* Until the waiter is done; the test thread touches nothing of the
+ * scheduler meanwhile (so under TSan nothing it does after the spawn
+ * reaches the contexts). */
+static void until_done(struct gwait *x)
+{
+	while (!atomic_load(&x->done))
+		sched_yield();
 }
 
 static void test_destroy_right_after_end(void **state)
@@ -989,40 +1057,43 @@ static void test_destroy_right_after_end(void **state)
 	co_sched s;
 	co_sched_opts o = { .groups = one_each, .ngroups = 3 };
 	struct gwait *x = calloc(DESTROY_ROUNDS, sizeof *x);
-	int by_waiter = 0;
 	(void)state;
 	assert_non_null(x);
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	for (int round = 0; round < DESTROY_ROUNDS; round++) {
 		struct owned *r = owned_new();
 
-		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
+		gwait_init(&x[round], &r->g, 0);
 		if (round % 2) {
 			/* a waiter destroys it as soon as its wait returns */
-			gwait_init(&x[round], &r->g, 0);
+			assert_int_equal(co_graph_spawn(&r->g, &s), 0);
 			x[round].destroy = 1;
 			x[round].own = r;
 			x[round].own_size = sizeof *r;
-			assert_int_equal(co_sched_spawn_kind(&s, (unsigned)(round % 3), &x[round].co), 0);
-			by_waiter++;
+			x[round].look = &r->j[2];
+			assert_int_equal(co_sched_spawn_kind(&s, 2, &x[round].co), 0);
+			until_done(&x[round]);
+			assert_int_equal(x[round].res, 0);
+			assert_int_equal(x[round].dres, 0);
+			assert_int_equal(x[round].seen, 30 + 10 + 20);
 			continue;
 		}
-		/* this thread polls, reads, destroys */
+		/* this thread polls, reads, destroys; a waiter (which x and y
+		 * wait for) is woken at the end meanwhile */
+		x[round].meet = &r->meet;
+		r->j[0].meet_n = r->j[1].meet_n = 3;
+		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
+		assert_int_equal(co_sched_spawn_kind(&s, 2, &x[round].co), 0);
 		while (co_graph_done(&r->g) != 1)
-			sched_yield();
-		assert_int_equal(r->j[2].value, 30 + 10);
-		assert_int_equal(r->j[1].value, 20);
+			; /* no yield: a poll as often as it can */
+		assert_int_equal(r->j[2].value, 30 + 10 + 20);
 		assert_int_equal(co_graph_destroy(&r->g), 0);
-		memset(r, 0x5a, sizeof *r);
+		memset(r, 0x5a, sizeof *r); /* the waiter's wait is over: r is ours */
 		free(r);
+		until_done(&x[round]);
+		assert_int_equal(x[round].res, 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
-	for (int round = 1; round < DESTROY_ROUNDS; round += 2) {
-		assert_int_equal(x[round].res, 0);
-		assert_int_equal(x[round].dres, 0);
-		assert_int_equal(atomic_load(&x[round].done), 1);
-	}
-	assert_int_equal(by_waiter, DESTROY_ROUNDS / 2);
 	assert_int_equal(co_sched_tasks(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
 	free(x);
@@ -1051,15 +1122,14 @@ static void test_destroy_while_spawn_returns(void **state)
 		x[round].destroy = 1;
 		x[round].own = r;
 		x[round].own_size = sizeof *r;
-		assert_int_equal(co_sched_spawn_kind(&s, (unsigned)(round % 3), &x[round].co), 0);
+		assert_int_equal(co_sched_spawn_kind(&s, 2, &x[round].co), 0);
 		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
 		/* r may be gone already */
-	}
-	assert_int_equal(co_sched_run(&s), 0);
-	for (int round = 0; round < SPAWN_ROUNDS; round++) {
+		until_done(&x[round]);
 		assert_int_equal(x[round].res, 0);
 		assert_int_equal(x[round].dres, 0);
 	}
+	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(co_sched_tasks(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
 	free(x);

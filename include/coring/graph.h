@@ -157,9 +157,10 @@ CO_API int co_graph_run_kind(co_graph *g, co_sched *s, unsigned kind);
 
 /*
  * Without blocking (a main thread that ticks a manual context): 1 once
- * every node finished or was skipped: every node's writes are then
- * visible to the caller (acquire), and co_graph_destroy succeeds; 0 while
- * nodes run; -EINVAL (NULL, never spawned, or destroyed since).
+ * the run is over (every node finished or was skipped, and the graph's
+ * waiters were woken): every node's writes are then visible to the caller
+ * (acquire), and co_graph_destroy succeeds at once; 0 while it runs;
+ * -EINVAL (NULL, never spawned, or destroyed since).
  */
 CO_API int co_graph_done(const co_graph *g);
 
@@ -168,9 +169,10 @@ CO_API int co_graph_done(const co_graph *g);
  * a coroutine on any context (a manual one too: it parks, and a tick after
  * the end resumes it) or any engine. The value is the graph's error (its
  * first failure) or 0, and every node's writes are visible after it; at
- * once if the graph is over already. -EINVAL (NULL w or g, a graph never spawned or destroyed
- * since), -ETIME (co_wait_for's time ran out; the graph runs on),
- * -ECANCELED (co_cancel; the graph runs on). Any number of frames may
+ * once if the graph is over already. -EINVAL (NULL w or g, a graph
+ * never spawned or destroyed since), -ETIME (co_wait_for's time ran out;
+ * the graph runs on), -ECANCELED (co_cancel; the graph runs on), -ENXIO
+ * (a time limit on a frame no engine runs). Any number of frames may
  * wait; the end wakes them all. The graph cannot be destroyed while a
  * frame waits (-EBUSY: it is running).
  */
