@@ -27,6 +27,8 @@
 #include <cmocka.h>
 
 #include <coring/io.h>
+#include <coring/pool.h>
+#include <coring/scheduler.h>
 #include <coring/timeout.h>
 #include "helpers.h"
 
@@ -814,6 +816,51 @@ static void test_signals(void **state)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The library's threads (a scheduler's contexts, a pool's workers) block
+ * the signals a program handles, so opening co_signals after starting them
+ * still catches a signal sent to the process: no library thread takes it
+ * (its default action would end the process). */
+struct late_sigs {
+	co_frame co;
+	co_signals s;
+	int r;
+};
+
+static int late_sigs_fn(co_frame *f)
+{
+	struct late_sigs *l = (struct late_sigs *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_deadline(co_signals_wait(&l->s), 30 * CO_S)); /* a hang guard */
+	l->r = co_result(f);
+	CO_END(f);
+}
+
+static void test_signals_after_library_threads(void **state)
+{
+	struct late_sigs l;
+	co_sched sch;
+	co_pool pool;
+	sigset_t set, old;
+	(void)state;
+	memset(&l, 0, sizeof l);
+	assert_int_equal(co_sched_init(&sch, &(co_sched_opts){ .contexts = 2 }), 0);
+	assert_int_equal(co_pool_init(&pool, 2), 0);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(SIG_SETMASK, NULL, &old);
+	assert_int_equal(co_signals_open(&l.s, &set), 0); /* after the threads */
+	assert_int_equal(kill(getpid(), SIGTERM), 0);     /* to the process */
+	co_init(&l.co, late_sigs_fn);
+	co_test_run1(&l.co);
+	assert_int_equal(l.r, SIGTERM);
+	assert_int_equal(co_signals_close(&l.s), 0);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	co_sched_stop(&sch, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&sch), 0);
+	assert_int_equal(co_sched_destroy(&sch), 0);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* A co_signals never opened (zeroed: its fd field is 0): close closes
  * nothing (descriptor 0 stays open) and says -EINVAL; a wait on it reads
  * nothing (-EBADF). */
@@ -865,6 +912,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_ftruncate_and_waitid),
 	cmocka_unit_test(test_registered_files_and_buffers),
 	cmocka_unit_test(test_signals),
+	cmocka_unit_test(test_signals_after_library_threads),
 	cmocka_unit_test(test_signals_never_opened),
 };
 

@@ -132,8 +132,9 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
 
 /*
  * Signals as an await: co_signals_open blocks the signals of set in the
- * calling thread (block them before starting other threads, which inherit
- * the mask, or in each) and opens a signalfd for them; each
+ * calling thread (the threads coring starts block them already; block them
+ * before starting threads of your own, which inherit the mask, or in each)
+ * and opens a signalfd for them; each
  * co_signals_wait ends with the number of the next one that arrives (its
  * details in s->info), or a negative errno. Deadlines, co_timeout and
  * cancellation apply. co_signals_close closes the descriptor; the signals
@@ -141,7 +142,7 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
  * is 0): -EINVAL, nothing closed; a wait on it ends with -EBADF.
  *
  *     sigemptyset(&set); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
- *     co_signals_open(&sigs, &set);                    // before the threads
+ *     co_signals_open(&sigs, &set);                    // before your threads
  *     CO_AWAIT(f, co_signals_wait(&sigs));             // SIGTERM or SIGINT
  */
 typedef struct co_signals {
