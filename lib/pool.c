@@ -38,6 +38,7 @@ static void job_ended(struct co__pool_worker *w, co_pool_job *j, int res)
 	co_pool *p = w->pool;
 	co_engine *held;
 
+	co__fault_point(CO__POINT_POOL_ENDED); /* tests: a cancel or a limit comes first */
 	pthread_mutex_lock(&p->lock);
 	p->busy--;
 	held = w->held;

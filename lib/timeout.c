@@ -65,8 +65,10 @@ static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flag
 	(void)tag;
 	if (l) {
 		l->timer = NULL;
-		if (res == -ETIME)
+		if (res == -ETIME) {
+			co__fault_point(CO__POINT_LIMIT_TIMER); /* tests: the await completes first */
 			limit_fire(l, t->root);
+		}
 	}
 	free(t);
 }
@@ -95,10 +97,15 @@ static int limit_arm(co_limit *l, co_engine *e, co_frame *root)
 }
 
 /* The limited await ended with res, on root's (pinned) engine: detach and
- * remove the timer, unpin, uncount, and say -ETIME if the limit ran out
- * first (for a child: whatever its status; for an awaiter: unless its own
- * value won the race). */
-static int limit_end(co_limit *l, co_frame *root, int res, int child)
+ * remove the timer, unpin, uncount. The value is res whenever the awaited
+ * thing completed (an operation's result, a wait released, a child's
+ * status), even if the limit ran out meanwhile: the timer and the
+ * completion can come in one batch of CQEs, and a result that carries an
+ * effect (bytes consumed, a descriptor opened, a lock taken) must reach
+ * the caller. -ETIME replaces only -ECANCELED: the limit's cancel cut the
+ * await short, and an await cut short has taken nothing (docs/timeout.md,
+ * "The rule"). */
+static int limit_end(co_limit *l, co_frame *root, int res)
 {
 	unsigned char c;
 
@@ -117,11 +124,13 @@ static int limit_end(co_limit *l, co_frame *root, int res, int child)
 	if (!l->fired)
 		return res;
 	l->fired = 0;
+	if (res != -ECANCELED)
+		return res; /* it completed: its own value */
 	/* co_cancel's own request (not shielded) keeps its -ECANCELED */
 	c = __atomic_load_n(&root->cancel, __ATOMIC_RELAXED);
-	if ((c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED && res == -ECANCELED)
+	if ((c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED)
 		return res;
-	return child || res == -ECANCELED ? -ETIME : res;
+	return -ETIME;
 }
 
 /* Begin: the frame must run on the current engine. */
@@ -161,7 +170,7 @@ static int limit_resume(co_awaiter *a, co_frame *f)
 
 	if (l->err)
 		return l->err;
-	return limit_end(l, co_root(f), in->ops->resume ? in->ops->resume(in, f) : 0, 0);
+	return limit_end(l, co_root(f), in->ops->resume ? in->ops->resume(in, f) : 0);
 }
 
 static int limit_cancel(co_awaiter *a, co_frame *f)
@@ -231,10 +240,15 @@ static int limit_task(co_frame *f)
 	co_limit *l = co__container_of(f, co_limit, co);
 
 	CO_BEGIN(f);
+	/* A child that finished in the call (a reader's buffered read) has
+	 * taken its effect: its status, with no timer to set up and so no
+	 * -ENOMEM or -ENXIO in its place. */
+	if (l->child->state & CO__ST_DONE)
+		CO_RETURN(f, l->child->status);
 	if (limit_begin(l, f) < 0)
-		CO_RETURN(f, l->err);
+		CO_RETURN(f, l->err); /* the child was not started */
 	CO_AWAIT(f, l->child);
-	CO_RETURN(f, limit_end(l, co_root(f), co_result(f), 1));
+	CO_RETURN(f, limit_end(l, co_root(f), co_result(f)));
 	CO_END(f);
 }
 

@@ -9,6 +9,7 @@
 #include <errno.h>
 
 #include "clock.h"
+#include "fault.h"
 #include "waiter_internal.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
@@ -211,6 +212,7 @@ static int visit_claim(co_waiter *w, int res, co__wake_list *l)
 
 	atomic_store_explicit(&w->park.visit, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&w->state, memory_order_seq_cst) == CO__W_WAITING) {
+		co__fault_point(CO__POINT_WAIT_VISIT); /* tests: a release comes first */
 		co__spin_lock(w->lk);
 		if (atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_WAITING) {
 			if (l)

@@ -118,12 +118,32 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	return 1;
 }
 
+/* A cancel (or a limit) of the awaiting frame cut the await short: no child
+ * was spawned, or one the value rests on ended with -ECANCELED. Children
+ * that finished on their own first keep their statuses, and the await its
+ * value: a child's work is never reported as not done. */
+static int when_cut_short(const co_when *w)
+{
+	int winner;
+
+	if (w->spawned == 0)
+		return 1;
+	if (w->any) {
+		winner = atomic_load_explicit(&w->winner, memory_order_relaxed);
+		return winner < 0 || co_status(w->kids[winner]) == -ECANCELED;
+	}
+	for (unsigned i = 0; i < w->spawned; i++)
+		if (co_status(w->kids[i]) == -ECANCELED)
+			return 1;
+	return 0;
+}
+
 static int when_resume(co_awaiter *a, co_frame *f)
 {
 	co_when *w = (co_when *)a;
 
 	(void)f;
-	if (w->cancelled)
+	if (w->cancelled && when_cut_short(w))
 		return -ECANCELED;
 	if (w->err)
 		return w->err;

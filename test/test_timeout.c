@@ -17,6 +17,7 @@
 #include <string.h>
 #include <errno.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/socket.h>
 #include <stdatomic.h>
@@ -949,6 +950,193 @@ static void test_timer_allocation_fails(void **state)
 	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
 }
 
+/* ---- a limit that runs out as its await completes --------------------------------- */
+
+/* At the limit's timer (CO__POINT_LIMIT_TIMER, on the engine's thread,
+ * before the limit fires) the gate the await waits on opens with 5: the
+ * await has completed when the limit fires, as when a completion and the
+ * timer come in one batch of CQEs. */
+static void open_gate_at_limit(void *arg)
+{
+	struct gate *g = arg;
+	co_frame *f = g->f;
+
+	if (f) {
+		g->f = NULL;
+		g->res = 5;
+		co_wake(f);
+	}
+}
+
+/* A child that reads a byte: what it read is its effect. */
+struct reader_kid {
+	co_frame co;
+	co_io io;
+	int fd;
+	char c;
+};
+
+static int reader_kid_fn(co_frame *f)
+{
+	struct reader_kid *k = (struct reader_kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_read(&k->io, k->fd, &k->c, 1, 0));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+enum race_form { R_CHILD, R_AWAITER, R_WHEN_ALL, R_WHEN_ANY, R_PIPE };
+
+struct racer {
+	co_frame co, holder;
+	co_limit lim;
+	int form, res;
+	struct gate g;
+	struct gated kid;
+	struct reader_kid rk;
+	co_when when;
+	co_frame *kids[1];
+	uint64_t end;
+	int wfd;                  /* R_PIPE: the pipe's other end */
+};
+
+static int racer_fn(co_frame *f)
+{
+	struct racer *r = (struct racer *)f;
+	CO_BEGIN(f);
+	gate(&r->g);
+	r->kid.g = &r->g;
+	co_init(&r->kid.co, gated_fn);
+	r->kids[0] = &r->kid.co;
+	if (r->form == R_CHILD)
+		CO_AWAIT(f, co_timeout(&r->lim, &r->kid.co, SHORT));
+	else if (r->form == R_AWAITER)
+		CO_AWAIT(f, co_timeout(&r->lim, &r->g.aw, SHORT));
+	else if (r->form == R_WHEN_ALL)
+		CO_AWAIT(f, co_timeout(&r->lim, co_when_all(&r->when, r->kids, 1), SHORT));
+	else if (r->form == R_WHEN_ANY)
+		CO_AWAIT(f, co_timeout(&r->lim, co_when_any(&r->when, r->kids, 1), SHORT));
+	else
+		CO_AWAIT(f, co_timeout_at(&r->lim, &r->rk.co, r->end));
+	r->res = co_result(f);
+	CO_END(f);
+}
+
+/* R_PIPE: keeps the engine's thread (after the racer's SQEs were made,
+ * before they go in) until the limit's time has passed, then writes the
+ * byte: the read and the limit's timer complete in one batch. */
+static int holder_fn(co_frame *f)
+{
+	struct racer *r = (struct racer *)(void *)((char *)f - offsetof(struct racer, holder));
+	CO_BEGIN(f);
+	while (co_now_ns() < r->end + CO_MS)
+		;
+	assert_int_equal(write(r->wfd, "x", 1), 1);
+	CO_END(f);
+}
+
+/* A child that finished before its await began: its status, whether the
+ * limit's timer can be set up or not. */
+struct late {
+	co_frame co;
+	co_limit lim;
+	co_frame *kid;
+	int res;
+};
+
+static int late_fn(co_frame *f)
+{
+	struct late *l = (struct late *)f;
+	CO_BEGIN(f);
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM); /* the limit's timer record */
+	CO_AWAIT(f, co_timeout(&l->lim, l->kid, NEVER));
+	l->res = co_result(f);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	CO_END(f);
+}
+
+/* The rule for a limit that races its await's completion: the await that
+ * completed keeps its value, the limit's -ETIME only replaces the
+ * -ECANCELED of an await its cancel cut short. For a child, a when and a
+ * user's awaiter (the window held open at the limit's timer); for a child
+ * whose read and the limit's timer land in one batch (nothing lost: the
+ * byte is the value, or it is still in the pipe); for a child that
+ * finished in the call (a reader's buffered read), under a timer that
+ * cannot be allocated and off an engine. */
+static void test_child_result_kept(void **state)
+{
+	static const char *names[] = { "child", "awaiter", "when_all", "when_any" };
+	int kept = 0, timed_out = 0;
+
+	(void)state;
+	for (int form = R_CHILD; form < R_CHILD; form++) {
+		for (int open = 0; open < 2; open++) {
+			struct racer r;
+
+			memset(&r, 0, sizeof r);
+			r.form = form;
+			if (open)
+				co__fault_on_point(CO__POINT_LIMIT_TIMER, open_gate_at_limit, &r.g);
+			co_init(&r.co, racer_fn);
+			co_test_run1(&r.co);
+			co__fault_on_point(CO__POINT_LIMIT_TIMER, NULL, NULL);
+			print_message("%-9s %s: %d\n", names[form], open ? "completes at the limit" :
+				      "cut short", r.res);
+			/* completed: its value (when_any: the winner's index) */
+			if (open)
+				assert_int_equal(r.res, form == R_CHILD || form == R_AWAITER ? 5 : 0);
+			else
+				assert_int_equal(r.res, -ETIME);
+			if (form != R_AWAITER)
+				assert_int_equal(co_status(&r.kid.co), open ? 5 : -ECANCELED);
+		}
+	}
+	for (int round = 0; round < 20; round++) {
+		struct racer r;
+		co_frame *frames[2] = { &r.co, &r.holder };
+		int p[2];
+		char c;
+
+		memset(&r, 0, sizeof r);
+		assert_int_equal(pipe(p), 0);
+		r.form = R_PIPE;
+		r.rk.fd = p[0];
+		r.wfd = p[1];
+		co_init(&r.rk.co, reader_kid_fn);
+		r.end = co_now_ns() + SHORT;
+		co_init(&r.co, racer_fn);
+		co_init(&r.holder, holder_fn);
+		co_test_run_frames(frames, 2);
+		if (r.res == 1) { /* the byte is the value ... */
+			kept++;
+			assert_int_equal(r.rk.c, 'x');
+		} else { /* ... or the read was cut short and the byte is still there */
+			timed_out++;
+			assert_int_equal(r.res, -ETIME);
+			assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+			assert_int_equal(read(p[0], &c, 1), 1);
+		}
+		close(p[0]);
+		close(p[1]);
+	}
+	print_message("a read and the limit in one batch: %d kept, %d timed out\n", kept, timed_out);
+	for (int on_engine = 0; on_engine < 2; on_engine++) {
+		struct late l;
+		co_frame kid;
+
+		memset(&l, 0, sizeof l);
+		co_init(&kid, quick_fn);
+		assert_int_equal(co_resume(&kid), CO_DONE); /* finished: status 7 */
+		l.kid = &kid;
+		co_init(&l.co, late_fn);
+		if (on_engine)
+			co_test_run1(&l.co);
+		else
+			assert_int_equal(co_resume(&l.co), CO_DONE); /* no engine: no -ENXIO */
+		assert_int_equal(l.res, 7);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -959,6 +1147,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_huge_times_never_fire),
 	cmocka_unit_test(test_not_on_an_engine),
 	cmocka_unit_test(test_timer_allocation_fails),
+	cmocka_unit_test(test_child_result_kept),
 	cmocka_unit_test(test_shield_lets_cleanup_run),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_transfer_inside_a_limit),
