@@ -105,13 +105,29 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
  * A free mutex goes to whoever asks first; unlock frees it and invites its
  * oldest waiter (claims it with MUTEX_RETRY), whose retry runs on its own
  * engine: it takes the mutex if it is still free, else it goes back to the
- * head of the queue. One invitation is on its way at a time (invited).
- * barges counts the acquisitions made while a frame waited (queued or
- * invited); a waiter notes it when it parks (u.mark), so barges - mark is
- * how many later arrivals overtook it. Unlock hands the mutex straight to
- * the oldest waiter (it stays locked, now that waiter's) when it has been
- * overtaken CO_MUTEX_OVERTAKES times, when it is a condition variable's
- * waiter re-locking (FIFO, as before its wait), and always in a FIFO mutex.
+ * head of the queue. One invitation is on its way at a time (invited); the
+ * invited waiter is older than every queued one.
+ *
+ * The bound. barges counts the acquisitions made by later arrivals while a
+ * frame waited (queued or invited): every take of a free mutex with a
+ * waiter queued or invited (a lock, a trylock, a condition waiter's
+ * re-lock: mutex_barge), not a retry's (the oldest overtakes nobody) nor a
+ * hand-off. A waiter notes it when it parks (u.mark; the invited one's is
+ * kept in invited_mark), so barges - mark is how many later arrivals
+ * overtook it, and no waiter has been overtaken more than the oldest one.
+ * Unlock hands the mutex on instead of freeing it (it stays locked, now
+ * that waiter's):
+ *   - to the invited waiter, once it has been overtaken CO_MUTEX_OVERTAKES
+ *     times (invited becomes MUTEX_HELD_FOR: its retry finds it held for
+ *     it and takes it);
+ *   - else, with no invitation on its way, to the head of the queue when it
+ *     has been overtaken CO_MUTEX_OVERTAKES times, when it is a condition
+ *     variable's waiter re-locking (FIFO, as before its wait), and always
+ *     in a FIFO mutex. Never past an invitation on its way: the head is
+ *     younger than the invited waiter.
+ * So the oldest waiter is overtaken CO_MUTEX_OVERTAKES times at most: the
+ * acquisition that brings its count there holds the mutex, and its unlock
+ * hands it on.
  *
  * word says whether it is held (MX_HELD) and whether anything beyond that
  * needs the lock (MX_SLOW: waiters queued, a retry due, destroyed).
@@ -127,6 +143,7 @@ static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *hel
  * parks.
  */
 #define MUTEX_RETRY 1      /* the value of an invited waiter until its retry */
+#define MUTEX_HELD_FOR 2   /* invited: and the mutex is held for its retry */
 #define MUTEX_POLLS 4      /* rounds of polling a mutex held on another engine */
 #define MUTEX_POLL_PAUSES 30
 #define MX_HELD 1u
@@ -198,6 +215,7 @@ static int mutex_setup(co_mutex *m, int fifo)
 	m->fifo = (unsigned char)fifo;
 	m->invited = 0;
 	m->barges = 0;
+	m->invited_mark = 0;
 	m->holder = NULL;
 	return 0;
 }
@@ -257,6 +275,19 @@ static int mutex_take_or_mark(co_mutex *m, co_engine *e)
 	}
 }
 
+/* Under the lock: take m for a later arrival (a lock, a trylock, a
+ * condition waiter's re-lock) of engine e if it is free (1: counted as an
+ * overtake of every waiter), else 0 with MX_SLOW set (the caller may
+ * queue). */
+static int mutex_barge(co_mutex *m, co_engine *e)
+{
+	if (!mutex_take_or_mark(m, e))
+		return 0;
+	if (m->q.head || m->invited)
+		m->barges++; /* it overtakes the waiters */
+	return 1;
+}
+
 /* Under the lock: take m if free, else TAKE_WAIT with MX_SLOW set (stale
  * if the caller does not queue after all: a trylock, a cancelled frame). */
 static int mutex_take(void *obj)
@@ -265,11 +296,7 @@ static int mutex_take(void *obj)
 
 	if (m->dead)
 		return TAKE_DEAD;
-	if (!mutex_take_or_mark(m, co__tls_engine))
-		return TAKE_WAIT;
-	if (m->q.head || m->invited)
-		m->barges++; /* it overtakes the waiters */
-	return TAKE_DONE;
+	return mutex_barge(m, co__tls_engine) ? TAKE_DONE : TAKE_WAIT;
 }
 
 /* Nobody waits and it is free: take it with one CAS. */
@@ -323,17 +350,21 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
 }
 
 /* An invited waiter's retry, on its engine's thread (with no engine, the
- * frame's own): take the mutex if it is still free, else back to the head
- * of the queue, unless the frame was cancelled meanwhile. The mutex cannot
- * be destroyed while the retry is due (invited). */
+ * frame's own): take the mutex if it is still free or held for it (handed
+ * at the bound), else back to the head of the queue, unless the frame was
+ * cancelled meanwhile. The mutex cannot be destroyed while the retry is
+ * due (invited). */
 static void mutex_retry(co_waiter *w)
 {
 	co_mutex *m = w->obj;
-	int waiting = 0;
+	int waiting = 0, handed;
 
 	co__lock(m);
+	handed = m->invited == MUTEX_HELD_FOR;
 	m->invited = 0;
-	if (mutex_take_or_mark(m, w->engine))
+	if (handed) /* held since that unlock: its now (MX_SLOW was set) */
+		mutex_hold(m, w->engine, 0);
+	if (handed || mutex_take_or_mark(m, w->engine))
 		w->res = 0;
 	else /* held, MX_SLOW set: back to the head of the queue */
 		waiting = co__wait_repark(w);
@@ -385,11 +416,12 @@ int co_mutex_trylock(co_mutex *m)
 	return try_take(&m->lock, mutex_take, m, -EBUSY);
 }
 
-/* Under the lock: hand m to its oldest waiter w rather than free it? */
+/* Under the lock, no invitation on its way: hand m to the head of its
+ * queue w rather than free it? */
 static int mutex_hand_off(co_mutex *m, co_waiter *w)
 {
 	return m->fifo || atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ||
-	       (unsigned)(m->barges - (unsigned)w->u.mark) >= CO_MUTEX_OVERTAKES;
+	       m->barges - (unsigned)w->u.mark >= CO_MUTEX_OVERTAKES;
 }
 
 int co_mutex_unlock(co_mutex *m)
@@ -414,15 +446,21 @@ int co_mutex_unlock(co_mutex *m)
 		return dead ? -EINVAL : -EPERM;
 	}
 	w = m->q.head;
-	if (w && mutex_hand_off(m, w)) {
-		/* stays held, now w's; a condition variable's waiter
-		 * (re-locking) keeps the result of its wait */
+	if (m->invited && m->barges - m->invited_mark >= CO_MUTEX_OVERTAKES) {
+		/* the invited waiter at the bound: held for its retry */
+		m->invited = MUTEX_HELD_FOR;
+		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
+	} else if (w && !m->invited && mutex_hand_off(m, w)) {
+		/* (never past an invitation on its way: w is younger) stays
+		 * held, now w's; a condition variable's waiter (re-locking)
+		 * keeps the result of its wait */
 		co__wait_claim(w, atomic_load_explicit(&w->state, memory_order_relaxed) == CO__W_MUTEX ?
 					  w->res : 0, &l);
 		mutex_hold(m, w->engine, 0); /* MX_SLOW was set: w was queued */
 	} else {
 		if (w && !m->invited) {
 			m->invited = 1;
+			m->invited_mark = (unsigned)w->u.mark;
 			co__wait_claim(w, MUTEX_RETRY, &l);
 		}
 		__atomic_store_n(&m->holder, NULL, __ATOMIC_RELAXED);
@@ -691,12 +729,12 @@ static void cond_deliver(co_waiter *w)
 		co__wait_wake_frame(w);
 		return;
 	}
-	if (mutex_take_or_mark(m, w->engine)) {
+	if (mutex_barge(m, w->engine)) { /* an overtake, if others wait */
 		co__unlock(m);
 		co__wait_wake_frame(w);
 		return;
 	}
-	/* held, MX_SLOW set: queued, its unlock's hand-off wakes it */
+	/* held or owed, MX_SLOW set: queued, an unlock's hand-off wakes it */
 	w->timed = 0; /* a mutex hand-off wakes it directly */
 	w->u.mutex = NULL;
 	atomic_store_explicit(&w->state, CO__W_MUTEX, memory_order_relaxed);

@@ -287,6 +287,391 @@ static void test_no_waiter_starves(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* ---- the invited waiter: the bound holds while its retry is on its way ---------- */
+
+/*
+ * On one engine, so that nothing depends on timing: a barger holds the
+ * mutex while the victim parks, then unlocks (the victim is invited: its
+ * retry runs at the engine's next turn) and, in the same resume, takes
+ * the free mutex again and again (a lock that completes at once, or a
+ * trylock), unlocking in between. Every take overtakes the invited victim.
+ * Once it has been overtaken CO_MUTEX_OVERTAKES times the free mutex is
+ * the retry's: the barger's trylock answers -EBUSY, its lock parks, and
+ * the victim gets the mutex next.
+ */
+#define BARGES (2 * CO_MUTEX_OVERTAKES)
+
+struct bound_run {
+	co_mutex m;
+	co_cond c;
+	int by_trylock;           /* the barger takes with trylock, else lock */
+	long acq;                 /* acquisitions, counted inside the mutex */
+	long parked_at;           /* acq when the victim parked */
+	long overtakes;           /* acquisitions between its park and its own */
+	long refused_at;          /* the barger's take that was refused */
+	int victim_waits, victim_done, trylock_refused, relock_after;
+};
+
+struct barger {
+	co_frame co;
+	co_waiter w;
+	struct bound_run *r;
+	long i;
+};
+
+static int barger_fn(co_frame *f)
+{
+	struct barger *b = (struct barger *)f;
+	struct bound_run *r = b->r;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&b->w, &r->m));
+	r->acq++;
+	while (!r->victim_waits)
+		CO_YIELD(f); /* the victim parks meanwhile */
+	r->refused_at = -1;
+	for (b->i = 0; b->i < BARGES; b->i++) {
+		assert_int_equal(co_mutex_unlock(&r->m), 0); /* the first invites the victim */
+		if (r->by_trylock) {
+			int t = co_mutex_trylock(&r->m);
+
+			if (t == 0) {
+				r->acq++;
+				continue;
+			}
+			assert_int_equal(t, -EBUSY); /* free, but the victim's */
+			r->trylock_refused = 1;
+		}
+		CO_AWAIT(f, co_mutex_lock(&b->w, &r->m)); /* taken at once, or parked */
+		assert_int_equal(co_result(f), 0);
+		r->acq++;
+		if (r->victim_done) { /* it parked: the victim came first */
+			r->refused_at = b->i;
+			break;
+		}
+	}
+	assert_int_equal(co_mutex_unlock(&r->m), 0);
+	CO_END(f);
+}
+
+static int bound_victim_fn(co_frame *f)
+{
+	struct barger *v = (struct barger *)f;
+	struct bound_run *r = v->r;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the barger takes it first */
+	r->victim_waits = 1;
+	r->parked_at = r->acq; /* it is held here: nobody takes it before the park */
+	CO_AWAIT(f, co_mutex_lock(&v->w, &r->m));
+	assert_int_equal(co_result(f), 0);
+	r->overtakes = r->acq - r->parked_at; /* nobody waited before it */
+	r->acq++;
+	r->victim_done = 1;
+	assert_int_equal(co_mutex_unlock(&r->m), 0);
+	CO_END(f);
+}
+
+static void bound_run(int by_trylock)
+{
+	co_engine e;
+	struct bound_run r = { .by_trylock = by_trylock };
+	struct barger b = { .r = &r }, v = { .r = &r };
+
+	assert_int_equal(co_mutex_init(&r.m), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&b.co, barger_fn);
+	co_init(&v.co, bound_victim_fn);
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &v.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(r.victim_done, 1);
+	assert_int_equal(r.overtakes, CO_MUTEX_OVERTAKES); /* not one more */
+	assert_int_equal(r.refused_at, CO_MUTEX_OVERTAKES); /* the take after the bound */
+	assert_int_equal(r.trylock_refused, by_trylock);
+	assert_int_equal(co_mutex_destroy(&r.m), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_invited_waiter_bounded(void **state)
+{
+	(void)state;
+	bound_run(0);
+	bound_run(1);
+}
+
+/*
+ * A condition variable's waiter that re-locks the mutex is a later arrival
+ * too, and no hand-off passes the invited waiter. On one engine: the
+ * victim is invited and has been overtaken `before` times by a barger
+ * when a broadcast wakes RELOCKERS condition waiters. The first re-locks
+ * the free mutex (an overtake), the others queue behind it. When it
+ * unlocks, the next re-locker (which came after the victim) is not handed
+ * the mutex; a trylock of the first takes the free mutex if the bound
+ * allows one more overtake, and then the mutex is handed to the victim.
+ * Either way the victim is overtaken CO_MUTEX_OVERTAKES times, no more.
+ */
+#define RELOCKERS 4
+
+struct relocker {
+	co_frame co;
+	co_waiter w;
+	struct bound_run *r;
+	int res, took_again;
+};
+
+static int relocker_fn(co_frame *f)
+{
+	struct relocker *k = (struct relocker *)f;
+	struct bound_run *r = k->r;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&k->w, &r->m));
+	r->acq++;
+	CO_AWAIT(f, co_cond_wait(&k->w, &r->c, &r->m)); /* unlocks, parks */
+	k->res = co_result(f);
+	r->acq++; /* held again */
+	r->relock_after += r->victim_done;
+	assert_int_equal(co_mutex_unlock(&r->m), 0);
+	if (co_mutex_trylock(&r->m) == 0) { /* a later arrival again */
+		k->took_again = 1;
+		r->acq++;
+		assert_int_equal(co_mutex_unlock(&r->m), 0);
+	}
+	CO_END(f);
+}
+
+static int broadcaster_fn(co_frame *f)
+{
+	struct barger *b = (struct barger *)f;
+	struct bound_run *r = b->r;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&b->w, &r->m));
+	r->acq++;
+	while (!r->victim_waits)
+		CO_YIELD(f); /* the victim parks meanwhile */
+	assert_int_equal(co_mutex_unlock(&r->m), 0); /* invites the victim */
+	for (b->i = 0; b->i < r->refused_at; b->i++) { /* the overtakes before */
+		assert_int_equal(co_mutex_trylock(&r->m), 0);
+		r->acq++;
+		assert_int_equal(co_mutex_unlock(&r->m), 0);
+	}
+	assert_int_equal(co_cond_broadcast(&r->c), 0); /* free: the first re-locks */
+	CO_END(f);
+}
+
+static void relock_run(long before)
+{
+	co_engine e;
+	struct bound_run r = { .refused_at = before };
+	struct barger b = { .r = &r }, v = { .r = &r };
+	struct relocker k[RELOCKERS];
+
+	assert_int_equal(co_mutex_init(&r.m), 0);
+	assert_int_equal(co_cond_init(&r.c), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < RELOCKERS; i++) { /* each waits on c, the mutex free */
+		k[i] = (struct relocker){ .r = &r, .res = 1 };
+		co_init(&k[i].co, relocker_fn);
+		assert_int_equal(co_engine_spawn(&e, &k[i].co), 0);
+	}
+	co_init(&b.co, broadcaster_fn);
+	co_init(&v.co, bound_victim_fn);
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &v.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(r.victim_done, 1);
+	/* the barger's, the first re-lock, its trylock if one was left */
+	assert_int_equal(r.overtakes, CO_MUTEX_OVERTAKES);
+	assert_int_equal(k[0].took_again, before < CO_MUTEX_OVERTAKES - 1);
+	assert_int_equal(r.relock_after, RELOCKERS - 1); /* the others came after it */
+	for (int i = 0; i < RELOCKERS; i++)
+		assert_int_equal(k[i].res, 0);
+	assert_int_equal(co_cond_destroy(&r.c), 0);
+	assert_int_equal(co_mutex_destroy(&r.m), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_relock_is_an_overtake(void **state)
+{
+	(void)state;
+	relock_run(CO_MUTEX_OVERTAKES - 1); /* the re-lock is the last overtake */
+	relock_run(CO_MUTEX_OVERTAKES - 2); /* and its trylock */
+}
+
+/* ---- heaviest contention: 64 coroutines on 4 contexts ----------------------------- */
+
+/*
+ * 62 contenders on 4 contexts lock and unlock in a loop; a probe on
+ * context 0, a holder and a waiter, measures the waiter's overtakes in
+ * rounds. The holder takes the mutex and keeps it until PROBE_AHEAD
+ * waiters are queued; then the waiter arrives: it finds the mutex held by
+ * a frame of its own engine, which cannot run meanwhile, so nobody takes
+ * it between the waiter's call and its park. The holder, still holding,
+ * finds the waiter in the queue and notes the acquisitions so far and the
+ * waiters before it (queued ahead, or invited): those acquire once each
+ * before it, and every other acquisition before its own is by a later
+ * arrival. The verdict is a count, never a time: the waiter is overtaken
+ * CO_MUTEX_OVERTAKES times at most, in every round.
+ */
+#define CONTENDERS 62
+#define PROBE_ROUNDS 64
+#define PROBE_AHEAD 8
+#define BUSY_SPINS 2000
+
+struct arena {
+	co_mutex m;
+	long acq;                 /* acquisitions, counted inside the mutex */
+	atomic_int stop;          /* the contenders end */
+	atomic_long done_acq;     /* acquisitions the frames counted */
+	/* the probe's (context 0's thread only) */
+	int go, served, rounds;
+	long parked_at, ahead, worst, over;
+	co_waiter *probe;
+};
+
+/* The waiters that come before w in m's queue (w itself not queued: all
+ * of them, *queued = 0), plus an invited one, whose retry is on its way:
+ * read under the mutex's internal lock, taken as a test may (a 0/1 word). */
+static long waiters_before(co_mutex *m, const co_waiter *w, int *queued)
+{
+	long n = 0;
+	co_waiter *x;
+
+	while (atomic_exchange(&m->lock, 1))
+		;
+	for (x = m->q.head; x && x != w; x = x->next)
+		n++;
+	*queued = x != NULL;
+	n += m->invited;
+	atomic_store(&m->lock, 0);
+	return n;
+}
+
+struct contender {
+	co_frame co;
+	co_waiter w;
+	struct arena *a;
+	long n;
+};
+
+static int contender_fn(co_frame *f)
+{
+	struct contender *c = (struct contender *)f;
+	CO_BEGIN(f);
+	while (!atomic_load_explicit(&c->a->stop, memory_order_relaxed)) {
+		CO_AWAIT(f, co_mutex_lock(&c->w, &c->a->m));
+		assert_int_equal(co_result(f), 0);
+		c->a->acq++;
+		assert_int_equal(co_mutex_unlock(&c->a->m), 0);
+		if (++c->n % 64 == 0)
+			CO_YIELD(f); /* the probe's frames share context 0 */
+	}
+	atomic_fetch_add(&c->a->done_acq, c->n);
+	CO_END(f);
+}
+
+/* Work on the probe's context between its turns: an invited waiter's
+ * retry waits for the next turn there, while the other contexts go on
+ * taking the mutex. */
+static int busy_fn(co_frame *f)
+{
+	struct contender *b = (struct contender *)f;
+	CO_BEGIN(f);
+	while (!atomic_load_explicit(&b->a->stop, memory_order_relaxed)) {
+		for (volatile int k = 0; k < BUSY_SPINS; k = k + 1)
+			;
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static int probe_holder_fn(co_frame *f)
+{
+	struct contender *h = (struct contender *)f;
+	struct arena *a = h->a;
+	int queued;
+	CO_BEGIN(f);
+	for (a->rounds = 0; a->rounds < PROBE_ROUNDS; a->rounds++) {
+		CO_AWAIT(f, co_mutex_lock(&h->w, &a->m));
+		assert_int_equal(co_result(f), 0);
+		a->acq++;
+		h->n++;
+		while (waiters_before(&a->m, NULL, &queued) < PROBE_AHEAD)
+			CO_YIELD(f); /* the contenders queue up */
+		a->go = 1;
+		while (waiters_before(&a->m, a->probe, &queued), !queued)
+			CO_YIELD(f); /* the waiter arrives and parks */
+		a->parked_at = a->acq;
+		a->ahead = waiters_before(&a->m, a->probe, &queued);
+		assert_int_equal(co_mutex_unlock(&a->m), 0);
+		while (!a->served)
+			CO_YIELD(f);
+		a->served = 0;
+	}
+	atomic_store(&a->stop, 1);
+	atomic_fetch_add(&a->done_acq, h->n);
+	CO_END(f);
+}
+
+static int probe_waiter_fn(co_frame *f)
+{
+	struct contender *w = (struct contender *)f;
+	struct arena *a = w->a;
+	long over;
+	CO_BEGIN(f);
+	for (;;) {
+		while (!a->go && !atomic_load(&a->stop))
+			CO_YIELD(f);
+		if (!a->go)
+			break;
+		a->go = 0;
+		CO_AWAIT(f, co_mutex_lock(&w->w, &a->m));
+		assert_int_equal(co_result(f), 0);
+		over = a->acq - a->parked_at - a->ahead;
+		a->acq++;
+		w->n++;
+		if (over > a->worst)
+			a->worst = over;
+		a->over += over > CO_MUTEX_OVERTAKES;
+		assert_int_equal(co_mutex_unlock(&a->m), 0);
+		a->served = 1;
+	}
+	atomic_fetch_add(&a->done_acq, w->n);
+	CO_END(f);
+}
+
+static void test_overtakes_bounded(void **state)
+{
+	co_sched s;
+	struct arena *a = calloc(1, sizeof *a);
+	struct contender *c = calloc(CONTENDERS + 3, sizeof *c);
+	struct contender *w = &c[CONTENDERS + 1];
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(c);
+	assert_int_equal(co_mutex_init(&a->m), 0);
+	a->probe = &w->w;
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 4 }), 0);
+	for (int i = 0; i < CONTENDERS + 3; i++) {
+		c[i].a = a;
+		co_init(&c[i].co, i == CONTENDERS ? probe_holder_fn
+				  : i == CONTENDERS + 1 ? probe_waiter_fn
+				  : i == CONTENDERS + 2 ? busy_fn : contender_fn);
+		assert_int_equal(co_sched_spawn_to(&s, i < CONTENDERS ? (unsigned)i % 4 : 0,
+						   &c[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	print_message("      %d rounds: the waiter overtaken %ld times at most (bound %d), "
+		      "%ld acquisitions in all\n", PROBE_ROUNDS, a->worst, CO_MUTEX_OVERTAKES, a->acq);
+	assert_int_equal(a->rounds, PROBE_ROUNDS);
+	assert_int_equal(a->over, 0);
+	assert_true(a->worst <= CO_MUTEX_OVERTAKES);
+	assert_int_equal(a->acq, atomic_load(&a->done_acq)); /* mutual exclusion */
+	assert_int_equal(co_mutex_destroy(&a->m), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	free(c);
+	free(a);
+}
+
 /* ---- many lockers on two contexts: every increment counted ----------------------- */
 
 #define LOCKERS 64
@@ -415,6 +800,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_invited_timed_waiter_times_out),
 		cmocka_unit_test(test_invited_waiter_under_cancel_stop),
 		cmocka_unit_test(test_no_waiter_starves),
+		cmocka_unit_test(test_invited_waiter_bounded),
+		cmocka_unit_test(test_relock_is_an_overtake),
+		cmocka_unit_test(test_overtakes_bounded),
 		cmocka_unit_test(test_lockers_barging),
 		cmocka_unit_test(test_lockers_fifo),
 		cmocka_unit_test(test_uncontended_takes_no_lock),

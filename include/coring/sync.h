@@ -59,8 +59,10 @@ extern "C" {
  * meanwhile may take it (a lock held by a coroutine of another context is
  * polled briefly before the caller parks). So a hand-off between contexts
  * never keeps the mutex held while a thread wakes up. No waiter starves:
- * once the oldest waiter has seen CO_MUTEX_OVERTAKES acquisitions by
- * coroutines that came after it, unlock hands the mutex straight to it.
+ * no waiter sees more than CO_MUTEX_OVERTAKES acquisitions by coroutines
+ * that came after it (parked after it, or took the free mutex without
+ * parking): the unlock after the oldest waiter's last one hands the mutex
+ * straight to it, queued or invited.
  * co_mutex_init_fifo makes a mutex that always hands off, oldest first
  * (no newcomer barges in). It is not tied to a thread or a frame: any
  * holder's unlock releases it.
@@ -72,17 +74,19 @@ typedef struct co_mutex {
 	co_waitq q;                   /* private */
 	int dead;                     /* private: destroyed */
 	unsigned char fifo;           /* private: always hand off */
-	unsigned char invited;        /* private: a waiter's retry is on its way */
+	unsigned char invited;        /* private: a waiter's retry is on its way
+	                                 (2: the mutex is held for it) */
 	unsigned barges;              /* private: acquisitions while a frame
 	                                 waited (its overtakes count from it) */
+	unsigned invited_mark;        /* private: the invited waiter's mark */
 	void *holder;                 /* private: the engine whose coroutine
 	                                 holds it (NULL: none, or no engine) */
 } co_mutex;
 
-#define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0, 0, 0, 0, NULL }
+#define CO_MUTEX_INIT { 0, 0, { NULL, NULL }, 0, 0, 0, 0, 0, NULL }
 
 /* How many acquisitions by later arrivals a waiting frame sees at most
- * before unlock hands it the mutex. */
+ * between its park and its own acquisition (docs/sync.md). */
 #define CO_MUTEX_OVERTAKES 4096
 
 /* Errors: -EINVAL (NULL). */
