@@ -4,7 +4,9 @@
 set -eu
 common="meson ninja-build pkg-config gcc liburing-dev libck-dev"
 case "${1:-test}" in
-test)  want="$common libcmocka-dev clang llvm lld gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user qemu-system-arm valgrind" ;;
+test)  want="$common libcmocka-dev clang llvm lld gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-user qemu-system-arm valgrind"
+       # the application's test against the real clients (test_kv_server redis_tools)
+       want="$want redis-tools" ;;
 bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go"
        # the peers of bench/peers/ (libuv, Boost.Asio headers, nginx) and of the application (redis)
        want="$want libuv1-dev libboost-dev nginx-light redis-server redis-tools" ;;
