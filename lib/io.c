@@ -27,6 +27,8 @@ enum {
 	                         its place, the await ends with -EINVAL */
 	K_AGAIN = 1u << 6,    /* the library asked the kernel to cancel the
 	                         operation: co_io.again follows the asking */
+	K_RESTART = 1u << 7,  /* a splice or tee: a signal's end of it comes
+	                         back as the kernel's -ERESTARTSYS */
 };
 
 /* The SQEs of one await: the operation, its linked timeout, the
@@ -48,6 +50,10 @@ enum {
  * 64 ms while it lasts. */
 #define AGAIN_FIRST_NS CO_MS
 #define AGAIN_MAX_SHIFT 6
+
+/* The kernel's errno for a wait a signal ended, which a splice on an
+ * io-wq worker passes on as it is (linux/errno.h, not for user space). */
+#define KERNEL_ERESTARTSYS 512
 
 /* ---- the awaiter ---------------------------------------------------------- */
 
@@ -170,6 +176,7 @@ static int io_suspend(co_awaiter *a, co_frame *f)
 static int io_resume(co_awaiter *a, co_frame *f)
 {
 	co_io *io = (co_io *)a;
+	int res;
 
 	(void)f;
 	if (co__likely(io->kind == 0))
@@ -182,13 +189,19 @@ static int io_resume(co_awaiter *a, co_frame *f)
 		co_signals *s = co__container_of(io, co_signals, io);
 		return io->res == (int)sizeof s->info ? (int)s->info.ssi_signo : -EIO;
 	}
+	/* An io-wq worker that ran it was told of a cancel by a signal: the
+	 * kernel says -EINTR (a splice, -ERESTARTSYS, which is not for user
+	 * space). */
+	res = io->res == -KERNEL_ERESTARTSYS && (io->kind & K_RESTART) ? -EINTR : io->res;
 	/* the timeout fired: its cancel ended the operation (-ETIME), or
 	 * missed it and the library's own did (io_again) */
 	if ((io->kind & K_DEADLINE) &&
 	    (io->tres == -ETIME || io->tres == -ENOENT || io->tres == -EALREADY) &&
-	    (io->res == -ECANCELED || io->res == -EINTR))
+	    (res == -ECANCELED || res == -EINTR))
 		return -ETIME;
-	return io->res;
+	if ((io->kind & K_AGAIN) && res == -EINTR)
+		return -ECANCELED; /* the library asked for the cancel */
+	return res;
 }
 
 /* co_cancel() on a frame waiting here: ask the kernel; the frame resumes
@@ -475,13 +488,13 @@ co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int flags,
 co_awaiter *co_splice(co_io *io, int fd_in, int64_t off_in, int fd_out, int64_t off_out,
 		      unsigned len, unsigned flags)
 {
-	IO_PREP_OP(io, 0, IORING_OP_SPLICE,
+	IO_PREP_OP(io, K_RESTART, IORING_OP_SPLICE,
 		   io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, len, flags));
 }
 
 co_awaiter *co_tee(co_io *io, int fd_in, int fd_out, unsigned len, unsigned flags)
 {
-	IO_PREP_OP(io, 0, IORING_OP_TEE, io_uring_prep_tee(sqe, fd_in, fd_out, len, flags));
+	IO_PREP_OP(io, K_RESTART, IORING_OP_TEE, io_uring_prep_tee(sqe, fd_in, fd_out, len, flags));
 }
 
 co_awaiter *co_fallocate(co_io *io, int fd, int mode, uint64_t off, uint64_t len)

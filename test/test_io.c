@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -661,6 +662,89 @@ static void test_submit_batch(void **state)
 	submit_batch_case(3, 0, 2); /* 3: fewer than 3 waiting, a read too: not yet */
 }
 
+/* ---- a deadline ends a send that an io-wq worker blocks in --------------------- */
+
+/* Fill fd's send buffer and its peer's receive buffer (a peer that never
+ * reads), then shut fd for reading: on Linux 6.18 the kernel then hands a
+ * send on fd to an io-wq worker, where it blocks (poll says there is room,
+ * the send finds none), and for a while after its submission it is on no
+ * list a cancel searches. */
+static void fill_and_shut(int fd)
+{
+	static char chunk[65536];
+	int fl = fcntl(fd, F_GETFL);
+
+	assert_int_equal(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+	while (send(fd, chunk, sizeof chunk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+	assert_int_equal(fcntl(fd, F_SETFL, fl), 0);
+	assert_int_equal(shutdown(fd, SHUT_RD), 0);
+}
+
+struct limited_send {
+	co_frame co;
+	co_io io;
+	int fd;
+	uint64_t ns;
+	char buf[1 << 16];
+	atomic_int done, res;
+};
+
+static int limited_send_fn(co_frame *f)
+{
+	struct limited_send *l = (struct limited_send *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_deadline(co_send(&l->io, l->fd, l->buf, sizeof l->buf, MSG_NOSIGNAL), l->ns));
+	atomic_store(&l->res, co_result(f));
+	atomic_store(&l->done, 1);
+	CO_END(f);
+}
+
+/* A deadline of 0, 1 us or 1 ms on such a send: the timeout fires while
+ * the send is between two attempts and its cancel finds nothing
+ * (-ENOENT), or finds it on the worker (-EALREADY); the library's own
+ * cancel follows, asked until the send ends, and the await ends with
+ * -ETIME. A watchdog fails the case if a send has not ended 20 s after it
+ * began; no pass waits for any time. */
+static void test_deadline_ends_send_in_worker(void **state)
+{
+	static const uint64_t ns[] = { 0, CO_US, CO_MS };
+	(void)state;
+	for (unsigned i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+		struct limited_send *l = calloc(1, sizeof *l);
+		co_test_runner r;
+		co_engine e;
+		uint64_t deadline;
+		int sv[2];
+
+		assert_non_null(l);
+		co_test_tcp_pair(sv);
+		fill_and_shut(sv[0]);
+		l->fd = sv[0];
+		l->ns = ns[i];
+		atomic_store(&l->res, 1);
+		co_init(&l->co, limited_send_fn);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		assert_int_equal(co_engine_spawn(&e, &l->co), 0);
+		co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
+		deadline = co_now_ns() + 20 * CO_S;
+		while (!atomic_load(&l->done)) {
+			if (co_now_ns() > deadline)
+				fail_msg("deadline of %llu ns: the send has not ended after 20 s",
+					 (unsigned long long)ns[i]);
+			usleep(1000);
+		}
+		assert_int_equal(co_test_runner_join(&r), 0);
+		if (atomic_load(&l->res) != -ETIME)
+			fail_msg("deadline of %llu ns: %d", (unsigned long long)ns[i], atomic_load(&l->res));
+		assert_int_equal(e.inflight, 0);
+		assert_int_equal(co_engine_destroy(&e), 0);
+		close(sv[0]);
+		close(sv[1]);
+		free(l);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -676,6 +760,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_length_past_32_bits),
 		cmocka_unit_test(test_write_to_closed_pipe),
 		cmocka_unit_test(test_submit_batch),
+		cmocka_unit_test(test_deadline_ends_send_in_worker),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

@@ -16,10 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <cmocka.h>
 
@@ -776,6 +779,484 @@ static void test_grace_saturates(void **state)
 	}
 }
 
+/* ---- a stop ends within its grace, whatever is in flight ------------------------------- */
+
+/*
+ * Waits the kernel does not end at the first ask (docs/engine.md, "A stop
+ * ends within its grace"), each ended three ways: a cancel stop, a timed
+ * stop (a drain that becomes a cancel) and co_cancel of the frame. The
+ * engine runs on a thread of its own; a watchdog fails the case if the run
+ * has not returned STUCK_MARGIN after the stop's grace, and a run that
+ * returns at once passes at once: no pass waits for any time.
+ */
+#define STUCK_GRACE (50 * CO_MS)
+#define STUCK_DRAIN (20 * CO_MS)  /* a timed stop's drain */
+#define STUCK_MARGIN (20 * CO_S)  /* the watchdog's: generous */
+
+enum stuck_how { BY_CANCEL_STOP, BY_TIMED_STOP, BY_CO_CANCEL, STUCK_HOWS };
+
+static const char *const how_names[STUCK_HOWS] = { "cancel stop", "timed stop", "co_cancel" };
+
+/* An engine run on a thread of its own, and its watchdog. */
+struct watched {
+	co_engine e;
+	int mode, ret;
+	atomic_int returned;
+	pthread_t th;
+};
+
+static void *watched_main(void *arg)
+{
+	struct watched *w = arg;
+
+	w->ret = co_engine_run(&w->e, w->mode);
+	atomic_store(&w->returned, 1);
+	return NULL;
+}
+
+static void watched_start(struct watched *w, int mode)
+{
+	co_engine_opts o = { .cancel_grace_ns = STUCK_GRACE };
+
+	assert_int_equal(co_engine_init(&w->e, &o), 0);
+	w->mode = mode;
+	w->ret = 1;
+	atomic_store(&w->returned, 0);
+}
+
+static void watched_run(struct watched *w)
+{
+	assert_int_equal(pthread_create(&w->th, NULL, watched_main, w), 0);
+}
+
+/* End f's wait one of the three ways; the run must return (0) within the
+ * grace, the timed stop's drain and the margin. */
+static void stop_and_watch(struct watched *w, co_frame *f, enum stuck_how how, const char *what)
+{
+	uint64_t bound = STUCK_GRACE + STUCK_MARGIN, deadline, t0 = co_now_ns();
+
+	if (how == BY_CANCEL_STOP) {
+		assert_int_equal(co_engine_stop(&w->e, CO_STOP_CANCEL), 0);
+	} else if (how == BY_TIMED_STOP) {
+		assert_int_equal(co_engine_stop_timed(&w->e, STUCK_DRAIN), 0);
+		bound += STUCK_DRAIN;
+	} else {
+		assert_int_equal(co_cancel(f), 0);
+	}
+	deadline = co_now_ns() + bound;
+	while (!atomic_load(&w->returned)) {
+		if (co_now_ns() > deadline)
+			fail_msg("%s, %s: the run has not returned %llu ms after it", what,
+				 how_names[how], (unsigned long long)(bound / CO_MS));
+		usleep(1000);
+	}
+	pthread_join(w->th, NULL);
+	print_message("      %s, %s: returned after %.1f ms\n", what, how_names[how],
+		      (double)(co_now_ns() - t0) / CO_MS);
+	assert_int_equal(w->ret, 0);
+}
+
+/* Bytes in fd's receive queue. */
+static int queued(int fd)
+{
+	int n = 0;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
+}
+
+/* Fill fd's send buffer and its peer's receive buffer (a peer that never
+ * reads), then shut fd for reading, as the KV example's stop does. On
+ * Linux 6.18 a send on such a socket is handed to an io-wq worker that
+ * blocks in it (poll says there is room, the send finds none), and a
+ * cancel asked right after the send's submission finds it nowhere. */
+static void fill_and_shut(int fd)
+{
+	static char chunk[65536];
+	int fl = fcntl(fd, F_GETFL);
+
+	assert_int_equal(fcntl(fd, F_SETFL, fl | O_NONBLOCK), 0);
+	while (send(fd, chunk, sizeof chunk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+	assert_int_equal(fcntl(fd, F_SETFL, fl), 0);
+	assert_int_equal(shutdown(fd, SHUT_RD), 0);
+}
+
+/* An io-wq worker of this process waits in the kernel (a splice's pipe,
+ * a send's socket), not for work: its wchan says where. Where wchans
+ * cannot be read, 1 (the case then runs without waiting for it). */
+static int worker_blocked(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *t;
+	int found = 0, workers = 0, readable = 0;
+
+	assert_non_null(d);
+	while (!found && (t = readdir(d)) != NULL) {
+		char path[300], comm[32] = "", wchan[64] = "";
+		FILE *f;
+
+		snprintf(path, sizeof path, "/proc/self/task/%s/comm", t->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (!fgets(comm, sizeof comm, f))
+			comm[0] = 0;
+		fclose(f);
+		if (strncmp(comm, "iou-wrk", 7) != 0)
+			continue;
+		workers++;
+		snprintf(path, sizeof path, "/proc/self/task/%s/wchan", t->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fgets(wchan, sizeof wchan, f) && strcmp(wchan, "0") != 0) {
+			readable = 1;
+			found = strcmp(wchan, "io_wq_worker") != 0;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found || (workers && !readable);
+}
+
+/* A connected stream pair: TCP over loopback, blocking or not, or Unix. */
+enum pair_kind { PAIR_TCP, PAIR_TCP_NONBLOCK, PAIR_UNIX, PAIRS };
+
+static const char *const pair_names[PAIRS] = { "tcp", "tcp, O_NONBLOCK", "unix" };
+
+static void pair_open(enum pair_kind k, int sv[2])
+{
+	if (k == PAIR_UNIX)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	else
+		co_test_tcp_pair(sv);
+	if (k == PAIR_TCP_NONBLOCK)
+		assert_int_equal(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK), 0);
+}
+
+/* A pool job that blocks until the gate (a pipe) is written. */
+static int gate[2];
+static atomic_int gate_entered, gate_passed;
+
+static int wait_for_gate(void *arg)
+{
+	char c;
+	int ok;
+
+	(void)arg;
+	atomic_store(&gate_entered, 1);
+	ok = read(gate[0], &c, 1) == 1; /* blocks until written */
+	atomic_store(&gate_passed, 1);
+	return ok ? 7 : -EIO;
+}
+
+/* What a stuck frame waits on. */
+enum stuck_kind { ST_SEND, ST_RECV, ST_SPLICE_OUT, ST_SPLICE_IN, ST_POOL };
+
+struct stuck {
+	co_frame co;
+	co_io io;
+	co_xfer x;
+	co_pool_job job;
+	co_pool *pool;
+	enum stuck_kind kind;
+	int later;             /* first a sleep, the wait after its cancel */
+	int fd, pipe_fd;
+	char *buf;
+	size_t len;
+	int res;
+	atomic_int waiting, done, status;
+};
+
+static int stuck_fn(co_frame *f)
+{
+	struct stuck *s = (struct stuck *)f;
+	CO_BEGIN(f);
+	if (s->later) { /* a wait begun after the cancel: on the way out */
+		atomic_store(&s->waiting, 1);
+		CO_AWAIT(f, co_sleep(&s->io, 3600 * CO_S));
+	}
+	atomic_store(&s->waiting, 1);
+	if (s->kind == ST_SEND) {
+		CO_AWAIT(f, co_send_all(&s->x, s->fd, s->buf, s->len, MSG_NOSIGNAL));
+	} else if (s->kind == ST_RECV) {
+		CO_AWAIT(f, co_recv_all(&s->x, s->fd, s->buf, s->len, 0));
+	} else if (s->kind == ST_SPLICE_OUT || s->kind == ST_SPLICE_IN) {
+		CO_AWAIT(f, co_splice(&s->io, s->pipe_fd, -1, s->fd, -1, 1 << 20, 0));
+	} else {
+		CO_AWAIT(f, co_pool_run(&s->job, s->pool, wait_for_gate, NULL));
+	}
+	s->res = co_result(f);
+	CO_RETURN(f, s->res < 0 ? s->res : 0);
+	CO_END(f);
+}
+
+static void stuck_done(co_frame *f)
+{
+	struct stuck *s = (struct stuck *)f;
+
+	atomic_store(&s->status, co_status(f));
+	atomic_fetch_add(&s->done, 1);
+}
+
+static void stuck_init(struct stuck *s, enum stuck_kind kind, int later, int fd)
+{
+	memset(s, 0, sizeof *s);
+	s->kind = kind;
+	s->later = later;
+	s->fd = fd;
+	s->pipe_fd = -1;
+	s->len = kind == ST_SEND ? 16u << 20 : 100;
+	s->buf = calloc(1, s->len);
+	assert_non_null(s->buf);
+	co_init(&s->co, stuck_fn);
+	s->co.on_done = stuck_done;
+}
+
+/* Run s on a watched engine until it waits, end the wait the given way
+ * and check the run returned in time and s finished once, cancelled. */
+static void stuck_run(struct stuck *s, enum stuck_how how, const char *what)
+{
+	struct watched w;
+	int want;
+
+	watched_start(&w, how == BY_CO_CANCEL ? CO_RUN_UNTIL_IDLE : CO_RUN_UNTIL_STOP);
+	assert_int_equal(co_engine_spawn(&w.e, &s->co), 0);
+	watched_run(&w);
+	WAIT_UNTIL(atomic_load(&s->waiting));
+	if (!s->later && s->kind != ST_RECV)
+		WAIT_UNTIL(worker_blocked()); /* a send or a splice: on an io-wq worker */
+	stop_and_watch(&w, &s->co, how, what);
+	/* The value: -ECANCELED, but for a splice that the stop's ask found
+	 * on a worker: the worker was told by a signal (-EINTR; never the
+	 * kernel's own -ERESTARTSYS, 512). The *_all loops go on after
+	 * -EINTR: their next operation's cancel, the frame's own, ends them
+	 * with -ECANCELED, as it does an operation begun after the cancel.
+	 * An -EINTR after a cancel of the library's own is -ECANCELED. */
+	want = s->kind >= ST_SPLICE_OUT && !s->later && how != BY_CO_CANCEL ? -EINTR : -ECANCELED;
+	if (atomic_load(&s->done) != 1 || atomic_load(&s->status) != want)
+		fail_msg("%s, %s: on_done %d, status %d, not %d", what, how_names[how],
+			 atomic_load(&s->done), atomic_load(&s->status), want);
+	assert_int_equal(co_engine_destroy(&w.e), 0);
+	free(s->buf);
+}
+
+/* A send_all to a peer that never reads, its socket full and shut for
+ * reading: in its send when the stop comes, or sending after its sleep
+ * was cancelled (the send's own cancel, asked right behind it, finds it
+ * nowhere: the library asks again). Blocking and non-blocking TCP, Unix. */
+static void test_blocked_send_ends_in_grace(void **state)
+{
+	(void)state;
+	for (int k = 0; k < PAIRS; k++)
+		for (int later = 0; later < 2; later++)
+			for (int how = 0; how < STUCK_HOWS; how++) {
+				struct stuck s;
+				char what[64];
+				int sv[2];
+
+				pair_open((enum pair_kind)k, sv);
+				fill_and_shut(sv[0]);
+				snprintf(what, sizeof what, "send (%s%s)", pair_names[k],
+					 later ? ", after a sleep" : "");
+				stuck_init(&s, ST_SEND, later, sv[0]);
+				stuck_run(&s, (enum stuck_how)how, what);
+				assert_true(queued(sv[1]) > 0); /* never read */
+				close(sv[0]);
+				close(sv[1]);
+			}
+}
+
+/* A recv_all from a peer that never writes: the same ways. */
+static void test_blocked_recv_ends_in_grace(void **state)
+{
+	(void)state;
+	for (int k = 0; k < PAIRS; k++)
+		for (int later = 0; later < 2; later++)
+			for (int how = 0; how < STUCK_HOWS; how++) {
+				struct stuck s;
+				char what[64];
+				int sv[2];
+
+				pair_open((enum pair_kind)k, sv);
+				snprintf(what, sizeof what, "recv (%s%s)", pair_names[k],
+					 later ? ", after a sleep" : "");
+				stuck_init(&s, ST_RECV, later, sv[0]);
+				stuck_run(&s, (enum stuck_how)how, what);
+				close(sv[0]);
+				close(sv[1]);
+			}
+}
+
+/* A splice (always run by an io-wq worker): from a full pipe into a
+ * socket whose peer never reads (full and shut for reading), and from an
+ * empty pipe nobody writes into a socket. */
+static void test_blocked_splice_ends_in_grace(void **state)
+{
+	static char chunk[65536];
+	(void)state;
+	for (int out = 0; out < 2; out++)
+		for (int later = 0; later < 2; later++)
+			for (int how = 0; how < STUCK_HOWS; how++) {
+				struct stuck s;
+				char what[64];
+				int sv[2], p[2];
+
+				co_test_tcp_pair(sv);
+				assert_int_equal(pipe(p), 0);
+				if (out) {
+					fill_and_shut(sv[0]);
+					assert_int_equal(write(p[1], chunk, sizeof chunk), (ssize_t)sizeof chunk);
+				}
+				snprintf(what, sizeof what, "splice %s%s",
+					 out ? "to a socket never read" : "from a pipe never written",
+					 later ? ", after a sleep" : "");
+				stuck_init(&s, out ? ST_SPLICE_OUT : ST_SPLICE_IN, later, sv[0]);
+				s.pipe_fd = p[0];
+				stuck_run(&s, (enum stuck_how)how, what);
+				close(p[0]);
+				close(p[1]);
+				close(sv[0]);
+				close(sv[1]);
+			}
+}
+
+/* A pool job that blocks (a pipe nobody writes) cannot be interrupted: a
+ * stop gives its frame up when the grace runs out; the job ends once the
+ * pipe is written, and the engine's destroy waits for that. */
+static void test_pool_job_ends_in_grace(void **state)
+{
+	(void)state;
+	for (int how = BY_CANCEL_STOP; how <= BY_TIMED_STOP; how++) {
+		struct stuck s;
+		co_pool pool;
+		struct watched w;
+
+		assert_int_equal(pipe(gate), 0);
+		atomic_store(&gate_entered, 0);
+		atomic_store(&gate_passed, 0);
+		assert_int_equal(co_pool_init(&pool, 1), 0);
+		stuck_init(&s, ST_POOL, 0, -1);
+		s.pool = &pool;
+		watched_start(&w, CO_RUN_UNTIL_STOP);
+		assert_int_equal(co_engine_spawn(&w.e, &s.co), 0);
+		watched_run(&w);
+		WAIT_UNTIL(atomic_load(&gate_entered)); /* the job runs */
+		stop_and_watch(&w, &s.co, (enum stuck_how)how, "pool job");
+		assert_int_equal(atomic_load(&s.done), 1);
+		assert_int_equal(atomic_load(&s.status), -ECANCELED);
+		assert_int_equal(co_engine_destroy(&w.e), -EBUSY); /* the job still runs */
+		assert_int_equal(write(gate[1], "g", 1), 1);
+		while (co_engine_destroy(&w.e) == -EBUSY)
+			usleep(100);
+		while (co_pool_destroy(&pool) == -EBUSY)
+			usleep(100);
+		assert_int_equal(atomic_load(&gate_passed), 1);
+		close(gate[0]);
+		close(gate[1]);
+		free(s.buf);
+	}
+}
+
+/* A wait of two hard-linked operations, made with co_engine_sqe: a long
+ * timeout, then a recv from a peer that never writes. The cancel stop's
+ * first ask ends the timeout; the recv starts only after that ask (a hard
+ * link goes on after a failure), so it is on no list the ask searched:
+ * only an ask that comes later ends it. */
+struct linked {
+	co_frame co;
+	co_awaiter aw;
+	co_io_info info;      /* both SQEs: tag 1 the timeout, 2 the recv */
+	co_frame *frame;
+	int fd, due, res;
+	char c;
+	atomic_int waiting, done, status;
+};
+
+static void linked_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	struct linked *l = (struct linked *)((char *)info - offsetof(struct linked, info));
+
+	(void)e;
+	(void)cqe_flags;
+	if (tag == 2)
+		l->res = res;
+	if (--l->due == 0)
+		co_wake(l->frame);
+}
+
+static int linked_suspend(co_awaiter *a, co_frame *f)
+{
+	struct linked *l = (struct linked *)((char *)a - offsetof(struct linked, aw));
+	co_engine *e = co_engine_current();
+	struct io_uring_sqe *t = co_engine_sqe(e, &l->info, 1), *r;
+	struct __kernel_timespec *ts = co_engine_sqe_ts(e, t);
+
+	ts->tv_sec = 3600;
+	ts->tv_nsec = 0;
+	io_uring_prep_timeout(t, ts, 0, 0);
+	t->flags |= IOSQE_IO_HARDLINK;
+	r = co_engine_sqe_link(e, &l->info, 2);
+	io_uring_prep_recv(r, l->fd, &l->c, 1, 0);
+	l->frame = f;
+	l->due = 2;
+	return 1;
+}
+
+static int linked_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct linked *)((char *)a - offsetof(struct linked, aw)))->res;
+}
+
+static const co_awaiter_ops linked_ops = { NULL, linked_suspend, linked_resume, NULL, 0,
+					   "linked" };
+
+static int linked_fn(co_frame *f)
+{
+	struct linked *l = (struct linked *)f;
+	CO_BEGIN(f);
+	l->aw.ops = &linked_ops;
+	l->info.cb = linked_cqe;
+	atomic_store(&l->waiting, 1);
+	CO_AWAIT(f, &l->aw);
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void linked_done(co_frame *f)
+{
+	struct linked *l = (struct linked *)f;
+
+	atomic_store(&l->status, co_status(f));
+	atomic_fetch_add(&l->done, 1);
+}
+
+static void test_hard_linked_op_ends_in_grace(void **state)
+{
+	(void)state;
+	for (int how = BY_CANCEL_STOP; how <= BY_TIMED_STOP; how++) {
+		struct linked l;
+		struct watched w;
+		int sv[2];
+
+		co_test_tcp_pair(sv);
+		memset(&l, 0, sizeof l);
+		l.fd = sv[0];
+		co_init(&l.co, linked_fn);
+		l.co.on_done = linked_done;
+		watched_start(&w, CO_RUN_UNTIL_STOP);
+		assert_int_equal(co_engine_spawn(&w.e, &l.co), 0);
+		watched_run(&w);
+		WAIT_UNTIL(atomic_load(&l.waiting));
+		stop_and_watch(&w, &l.co, (enum stuck_how)how, "hard-linked recv");
+		assert_int_equal(atomic_load(&l.done), 1);
+		assert_int_equal(atomic_load(&l.status), -ECANCELED);
+		assert_int_equal(co_engine_destroy(&w.e), 0);
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_stop_ends_every_wait),
 	cmocka_unit_test(test_cancel_stop_from_inside),
@@ -789,6 +1270,11 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_while_not_running),
 	cmocka_unit_test(test_timed_stop_saturates),
 	cmocka_unit_test(test_grace_saturates),
+	cmocka_unit_test(test_blocked_send_ends_in_grace),
+	cmocka_unit_test(test_blocked_recv_ends_in_grace),
+	cmocka_unit_test(test_blocked_splice_ends_in_grace),
+	cmocka_unit_test(test_pool_job_ends_in_grace),
+	cmocka_unit_test(test_hard_linked_op_ends_in_grace),
 };
 
 CO_TEST_MAIN(tests, 1)
