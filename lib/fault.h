@@ -36,7 +36,7 @@ enum co__fault_point {
 	CO__POINT_LIMIT_TIMER, /* a limit's timer ran out, not fired yet (lib/timeout.c) */
 	CO__POINT_WAIT_VISIT,  /* an engine's look saw a parked waiter waiting, unlocked (lib/waiter.c) */
 	CO__POINT_POOL_ENDED,  /* a pool job returned; its result not recorded (lib/pool.c) */
-	CO__POINT_CHAN_POLL,   /* a channel end polls before parking, no lock held (lib/channel.c) */
+	CO__POINT_CHAN_POLL,   /* a channel end about to poll, or to take its locks in order, before parking: no lock held (lib/channel.c) */
 	CO__POINTS
 };
 
