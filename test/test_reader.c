@@ -1058,6 +1058,134 @@ static void test_reading_allocates_nothing(void **state)
 	}
 }
 
+/* ---- a limit that runs out as a read completes ------------------------------------------ */
+
+/* co_timeout of an exact read whose bytes arrive as the limit runs out: the
+ * holder keeps the engine's thread (the read waits, its receive and the
+ * limit's timer not yet submitted) until the limit's time has passed, then
+ * the peer's bytes come; the receive and the timer complete in one batch.
+ * The read that took the bytes keeps them as its value; a read cut short
+ * leaves them for the next one. Then a read that completes in the call
+ * under a limit whose timer cannot be allocated: its bytes, not -ENOMEM. */
+struct racing {
+	co_frame co, holder;
+	co_reader r;
+	co_stream s;
+	co_limit lim;
+	co_bufring *ring;
+	int fd, wfd, res[4];
+	uint64_t end;
+	size_t held;
+	char got[4][6];
+};
+
+static void racing_take(struct racing *t, int i)
+{
+	t->res[i] = co_result(&t->co);
+	if (t->res[i] == 5)
+		memcpy(t->got[i], t->r.data, 5);
+}
+
+static int racing_fn(co_frame *f)
+{
+	struct racing *t = (struct racing *)f;
+
+	CO_BEGIN(f);
+	if (t->ring) {
+		assert_int_equal(co_stream_open(&t->s, t->ring, t->fd), 0);
+		assert_int_equal(co_reader_init_stream(&t->r, &t->s, NULL), 0);
+	} else {
+		assert_int_equal(co_reader_init(&t->r, t->fd, NULL), 0);
+	}
+	CO_AWAIT(f, co_timeout_at(&t->lim, co_reader_exact(&t->r, 5), t->end));
+	racing_take(t, 0);
+	assert_int_equal(write(t->wfd, "BBBBB", 5), 5);
+	CO_AWAIT(f, co_reader_exact(&t->r, 5));
+	racing_take(t, 1);
+	if (t->res[0] != 5) {
+		/* cut short: these are the bytes it did not take (if they were
+		 * lost, the read below would wait for ever) */
+		assert_memory_equal(t->got[1], "AAAAA", 5);
+		CO_AWAIT(f, co_reader_exact(&t->r, 5));
+		racing_take(t, 2);
+	}
+	assert_int_equal(write(t->wfd, "CCCCCDDDDD", 10), 10);
+	CO_AWAIT(f, co_reader_exact(&t->r, 5));
+	t->held = co_reader_buffered(&t->r);
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM); /* the limit's timer record */
+	CO_AWAIT(f, co_timeout(&t->lim, co_reader_exact(&t->r, 5), 3600 * CO_S));
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	racing_take(t, 3);
+	assert_int_equal(co_reader_destroy(&t->r), 0);
+	if (t->ring)
+		CO_AWAIT(f, co_stream_close(&t->s));
+	CO_END(f);
+}
+
+static int racing_holder_fn(co_frame *f)
+{
+	struct racing *t = (struct racing *)(void *)((char *)f - offsetof(struct racing, holder));
+
+	CO_BEGIN(f);
+	while (co_now_ns() < t->end + CO_MS)
+		;
+	assert_int_equal(write(t->wfd, "AAAAA", 5), 5);
+	CO_END(f);
+}
+
+static void test_limit_races_read(void **state)
+{
+	(void)state;
+	for (int stream = 0; stream < 2; stream++) {
+		int kept = 0;
+
+		for (int round = 0; round < 20; round++) {
+			struct racing t;
+			co_engine e;
+			co_bufring ring;
+			int sv[2];
+
+			co_test_tcp_pair(sv);
+			memset(&t, 0, sizeof t);
+			assert_int_equal(co_engine_init(&e, NULL), 0);
+			if (stream)
+				assert_int_equal(co_bufring_init(&ring, &e, 16, 64), 0);
+			t.fd = sv[0];
+			t.wfd = sv[1];
+			t.ring = stream ? &ring : NULL;
+			t.end = co_now_ns() + 3 * CO_MS;
+			co_init(&t.co, racing_fn);
+			co_init(&t.holder, racing_holder_fn);
+			assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+			assert_int_equal(co_engine_spawn(&e, &t.holder), 0);
+			assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+			assert_int_equal(e.inflight, 0);
+			if (t.res[0] == 5) { /* the read took "AAAAA": its value */
+				kept++;
+				assert_memory_equal(t.got[0], "AAAAA", 5);
+				assert_int_equal(t.res[1], 5);
+				assert_memory_equal(t.got[1], "BBBBB", 5);
+			} else { /* cut short: "AAAAA" is the next read's */
+				assert_int_equal(t.res[0], -ETIME);
+				assert_int_equal(t.res[1], 5);
+				assert_memory_equal(t.got[1], "AAAAA", 5);
+				assert_int_equal(t.res[2], 5);
+				assert_memory_equal(t.got[2], "BBBBB", 5);
+			}
+			assert_int_equal(t.held, 5); /* "DDDDD": the next read completes in the call */
+			assert_int_equal(t.res[3], 5);
+			assert_memory_equal(t.got[3], "DDDDD", 5);
+			if (stream)
+				assert_int_equal(co_bufring_destroy(&ring), 0);
+			assert_int_equal(co_engine_destroy(&e), 0);
+			close(sv[0]);
+			close(sv[1]);
+		}
+		print_message("over %s: %d of 20 reads kept the bytes at the limit\n",
+			      stream ? "a stream" : "co_recv", kept);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_random_reads_over_recv),
 	cmocka_unit_test(test_random_reads_over_stream),
@@ -1074,6 +1202,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_misuse_errors),
 	cmocka_unit_test(test_allocation_fails),
 	cmocka_unit_test(test_reading_allocates_nothing),
+	cmocka_unit_test(test_limit_races_read),
 };
 
 CO_TEST_MAIN(tests, 1)
