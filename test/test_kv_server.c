@@ -21,11 +21,15 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <cmocka.h>
@@ -658,6 +662,162 @@ static void test_sigterm_stop(void **state)
 	client_close(fl);
 }
 
+/* ---- SIGTERM with clients that never read ------------------------------------------------ */
+
+/* A connected socket to the server, nothing more (30 s timeouts: hang
+ * guards). */
+static int raw_connect(int port)
+{
+	struct sockaddr_in a = co_test_loopback((uint16_t)port);
+	struct timeval tv = { .tv_sec = 30 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	return fd;
+}
+
+/* CLOCK_MONOTONIC in ms. */
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Bytes waiting in fd's receive queue. */
+static int queued_bytes(int fd)
+{
+	int n = 0;
+
+	assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+	return n;
+}
+
+/* The flooding client: PINGs, pipelined, until the server is gone; its
+ * answers are read (by flood_drain) until the end. */
+static void *flood_pings(void *arg)
+{
+	static char req[6 * 1000];
+	int fd = *(int *)arg;
+
+	for (int i = 0; i < 1000; i++)
+		memcpy(req + 6 * i, "PING\r\n", 6);
+	while (send(fd, req, sizeof req, MSG_NOSIGNAL) > 0)
+		;
+	return NULL;
+}
+
+static atomic_long flood_read;
+
+static void *flood_drain(void *arg)
+{
+	static char buf[1 << 16];
+	int fd = *(int *)arg;
+	ssize_t r;
+
+	while ((r = recv(fd, buf, sizeof buf, 0)) > 0)
+		atomic_fetch_add(&flood_read, r);
+	return NULL;
+}
+
+#define IDLE_CONNS 2000
+#define DEAF_CONNS 50
+#define STOP_GRACE_MS 200
+
+/*
+ * SIGTERM on a server of two contexts with 2,000 idle connections, 50
+ * clients that send 64 GETs of a 256 KiB value and never read (the
+ * server's sends to them block: 16 MiB of answers each) and one that
+ * floods it with PINGs: the server exits 0 within --stop-grace
+ * (200 ms) and the engine's cancel grace (1 s), which a watchdog checks
+ * with a margin of 30 s; a server that exits at once passes at once. It
+ * did not exit at all before a stop asked the kernel again to cancel the
+ * sends (docs/engine.md, "A stop ends within its grace").
+ */
+static void test_sigterm_clients_never_read(void **state)
+{
+	static int idle[IDLE_CONNS], deaf[DEAF_CONNS];
+	struct rlimit rl;
+	struct server s;
+	struct client *c;
+	char *set, get[64 * 9];
+	size_t vlen = 256 * 1024, n;
+	pthread_t th[2];
+	int flood, st = 0, exited = 0;
+	long long t0, deadline;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 2 * (IDLE_CONNS + DEAF_CONNS) + 64) { /* the server inherits it */
+		rl.rlim_cur = rl.rlim_max;
+		if (rl.rlim_cur < 2 * (IDLE_CONNS + DEAF_CONNS) + 64)
+			skip();
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	s = server_start("--threads", "2", "--stop-grace", "200", NULL);
+	c = client_open(s.port);
+	set = malloc(vlen + 64);
+	assert_non_null(set);
+	n = (size_t)sprintf(set, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", vlen);
+	memset(set + n, 'v', vlen);
+	memcpy(set + n + vlen, "\r\n", 2);
+	send_raw(c, set, n + vlen + 2);
+	expect_reply(c, "+OK");
+	free(set);
+	for (int i = 0; i < IDLE_CONNS; i++) { /* each served once, then idle */
+		char pong[7];
+
+		idle[i] = raw_connect(s.port);
+		assert_int_equal(send(idle[i], "PING\r\n", 6, MSG_NOSIGNAL), 6);
+		for (size_t got = 0; got < sizeof pong;) {
+			ssize_t r = recv(idle[i], pong + got, sizeof pong - got, 0);
+
+			assert_true(r > 0 || (r < 0 && errno == EINTR));
+			got += r > 0 ? (size_t)r : 0;
+		}
+		assert_memory_equal(pong, "+PONG\r\n", 7);
+	}
+	for (int i = 0; i < 64; i++)
+		memcpy(get + 9 * i, "GET big\r\n", 9);
+	for (int i = 0; i < DEAF_CONNS; i++) {
+		deaf[i] = raw_connect(s.port);
+		assert_int_equal(send(deaf[i], get, sizeof get, MSG_NOSIGNAL), (ssize_t)sizeof get);
+	}
+	for (int i = 0; i < DEAF_CONNS; i++)
+		WAIT_UNTIL(queued_bytes(deaf[i]) > 0); /* the server is sending to each */
+	flood = raw_connect(s.port);
+	assert_int_equal(pthread_create(&th[0], NULL, flood_pings, &flood), 0);
+	assert_int_equal(pthread_create(&th[1], NULL, flood_drain, &flood), 0);
+	WAIT_UNTIL(atomic_load(&flood_read) > 0); /* the flood is answered */
+
+	kill(s.pid, SIGTERM);
+	t0 = now_ms();
+	deadline = t0 + STOP_GRACE_MS + 1000 + 30000;
+	while (!(exited = waitpid(s.pid, &st, WNOHANG) == s.pid) && now_ms() < deadline)
+		usleep(1000);
+	if (!exited) {
+		kill(s.pid, SIGKILL);
+		waitpid(s.pid, &st, 0);
+		fail_msg("no exit %d ms after SIGTERM (--stop-grace %d)", STOP_GRACE_MS + 1000 + 30000,
+			 STOP_GRACE_MS);
+	}
+	print_message("      exit %lld ms after SIGTERM\n", now_ms() - t0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	for (int i = 0; i < IDLE_CONNS; i++)
+		close(idle[i]);
+	for (int i = 0; i < DEAF_CONNS; i++)
+		close(deaf[i]);
+	close(flood);
+	client_close(c);
+}
+
 /* ---- SIGUSR1: the view of its coroutines ------------------------------------------------- */
 
 static char *slurp(const char *path)
@@ -869,6 +1029,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_request_limits),
 	cmocka_unit_test(test_idle_timeout),
 	cmocka_unit_test(test_sigterm_stop),
+	cmocka_unit_test(test_sigterm_clients_never_read),
 	cmocka_unit_test(test_view_on_sigusr1),
 	cmocka_unit_test(test_sharded_over_contexts),
 	cmocka_unit_test(test_redis_tools),

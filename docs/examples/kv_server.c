@@ -35,7 +35,10 @@
  *
  * SIGTERM or SIGINT: the listeners stop, every connection answers the
  * commands it has received and closes; after --stop-grace MS (default
- * 5000) whatever is left is cancelled. The exit status is 0.
+ * 5000) whatever is left is cancelled, a send to a client that never
+ * reads its answers too, and the server exits within the engines' cancel
+ * grace (1 s) after that (test_kv_server sigterm_clients_never_read). The
+ * exit status is 0.
  *
  * SIGUSR1: every coroutine of every context, what it waits on and since
  * when, is written to stderr (coring/view.h), and the server goes on.
