@@ -998,6 +998,7 @@ struct racer {
 	co_frame *kids[1];
 	uint64_t end;
 	int wfd;                  /* R_PIPE: the pipe's other end */
+	co_io hio;
 };
 
 static int racer_fn(co_frame *f)
@@ -1022,16 +1023,17 @@ static int racer_fn(co_frame *f)
 	CO_END(f);
 }
 
-/* R_PIPE: keeps the engine's thread (after the racer's SQEs were made,
- * before they go in) until the limit's time has passed, then writes the
- * byte: the read and the limit's timer complete in one batch. */
+/* R_PIPE: keeps the engine's thread (once the racer's read and timer are
+ * in): writes the byte, then waits until the limit's time has passed: the
+ * read and the limit's timer complete in one batch. */
 static int holder_fn(co_frame *f)
 {
 	struct racer *r = (struct racer *)(void *)((char *)f - offsetof(struct racer, holder));
 	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&r->hio));
+	assert_int_equal(write(r->wfd, "x", 1), 1);
 	while (co_now_ns() < r->end + CO_MS)
 		;
-	assert_int_equal(write(r->wfd, "x", 1), 1);
 	CO_END(f);
 }
 
