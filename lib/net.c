@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <coring/net.h>
@@ -28,6 +29,16 @@ static int numeric_errno(int eai)
 
 /* ---- listening ------------------------------------------------------------------ */
 
+/* Nagle's algorithm off: a small write goes out at once, not after the
+ * peer's delayed ACK (an answer written in two sends would wait for it).
+ * Set on a listening socket, it is inherited by the sockets it accepts. */
+static int no_delay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 static int bound_socket(const struct addrinfo *ai, int backlog, unsigned flags)
 {
 	int one = 1, fd, err;
@@ -38,6 +49,7 @@ static int bound_socket(const struct addrinfo *ai, int backlog, unsigned flags)
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
 	    ((flags & CO_LISTEN_REUSEPORT) &&
 	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+	    (!(flags & CO_LISTEN_NAGLE) && no_delay(fd) < 0) ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
 	    listen(fd, backlog ? backlog : SOMAXCONN) < 0) {
 		err = -errno;
@@ -56,7 +68,7 @@ int co_listen(const char *addr, int port, int backlog, unsigned flags)
 	int fd, err;
 
 	if (addr == NULL || port < 0 || port > 65535 || backlog < 0 ||
-	    (flags & ~CO_LISTEN_REUSEPORT))
+	    (flags & ~(CO_LISTEN_REUSEPORT | CO_LISTEN_NAGLE)))
 		return -EINVAL;
 	snprintf(service, sizeof service, "%d", port);
 	if ((err = numeric_errno(getaddrinfo(addr, service, &hints, &ai))) != 0)
@@ -108,7 +120,7 @@ static int dial_late(co_dialer *d)
 }
 
 /* Open a socket for the next address to try (d->ai, the first one when
- * d->ai is NULL): 1, or 0 when none is left. */
+ * d->ai is NULL), Nagle off: 1, or 0 when none is left. */
 static int dial_next(co_dialer *d)
 {
 	for (;;) {
@@ -118,9 +130,12 @@ static int dial_next(co_dialer *d)
 		d->tried++;
 		d->fd = socket(d->ai->ai_family, d->ai->ai_socktype | SOCK_CLOEXEC,
 			       d->ai->ai_protocol);
-		if (d->fd >= 0)
+		if (d->fd >= 0 && no_delay(d->fd) == 0)
 			return 1;
 		d->err = -errno;
+		if (d->fd >= 0)
+			close(d->fd);
+		d->fd = -1;
 	}
 }
 

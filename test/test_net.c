@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <cmocka.h>
 
 #include <coring/coring.h>
@@ -188,7 +189,7 @@ static void test_listen_errors(void **state)
 	assert_int_equal(co_listen("127.0.0.1", 65536, 0, 0), -EINVAL);
 	assert_int_equal(co_listen("127.0.0.1", INT32_MAX, 0, 0), -EINVAL);
 	assert_int_equal(co_listen("127.0.0.1", 0, -1, 0), -EINVAL);
-	assert_int_equal(co_listen("127.0.0.1", 0, 0, 2), -EINVAL);
+	assert_int_equal(co_listen("127.0.0.1", 0, 0, 4), -EINVAL);
 	assert_int_equal(co_listen("127.0.0.1", 0, 0, ~0u), -EINVAL);
 	assert_int_equal(co_listen("192.0.2.1", 0, 0, 0), -EADDRNOTAVAIL); /* not ours */
 	u = co_listen("127.0.0.1", 0, INT32_MAX, 0); /* the kernel caps a huge backlog */
@@ -500,6 +501,253 @@ static void test_dial_cancel_and_misuse(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
+/* ---- a limit that runs out as a connect or an accept completes ----------------------------- */
+
+/* Accept and close whatever waits in lfd's queue. */
+static void drain_listener(int lfd)
+{
+	int fl = fcntl(lfd, F_GETFL), s;
+
+	assert_int_equal(fcntl(lfd, F_SETFL, fl | O_NONBLOCK), 0);
+	while ((s = accept(lfd, NULL, NULL)) >= 0)
+		close(s);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(fcntl(lfd, F_SETFL, fl), 0);
+}
+
+/* co_timeout of a dial whose connect completes as the limit runs out: the
+ * holder keeps the engine's thread, in the turn the dial began, until the
+ * limit's time has passed; the connect and the limit's timer then go in
+ * together, and their completions come in one batch. The dial that
+ * connected keeps its descriptor as its value (or, cut short, closed it):
+ * none is left behind. */
+struct dial_race {
+	co_frame co, holder;
+	co_dialer d;
+	co_limit lim;
+	int port, res;
+	uint64_t end;
+};
+
+static int dial_race_fn(co_frame *f)
+{
+	struct dial_race *t = (struct dial_race *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout_at(&t->lim, co_dial(&t->d, NULL, "127.0.0.1", t->port, 0), t->end));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static int dial_holder_fn(co_frame *f)
+{
+	struct dial_race *t = (struct dial_race *)(void *)((char *)f - offsetof(struct dial_race, holder));
+
+	CO_BEGIN(f);
+	while (co_now_ns() < t->end + CO_MS)
+		;
+	CO_END(f);
+}
+
+static void test_dial_result_kept(void **state)
+{
+	int fds = co_test_open_fds(), lfd = co_listen("127.0.0.1", 0, 0, 0), kept = 0;
+
+	(void)state;
+	assert_true(lfd >= 0);
+	for (int round = 0; round < 20; round++) {
+		struct dial_race t;
+		co_frame *frames[2] = { &t.co, &t.holder };
+
+		memset(&t, 0, sizeof t);
+		t.port = co_local_port(lfd);
+		t.end = co_now_ns() + 3 * CO_MS;
+		co_init(&t.co, dial_race_fn);
+		co_init(&t.holder, dial_holder_fn);
+		co_test_run_frames(frames, 2);
+		if (t.res >= 0) {
+			kept++;
+			check_connected(lfd, t.res);
+		} else {
+			assert_int_equal(t.res, -ETIME);
+		}
+		drain_listener(lfd);
+		assert_int_equal(co_test_open_fds(), fds + 1); /* the listener only */
+	}
+	print_message("%d of 20 dials kept their connection at the limit\n", kept);
+	close(lfd);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
+/* An accept under a limit whose connection arrives as the limit runs out:
+ * co_accept (a kernel timeout linked to it), a child that accepts (a
+ * timer), and an acceptor whose descriptors a channel hands over, received
+ * under a limit (the wait's own timer). The holder keeps the engine's
+ * thread once the await's SQEs are in, connects, and waits until the
+ * limit's time has passed: the accept and the timer complete in one batch.
+ * Each connection is the await's value, or still there for the next
+ * accept (in the queue, in the channel); no descriptor is left behind. */
+enum { ACC_LINKED, ACC_CHILD, ACC_ACCEPTOR, ACC_FORMS };
+
+struct acc_race {
+	co_frame co, holder;
+	struct acc_kid {
+		co_frame co;
+		co_io io;
+		int lfd;
+	} kid;
+	co_io io, hio;
+	co_limit lim;
+	co_waiter w;
+	co_chan ch;
+	co_acceptor acc;
+	int form, lfd, port, client, res, got;
+	uint64_t end;
+};
+
+static int acc_kid_fn(co_frame *f)
+{
+	struct acc_kid *k = (struct acc_kid *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_accept(&k->io, k->lfd, NULL, NULL, SOCK_CLOEXEC));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void acc_on_conn(co_acceptor *a, int fd)
+{
+	struct acc_race *t = a->user;
+
+	if (fd >= 0)
+		assert_int_equal(co_chan_try_send(&t->ch, &fd), 0);
+}
+
+static int acc_race_fn(co_frame *f)
+{
+	struct acc_race *t = (struct acc_race *)f;
+
+	CO_BEGIN(f);
+	if (t->form == ACC_LINKED) {
+		CO_AWAIT(f, co_timeout_at(&t->lim, co_accept(&t->io, t->lfd, NULL, NULL, SOCK_CLOEXEC),
+					  t->end));
+		t->res = co_result(f);
+	} else if (t->form == ACC_CHILD) {
+		t->kid.lfd = t->lfd;
+		co_init(&t->kid.co, acc_kid_fn);
+		CO_AWAIT(f, co_timeout_at(&t->lim, &t->kid.co, t->end));
+		t->res = co_result(f);
+	} else {
+		assert_int_equal(co_acceptor_start(&t->acc, t->lfd, SOCK_CLOEXEC, acc_on_conn, t), 0);
+		CO_AWAIT(f, co_timeout_at(&t->lim, co_chan_recv(&t->w, &t->ch, &t->got), t->end));
+		t->res = co_result(f) == 0 ? t->got : co_result(f);
+		assert_int_equal(co_acceptor_stop(&t->acc), 0);
+	}
+	CO_END(f);
+}
+
+static int acc_holder_fn(co_frame *f)
+{
+	struct acc_race *t = (struct acc_race *)(void *)((char *)f - offsetof(struct acc_race, holder));
+	struct sockaddr_in a;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&t->hio)); /* the accept and the timer are in */
+	a = co_test_loopback((uint16_t)t->port);
+	t->client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_int_equal(connect(t->client, (struct sockaddr *)&a, sizeof a), 0);
+	while (co_now_ns() < t->end + CO_MS)
+		;
+	CO_END(f);
+}
+
+static void test_accept_result_kept(void **state)
+{
+	static const char *names[ACC_FORMS] = { "co_accept", "a child", "an acceptor" };
+	int fds = co_test_open_fds();
+
+	(void)state;
+	for (int form = 0; form < ACC_FORMS; form++) {
+		int kept = 0;
+
+		for (int round = 0; round < 20; round++) {
+			struct acc_race t;
+			co_frame *frames[2] = { &t.co, &t.holder };
+			int fd = -1, other;
+			char c = 0;
+
+			memset(&t, 0, sizeof t);
+			t.form = form;
+			t.lfd = co_listen("127.0.0.1", 0, 0, 0);
+			assert_true(t.lfd >= 0);
+			t.port = co_local_port(t.lfd);
+			assert_int_equal(co_chan_init(&t.ch, sizeof(int), 4, NULL), 0);
+			t.end = co_now_ns() + 3 * CO_MS;
+			co_init(&t.co, acc_race_fn);
+			co_init(&t.holder, acc_holder_fn);
+			co_test_run_frames(frames, 2);
+			if (t.res >= 0) { /* the connection is the value */
+				kept++;
+				fd = t.res;
+			} else { /* cut short: the connection waits for the next accept */
+				assert_int_equal(t.res, -ETIME);
+				if (form == ACC_ACCEPTOR)
+					assert_int_equal(co_chan_try_recv(&t.ch, &fd), 0);
+				else if (fcntl(t.lfd, F_SETFL, O_NONBLOCK) == 0)
+					fd = accept(t.lfd, NULL, NULL); /* (a lost one: -1) */
+			}
+			assert_true(fd >= 0);
+			assert_int_equal(write(t.client, "k", 1), 1); /* it is that connection */
+			assert_int_equal(read(fd, &c, 1), 1);
+			assert_int_equal(c, 'k');
+			assert_int_equal(co_chan_try_recv(&t.ch, &other), -EAGAIN); /* no other */
+			close(fd);
+			close(t.client);
+			drain_listener(t.lfd);
+			close(t.lfd);
+			assert_int_equal(co_chan_destroy(&t.ch), 0);
+			assert_int_equal(co_test_open_fds(), fds);
+		}
+		print_message("%-12s %d of 20 kept the connection at the limit\n", names[form], kept);
+	}
+}
+
+/* Nagle off: TCP_NODELAY on co_listen's socket and the sockets accepted
+ * from it, and on a dial's; CO_LISTEN_NAGLE leaves it on. */
+static int nodelay(int fd)
+{
+	int on = -1;
+	socklen_t len = sizeof on;
+
+	assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len), 0);
+	return on != 0;
+}
+
+static void test_no_delay(void **state)
+{
+	int fds = co_test_open_fds();
+
+	(void)state;
+	for (int nagle = 0; nagle < 2; nagle++) {
+		int lfd = co_listen("127.0.0.1", 0, 0, nagle ? CO_LISTEN_NAGLE : 0), s;
+		struct dial c;
+
+		assert_true(lfd >= 0);
+		assert_int_equal(nodelay(lfd), !nagle);
+		dial_init(&c, NULL, "127.0.0.1", co_local_port(lfd), 0);
+		co_test_run1(&c.co);
+		assert_true(c.res >= 0);
+		assert_int_equal(nodelay(c.res), 1); /* a dial's: always */
+		s = accept(lfd, NULL, NULL);
+		assert_true(s >= 0);
+		assert_int_equal(nodelay(s), !nagle); /* inherited from the listener */
+		close(s);
+		close(c.res);
+		close(lfd);
+	}
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_listen_and_port),
 	cmocka_unit_test(test_listen_errors),
@@ -507,6 +755,9 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dial_refused_and_unresolved),
 	cmocka_unit_test(test_dial_time_limit),
 	cmocka_unit_test(test_dial_cancel_and_misuse),
+	cmocka_unit_test(test_dial_result_kept),
+	cmocka_unit_test(test_accept_result_kept),
+	cmocka_unit_test(test_no_delay),
 };
 
 CO_TEST_MAIN(tests, 1)

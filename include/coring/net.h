@@ -32,12 +32,16 @@ extern "C" {
 /* co_listen flags */
 #define CO_LISTEN_REUSEPORT 1u  /* SO_REUSEPORT: several sockets share the
                                    port, the kernel spreads connections */
+#define CO_LISTEN_NAGLE 2u      /* keep Nagle's algorithm (TCP_NODELAY is
+                                   set otherwise) */
 
 /*
  * A listening TCP socket on addr (a numeric IPv4 or IPv6 address:
  * "127.0.0.1", "0.0.0.0", "::1"; no name is looked up) and port (0: the
  * kernel picks one, see co_local_port), with SO_REUSEADDR, close-on-exec,
- * a backlog of backlog (0: SOMAXCONN). Plain system calls: call it where
+ * a backlog of backlog (0: SOMAXCONN), and TCP_NODELAY (Nagle's algorithm
+ * off: a small write goes out at once), which the sockets it accepts
+ * inherit; CO_LISTEN_NAGLE leaves Nagle on. Plain system calls: call it where
  * blocking for a moment is fine (they do not wait for the network).
  * Returns the descriptor, or -EINVAL (NULL or non-numeric addr, port
  * outside 0..65535, negative backlog, unknown flags), socket's and bind's
@@ -67,7 +71,8 @@ typedef struct co_dialer {
 } co_dialer;
 
 /*
- * Connect a TCP socket to host:port: a child coroutine to await (C11
+ * Connect a TCP socket to host:port, with TCP_NODELAY (Nagle off; turn it
+ * back on with setsockopt if wanted): a child coroutine to await (C11
  * CO_AWAIT; CO_AWAIT_TASK in C99). host is a numeric address (used as is,
  * p may be NULL) or a name, resolved with co_getaddrinfo on p; each
  * address is then tried in turn (co_connect), until one connects. The
