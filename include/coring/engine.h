@@ -342,7 +342,12 @@ CO_API co_awaiter *co_after_turns(co_turn *t, unsigned n);
  * true, so later waits end at once; frames that never started do not start
  * (their on_done sees -ECANCELED), and frames still running after the
  * grace (opts.cancel_grace_ns) are finished for them the same way, so the
- * stop is bounded even against a coroutine that retries. A frame waiting
+ * stop is bounded even against a coroutine that retries. The run returns
+ * within the grace, plus the time the kernel takes to end an operation a
+ * cancel reaches: an operation the kernel's cancel misses (a send handed
+ * to an io-wq worker, where it blocks) is asked again, every 10 ms while
+ * anything is in flight (docs/engine.md, "A stop ends within its grace";
+ * the socket is neither shut down nor closed). A frame waiting
  * for a pool job that has started (coring/pool.h: it cannot be
  * interrupted) is finished for it with -ECANCELED once the grace has run
  * out (its on_done may free it); the job runs on to its end and its
