@@ -1319,6 +1319,144 @@ static void test_pinned_on_a_stealing_scheduler(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- a limit that runs out as a receive completes ---------------------------------- */
+
+/* co_timeout of a stream's receive (and of a child that receives) whose
+ * bytes come as the limit runs out: the holder keeps the engine's thread,
+ * once the limit's timer is in, while the peer's bytes come and the
+ * limit's time passes, in either order; the multishot's CQE and the timer
+ * come in one batch. The receive that took the bytes has them as its
+ * value; one cut short leaves them queued for the next. */
+struct recv_kid {
+	co_frame co;
+	co_stream *s;
+};
+
+static int recv_kid_fn(co_frame *f)
+{
+	struct recv_kid *k = (struct recv_kid *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_stream_recv(k->s));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+struct recv_race {
+	co_frame co, holder;
+	co_stream s;
+	co_limit lim;
+	co_io hio;
+	struct recv_kid kid;
+	co_bufring *ring;
+	int fd, peer, child, bytes_first, res;
+	uint64_t end;
+	size_t n[2];
+	char got[2][16];
+};
+
+/* What the last receive holds, appended to got[i]. */
+static void recv_race_take(struct recv_race *t, int i)
+{
+	unsigned n;
+	const struct iovec *iov = co_stream_iov(&t->s, &n);
+
+	for (unsigned k = 0; k < n; k++) {
+		assert_true(t->n[i] + iov[k].iov_len <= sizeof t->got[i]);
+		memcpy(t->got[i] + t->n[i], iov[k].iov_base, iov[k].iov_len);
+		t->n[i] += iov[k].iov_len;
+	}
+}
+
+static int recv_race_fn(co_frame *f)
+{
+	struct recv_race *t = (struct recv_race *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_stream_open(&t->s, t->ring, t->fd), 0);
+	if (t->child) {
+		t->kid.s = &t->s;
+		co_init(&t->kid.co, recv_kid_fn);
+		CO_AWAIT(f, co_timeout_at(&t->lim, &t->kid.co, t->end));
+	} else {
+		CO_AWAIT(f, co_timeout_at(&t->lim, co_stream_recv(&t->s), t->end));
+	}
+	t->res = co_result(f);
+	if (t->res > 0)
+		recv_race_take(t, 0);
+	assert_int_equal(write(t->peer, "BBBBB", 5), 5);
+	while (t->n[1] < (t->res > 0 ? 5u : 10u)) { /* the rest: "BBBBB" or "AAAAABBBBB" */
+		CO_AWAIT(f, co_stream_recv(&t->s));
+		assert_true(co_result(f) > 0);
+		recv_race_take(t, 1);
+		if (t->res <= 0) /* cut short: its bytes come first (lost ones never come) */
+			assert_memory_equal(t->got[1], "AAAAABBBBB", t->n[1] < 5 ? t->n[1] : 5);
+	}
+	CO_AWAIT(f, co_stream_close(&t->s));
+	CO_END(f);
+}
+
+static int recv_holder_fn(co_frame *f)
+{
+	struct recv_race *t = (struct recv_race *)(void *)((char *)f -
+							     offsetof(struct recv_race, holder));
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&t->hio)); /* the limit's timer is in */
+	if (t->bytes_first)
+		assert_int_equal(write(t->peer, "AAAAA", 5), 5);
+	while (co_now_ns() < t->end + CO_MS)
+		;
+	if (!t->bytes_first)
+		assert_int_equal(write(t->peer, "AAAAA", 5), 5);
+	CO_END(f);
+}
+
+static void test_recv_result_kept(void **state)
+{
+	(void)state;
+	for (int child = 0; child < 2; child++) {
+		int kept = 0;
+
+		for (int round = 0; round < 20; round++) {
+			struct rig g;
+			struct recv_race t;
+			co_frame *fs[2] = { &t.co, &t.holder };
+			int sv[2];
+
+			pair(sv);
+			rig_up(&g, 8, 64);
+			memset(&t, 0, sizeof t);
+			t.ring = &g.ring;
+			t.fd = sv[0];
+			t.peer = sv[1];
+			t.child = child;
+			t.bytes_first = round % 2 == 0;
+			t.end = co_now_ns() + 3 * CO_MS;
+			co_init(&t.co, recv_race_fn);
+			co_init(&t.holder, recv_holder_fn);
+			run_all(&g.e, fs, 2);
+			if (t.res > 0) { /* the bytes are the value */
+				kept++;
+				assert_int_equal(t.res, 5);
+				assert_int_equal(t.n[0], 5);
+				assert_memory_equal(t.got[0], "AAAAA", 5);
+				assert_int_equal(t.n[1], 5);
+				assert_memory_equal(t.got[1], "BBBBB", 5);
+			} else { /* cut short: they were the next receive's */
+				assert_int_equal(t.res, -ETIME);
+				assert_int_equal(t.n[1], 10);
+				assert_memory_equal(t.got[1], "AAAAABBBBB", 10);
+			}
+			rig_down(&g);
+			close(sv[0]);
+			close(sv[1]);
+		}
+		print_message("%s: %d of 20 kept the bytes at the limit\n",
+			      child ? "a child's receive" : "a receive", kept);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_ordered_with_eof),
 	cmocka_unit_test(test_queued_while_busy),
@@ -1336,6 +1474,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_echo_many_connections),
 	cmocka_unit_test(test_hot_path_allocates_nothing),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
+	cmocka_unit_test(test_recv_result_kept),
 };
 
 /* Does this kernel have buffer rings and multishot recv (Linux 6.0)? One
