@@ -17,6 +17,7 @@
 #include <string.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -27,6 +28,7 @@
 #include "awaiter.h"
 #include "fault.h"
 #include "helpers.h"
+#include "waiter_internal.h"
 
 #define NEVER (3600 * CO_S)
 #define SHORT (2 * CO_MS)
@@ -1139,6 +1141,199 @@ static void test_child_result_kept(void **state)
 	}
 }
 
+/* ---- a release racing a limit: exactly one wins, nothing is lost ---------------------- */
+
+/* A mutex, a semaphore, an event and a channel's receive, each awaited
+ * under co_wait_for, under co_timeout (both the wait's own timer) and as a
+ * child under co_timeout (the limit's timer cancels the wait), the time
+ * running out. In one run the window is held open (CO__POINT_WAIT_VISIT:
+ * the engine's look, at the timer or the cancel, saw the waiter waiting
+ * and has not taken the primitive's lock): a release from another thread
+ * comes first, claims the waiter and waits for the look to end. The
+ * release wins: the await's value is 0 and the frame has what was
+ * released (the mutex, a permit, the item). In the other run nothing is
+ * released before the time runs out: -ETIME, and what is released after
+ * stays with the primitive. Either way the accounting is exact. */
+enum { RL_MUTEX, RL_SEM, RL_EVENT, RL_CHAN, RL_KINDS };
+enum { RL_WAIT_FOR, RL_TIMEOUT, RL_CHILD, RL_FORMS };
+
+struct rl {
+	co_frame co;
+	struct rl_kid {
+		co_frame co;
+		co_waiter w;
+		struct rl *t;
+	} kid;
+	co_waiter w;
+	co_limit lim;
+	co_mutex m;
+	co_sem sem;
+	co_event ev;
+	co_chan ch;
+	int kind, form, item, res;
+	co_waiter *parked;        /* the waiter the window is about */
+	pthread_t releaser;
+	atomic_int started;       /* the window was held open (once) */
+};
+
+/* The release, from any thread. */
+static void rl_release(struct rl *t)
+{
+	int item = 42;
+
+	switch (t->kind) {
+	case RL_MUTEX:
+		assert_int_equal(co_mutex_unlock(&t->m), 0);
+		break;
+	case RL_SEM:
+		assert_int_equal(co_sem_release(&t->sem, 1), 0);
+		break;
+	case RL_EVENT:
+		assert_int_equal(co_event_set(&t->ev), 0);
+		break;
+	default:
+		assert_int_equal(co_chan_try_send(&t->ch, &item), 0);
+		break;
+	}
+}
+
+static void *rl_releaser(void *arg)
+{
+	rl_release(arg);
+	return NULL;
+}
+
+/* At the look (the engine's thread): a release on another thread claims
+ * the waiter first; it then waits for the look to end, which finds it
+ * claimed. */
+static void rl_window(void *arg)
+{
+	struct rl *t = arg;
+
+	if (atomic_exchange(&t->started, 1))
+		return;
+	assert_int_equal(pthread_create(&t->releaser, NULL, rl_releaser, t), 0);
+	while (atomic_load(&t->parked->state) == CO__W_WAITING)
+		;
+}
+
+static co_awaiter *rl_wait(struct rl *t, co_waiter *w)
+{
+	switch (t->kind) {
+	case RL_MUTEX:
+		return co_mutex_lock(w, &t->m);
+	case RL_SEM:
+		return co_sem_acquire(w, &t->sem);
+	case RL_EVENT:
+		return co_event_wait(w, &t->ev);
+	default:
+		return co_chan_recv(w, &t->ch, &t->item);
+	}
+}
+
+static int rl_kid_fn(co_frame *f)
+{
+	struct rl_kid *k = (struct rl_kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, rl_wait(k->t, &k->w));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int rl_fn(co_frame *f)
+{
+	struct rl *t = (struct rl *)f;
+	CO_BEGIN(f);
+	if (t->form == RL_WAIT_FOR) {
+		t->parked = &t->w;
+		CO_AWAIT(f, co_wait_for(rl_wait(t, &t->w), SHORT));
+	} else if (t->form == RL_TIMEOUT) {
+		t->parked = &t->w;
+		CO_AWAIT(f, co_timeout(&t->lim, rl_wait(t, &t->w), SHORT));
+	} else {
+		t->parked = &t->kid.w;
+		t->kid.t = t;
+		co_init(&t->kid.co, rl_kid_fn);
+		CO_AWAIT(f, co_timeout(&t->lim, &t->kid.co, SHORT));
+	}
+	t->res = co_result(f);
+	if (t->res == -ETIME) /* too late: the release goes to the primitive */
+		rl_release(t);
+	/* what the frame holds goes back, what the primitive holds stays */
+	switch (t->kind) {
+	case RL_MUTEX:
+		if (t->res == 0)
+			assert_int_equal(co_mutex_unlock(&t->m), 0);
+		break;
+	case RL_SEM:
+		if (t->res == 0)
+			assert_int_equal(co_sem_release(&t->sem, 1), 0);
+		break;
+	case RL_CHAN:
+		if (t->res == -ETIME)
+			assert_int_equal(co_chan_try_recv(&t->ch, &t->item), 0);
+		assert_int_equal(t->item, 42);
+		break;
+	default:
+		break;
+	}
+	CO_END(f);
+}
+
+static void test_release_races_limit(void **state)
+{
+	static const char *kinds[RL_KINDS] = { "mutex", "semaphore", "event", "channel" };
+	static const char *forms[RL_FORMS] = { "co_wait_for", "co_timeout", "a child" };
+
+	(void)state;
+	for (int kind = 0; kind < RL_KINDS; kind++) {
+		for (int form = 0; form < RL_FORMS; form++) {
+			for (int window = 0; window < 2; window++) {
+				struct rl t;
+				int item;
+
+				memset(&t, 0, sizeof t);
+				t.kind = kind;
+				t.form = form;
+				assert_int_equal(co_mutex_init(&t.m), 0);
+				assert_int_equal(co_mutex_trylock(&t.m), 0); /* held: the lock waits */
+				assert_int_equal(co_sem_init(&t.sem, 0), 0);
+				assert_int_equal(co_event_init(&t.ev, 0), 0);
+				assert_int_equal(co_chan_init(&t.ch, sizeof(int), 1, NULL), 0);
+				if (window)
+					co__fault_on_point(CO__POINT_WAIT_VISIT, rl_window, &t);
+				co_init(&t.co, rl_fn);
+				co_test_run1(&t.co);
+				co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL);
+				if (window)
+					pthread_join(t.releaser, NULL);
+				print_message("%-9s %-11s %s: %d\n", kinds[kind], forms[form],
+					      window ? "released in the window" : "released late", t.res);
+				assert_int_equal(t.res, window ? 0 : -ETIME);
+				if (window)
+					assert_true(atomic_load(&t.started));
+				/* exact: the mutex free, one permit, the event set,
+				 * the channel empty */
+				if (kind != RL_MUTEX) /* (held from the start otherwise) */
+					assert_int_equal(co_mutex_unlock(&t.m), 0);
+				assert_int_equal(co_mutex_trylock(&t.m), 0);
+				assert_int_equal(co_mutex_unlock(&t.m), 0);
+				if (kind == RL_SEM) {
+					assert_int_equal(co_sem_try_acquire(&t.sem), 0);
+					assert_int_equal(co_sem_try_acquire(&t.sem), -EAGAIN);
+				}
+				if (kind == RL_EVENT)
+					assert_true(co_event_is_set(&t.ev));
+				assert_int_equal(co_chan_try_recv(&t.ch, &item), -EAGAIN);
+				assert_int_equal(co_mutex_destroy(&t.m), 0);
+				assert_int_equal(co_sem_destroy(&t.sem), 0);
+				assert_int_equal(co_event_destroy(&t.ev), 0);
+				assert_int_equal(co_chan_destroy(&t.ch), 0);
+			}
+		}
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -1150,6 +1345,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_not_on_an_engine),
 	cmocka_unit_test(test_timer_allocation_fails),
 	cmocka_unit_test(test_child_result_kept),
+	cmocka_unit_test(test_release_races_limit),
 	cmocka_unit_test(test_shield_lets_cleanup_run),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_transfer_inside_a_limit),
