@@ -1073,7 +1073,7 @@ static void test_child_result_kept(void **state)
 	int kept = 0, timed_out = 0;
 
 	(void)state;
-	for (int form = R_CHILD; form < R_CHILD; form++) {
+	for (int form = R_CHILD; form <= R_WHEN_ANY; form++) {
 		for (int open = 0; open < 2; open++) {
 			struct racer r;
 

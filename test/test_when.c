@@ -16,6 +16,7 @@
 #include <coring/sync.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>
+#include <coring/timeout.h>
 #include "helpers.h"
 
 #define NEVER (3600 * CO_S) /* a test that ends proves it was cancelled */
@@ -403,6 +404,95 @@ static void test_errors(void **state)
 	assert_null(kids[0]->on_done);
 }
 
+/* ---- a cancel or a limit racing the end of co_spawn_on's child --------------------------- */
+
+/* The child, on another context, does its work (took), then finishes
+ * with 7 only once the cancel has reached it (the window: the awaiting
+ * frame's cancel or limit came, the child's result not yet): the await's
+ * value is 7, the work is not reported as undone. A child that is cut
+ * short (an hour's sleep) makes it -ECANCELED, or -ETIME for a limit. */
+struct far_kid {
+	co_frame co;
+	co_io io;
+	int sleep;
+	atomic_int took, running;
+};
+
+static int far_kid_fn(co_frame *f)
+{
+	struct far_kid *k = (struct far_kid *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(&k->took, 1);
+	atomic_store(&k->running, 1);
+	if (k->sleep) {
+		CO_AWAIT(f, co_sleep(&k->io, NEVER));
+		CO_RETURN(f, co_result(f));
+	}
+	while (!co_cancelled(f))
+		CO_YIELD(f);
+	CO_RETURN(f, 7);
+	CO_END(f);
+}
+
+struct near {
+	co_frame co;
+	co_when w;
+	co_limit lim;
+	struct far_kid kid;
+	co_engine *on;
+	int limit, res;
+};
+
+static int near_fn(co_frame *f)
+{
+	struct near *n = (struct near *)f;
+	CO_BEGIN(f);
+	if (n->limit)
+		CO_AWAIT(f, co_timeout(&n->lim, co_spawn_on(&n->w, n->on, &n->kid.co), 2 * CO_MS));
+	else
+		CO_AWAIT(f, co_spawn_on(&n->w, n->on, &n->kid.co));
+	n->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_spawn_on_result_kept(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .contexts = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_sched s;
+
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int limit = 0; limit < 2; limit++) {
+		for (int sleep = 0; sleep < 2; sleep++) {
+			struct near n;
+
+			memset(&n, 0, sizeof n);
+			n.limit = limit;
+			n.kid.sleep = sleep;
+			n.on = &co_sched_pick(&s, 1)->engine;
+			co_init(&n.kid.co, far_kid_fn);
+			co_init(&n.co, near_fn);
+			assert_int_equal(co_sched_spawn_kind(&s, 0, &n.co), 0);
+			if (!limit) {
+				WAIT_UNTIL(atomic_load(&n.kid.running));
+				assert_int_equal(co_cancel(&n.co), 0);
+			}
+			assert_int_equal(co_sched_run(&s), 0);
+			assert_true(co_done(&n.kid.co));
+			assert_int_equal(atomic_load(&n.kid.took), 1);
+			if (sleep) {
+				assert_int_equal(co_status(&n.kid.co), -ECANCELED);
+				assert_int_equal(n.res, limit ? -ETIME : -ECANCELED);
+			} else {
+				assert_int_equal(co_status(&n.kid.co), 7);
+				assert_int_equal(n.res, 7);
+			}
+		}
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -412,6 +502,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cancel_awaiting_frame),
 		cmocka_unit_test(test_when_all_with_stealing),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_spawn_on_result_kept),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
