@@ -498,6 +498,95 @@ static void test_getaddrinfo_localhost(void **state)
 	assert_int_equal(co_pool_destroy(&pool), 0);
 }
 
+/* ---- a limit that runs out as a job ends -------------------------------------------------- */
+
+/* A job's function returns, and before its worker records the result
+ * (CO__POINT_POOL_ENDED) the awaiting frame's limit runs out (its chain
+ * counts the limit: co_cancelled) and cancels the await, which finds the
+ * job running. The job ran, so its result is the value: for co_timeout of
+ * the job and for a child that runs it under co_timeout. */
+struct ended {
+	co_frame co;
+	struct ended_kid {
+		co_frame co;
+		co_pool_job job;
+		co_pool *pool;
+	} kid;
+	co_pool_job job;
+	co_pool *pool;
+	co_limit lim;
+	int child, res;
+	atomic_int held;
+};
+
+static atomic_int ended_ran;
+
+static int ended_job(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&ended_ran, 1);
+	return 7;
+}
+
+/* On the worker: hold the result back until the limit has run out. */
+static void ended_window(void *arg)
+{
+	struct ended *t = arg;
+
+	while (!co_cancelled(&t->co))
+		;
+	atomic_store(&t->held, 1);
+}
+
+static int ended_kid_fn(co_frame *f)
+{
+	struct ended_kid *k = (struct ended_kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_pool_run(&k->job, k->pool, ended_job, NULL));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static int ended_fn(co_frame *f)
+{
+	struct ended *t = (struct ended *)f;
+	CO_BEGIN(f);
+	if (t->child) {
+		t->kid.pool = t->pool;
+		co_init(&t->kid.co, ended_kid_fn);
+		CO_AWAIT(f, co_timeout(&t->lim, &t->kid.co, 2 * CO_MS));
+	} else {
+		CO_AWAIT(f, co_timeout(&t->lim, co_pool_run(&t->job, t->pool, ended_job, NULL),
+				       2 * CO_MS));
+	}
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_job_result_kept(void **state)
+{
+	co_pool pool;
+
+	(void)state;
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	for (int child = 0; child < 2; child++) {
+		struct ended t;
+
+		memset(&t, 0, sizeof t);
+		t.pool = &pool;
+		t.child = child;
+		atomic_store(&ended_ran, 0);
+		co__fault_on_point(CO__POINT_POOL_ENDED, ended_window, &t);
+		co_init(&t.co, ended_fn);
+		co_test_run1(&t.co);
+		co__fault_on_point(CO__POINT_POOL_ENDED, NULL, NULL);
+		assert_int_equal(atomic_load(&t.held), 1); /* the window was held open */
+		assert_int_equal(atomic_load(&ended_ran), 1);
+		assert_int_equal(t.res, 7);
+	}
+	assert_int_equal(co_pool_destroy(&pool), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_job_runs_once),
 	cmocka_unit_test(test_cancel_and_limit),
@@ -506,6 +595,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancelled_frame_queues_no_job),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_getaddrinfo_localhost),
+	cmocka_unit_test(test_job_result_kept),
 };
 
 CO_TEST_MAIN(tests, 1)
