@@ -33,6 +33,16 @@
  * polls the other side's index for a while (co__engine_poll, with a slip
  * below), so that two contexts passing a stream do not park and wake per
  * item.
+ *
+ * Destroy. A call that lets go of every lock and then touches the channel
+ * again (a poll, a refill from parked senders, a receiver taking the
+ * locks in order to park) counts itself in inside first, under the lock
+ * it holds (slock or rlock), and leaves as its last touch of the channel,
+ * or once it holds a lock again. Destroy, holding all three locks, sees
+ * every call that is inside, and refuses (-EBUSY) while one is or a frame
+ * is parked; it marks the channel destroyed (buf NULL) under the locks,
+ * and every call looks at that under its own lock before it touches the
+ * ring.
  */
 #include <errno.h>
 #include <limits.h>
@@ -89,21 +99,39 @@ static void unlock_all(co_chan *c)
 	unlock_s(c);
 }
 
+/* Under slock or rlock: a call inside the channel that is about to hold
+ * no lock; inside_leave is its last touch of the channel (or it holds a
+ * lock again). See the top of the file. */
+static void inside_enter(co_chan *c)
+{
+	atomic_fetch_add_explicit(&c->inside, 1, memory_order_relaxed);
+}
+
+static void inside_leave(co_chan *c)
+{
+	atomic_fetch_sub_explicit(&c->inside, 1, memory_order_release);
+}
+
 int co_chan_destroy(co_chan *c)
 {
-	int busy;
+	unsigned char *buf = NULL;
+	int err = 0;
 
-	if (c == NULL || c->buf == NULL)
+	if (c == NULL)
 		return -EINVAL;
 	lock_all(c);
-	busy = c->recvq.head != NULL || c->sendq.head != NULL;
+	if (c->buf == NULL)
+		err = -EINVAL;
+	else if (c->recvq.head != NULL || c->sendq.head != NULL ||
+		 atomic_load_explicit(&c->inside, memory_order_acquire) != 0)
+		err = -EBUSY; /* parked, or a send or receive under way */
+	else {
+		buf = c->owned ? c->buf : NULL;
+		c->buf = NULL; /* every later call: -EINVAL */
+	}
 	unlock_all(c);
-	if (busy)
-		return -EBUSY;
-	if (c->owned)
-		free(c->buf);
-	c->buf = NULL;
-	return 0;
+	free(buf);
+	return err;
 }
 
 /* ---- the ring ---------------------------------------------------------------------- */
@@ -194,9 +222,9 @@ static int pump_senders(co_chan *c, co__wake_list *l)
 }
 
 /* With no lock held, after a receiver freed slots and saw senders parked
- * (under rlock): their items go into the ring. No receiver can be parked
- * then (one parks only with no sender parked: recv_suspend), so nobody
- * else needs serving. */
+ * (under rlock, where it counted itself inside): their items go into the
+ * ring. No receiver can be parked then (one parks only with no sender
+ * parked: recv_suspend), so nobody else needs serving. */
 static void refill(co_chan *c)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
@@ -253,6 +281,8 @@ static int senders_ahead(co_chan *c)
  * just served or cleared them. */
 static inline int send_now(co_chan *c, const void *item)
 {
+	if (co__unlikely(c->buf == NULL))
+		return -EINVAL; /* destroyed */
 	if (atomic_load_explicit(&c->closed, memory_order_relaxed))
 		return -EPIPE;
 	if (flag(&c->recv_waiting) && handed_over(c, item))
@@ -318,9 +348,12 @@ static int send_suspend(co_awaiter *a, co_frame *f)
 		 * receiver to free a slot before parking */
 		unsigned waited, slip = c->slip_s;
 
+		inside_enter(c);
 		unlock_s(c);
+		co__fault_point(CO__POINT_CHAN_POLL); /* tests: destroy now */
 		waited = co__engine_poll(co__tls_engine, send_ready, c, slip);
 		lock_s(c);
+		inside_leave(c);
 		slip_adapt(c, &c->slip_s, waited, c->cap - ring_used(c));
 		/* again, found or not: a receiver may have parked meanwhile */
 		ret = send_now(c, w->u.item);
@@ -366,15 +399,21 @@ static inline int take_some(co_chan *c, co_waiter *w, int had)
 static int take_more(co_chan *c, co_waiter *w, int got)
 {
 	for (;;) {
-		int s = flag(&c->send_waiting), more;
+		int more;
 
+		if (!flag(&c->send_waiting)) {
+			unlock_r(c);
+			return got;
+		}
+		inside_enter(c);
 		unlock_r(c);
-		if (!s)
-			return got;
 		refill(c);
-		if ((unsigned)got >= w->many)
+		if ((unsigned)got >= w->many) {
+			inside_leave(c);
 			return got;
+		}
 		lock_r(c);
+		inside_leave(c);
 		more = take_some(c, w, got);
 		if (more == 0) {
 			unlock_r(c);
@@ -425,15 +464,23 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 	int got;
 
 	lock_r(c);
+	if (co__unlikely(c->buf == NULL)) { /* destroyed */
+		unlock_r(c);
+		w->res = -EINVAL;
+		return 0;
+	}
 	got = take_some(c, w, 0);
 	if (got == 0 && co__engine_may_poll(co__tls_engine)) {
 		/* empty: while the engine has nothing else to do, poll for a
 		 * sender before parking */
 		unsigned waited, slip = c->slip_r;
 
+		inside_enter(c);
 		unlock_r(c);
+		co__fault_point(CO__POINT_CHAN_POLL); /* tests: destroy now */
 		waited = co__engine_poll(co__tls_engine, recv_ready, c, slip);
 		lock_r(c);
+		inside_leave(c);
 		slip_adapt(c, &c->slip_r, waited, ring_used(c));
 		if (waited)
 			got = take_some(c, w, 0);
@@ -442,9 +489,12 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 		/* park with the ring exact: no sender can put while we hold
 		 * slock, and one that puts after sees recv_waiting */
 		if (!co__spin_trylock(&c->slock)) { /* against the lock order */
+			inside_enter(c);
 			unlock_r(c);
+			co__fault_point(CO__POINT_CHAN_POLL); /* tests: destroy now */
 			lock_s(c);
 			lock_r(c);
+			inside_leave(c);
 		}
 		got = take_some(c, w, 0); /* a sender may have put before */
 		if (got == 0)
@@ -511,11 +561,19 @@ int co_chan_try_recv(co_chan *c, void *item)
 	if (c == NULL || item == NULL || c->buf == NULL)
 		return -EINVAL;
 	lock_r(c);
+	if (c->buf == NULL) { /* destroyed */
+		unlock_r(c);
+		return -EINVAL;
+	}
 	if (ring_take(c, item)) {
 		s = flag(&c->send_waiting);
-		unlock_r(c);
 		if (s)
+			inside_enter(c);
+		unlock_r(c);
+		if (s) {
 			refill(c);
+			inside_leave(c);
+		}
 		return 0;
 	}
 	/* exact under rlock: close holds it, and every put came before */
@@ -531,9 +589,11 @@ int co_chan_close(co_chan *c)
 	if (c == NULL || c->buf == NULL)
 		return -EINVAL;
 	lock_all(c);
-	if (atomic_load_explicit(&c->closed, memory_order_relaxed)) {
+	if (c->buf == NULL || atomic_load_explicit(&c->closed, memory_order_relaxed)) {
+		int err = c->buf == NULL ? -EINVAL : -EALREADY; /* destroyed meanwhile */
+
 		unlock_all(c);
-		return -EALREADY;
+		return err;
 	}
 	atomic_store_explicit(&c->closed, 1, memory_order_release);
 	/* parked receivers wait on an empty ring: nothing is left for them;
@@ -555,8 +615,9 @@ int co_chan_len(co_chan *c)
 		return -EINVAL;
 	lock_s(c);
 	lock_r(c);
-	n = (int)used(c, atomic_load_explicit(&c->tail, memory_order_relaxed),
-		      atomic_load_explicit(&c->head, memory_order_relaxed));
+	n = c->buf == NULL ? -EINVAL
+			   : (int)used(c, atomic_load_explicit(&c->tail, memory_order_relaxed),
+				       atomic_load_explicit(&c->head, memory_order_relaxed));
 	unlock_r(c);
 	unlock_s(c);
 	return n;

@@ -639,6 +639,206 @@ static int many_run(co_loop *loop, struct mparty *t, co_chan *ch, unsigned max)
 	return co_loop_run(loop);
 }
 
+/* ---- destroy while a send or receive is under way ------------------------------------ */
+
+/*
+ * An end that must wait polls the channel before it parks, holding none of
+ * its locks; so does a receiver that finds the senders' lock taken and
+ * lets go of its own to take both in order. The test build's poll point
+ * (lib/fault.h) holds that moment open. There co_chan_destroy answers
+ * -EBUSY and changes nothing, whether the point itself destroys (on the
+ * end's thread) or holds the window while the test thread does; the wait
+ * then completes as if nothing had been asked. Under ASan a destroy that
+ * went through would free the ring the end is about to use.
+ */
+struct in_poll {
+	co_chan *ch;
+	int block;                /* hold the window until released */
+	atomic_int reached, released, destroy_res;
+};
+
+static void in_poll_hook(void *arg)
+{
+	struct in_poll *k = arg;
+
+	co__fault_on_point(CO__POINT_CHAN_POLL, NULL, NULL); /* once */
+	atomic_store(&k->reached, 1);
+	if (!k->block)
+		atomic_store(&k->destroy_res, co_chan_destroy(k->ch));
+	while (k->block && !atomic_load(&k->released))
+		sched_yield(); /* the test thread destroys meanwhile */
+}
+
+struct poll_party {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	int send;
+	uint64_t item;
+	atomic_int res;           /* 1 until the await completed */
+};
+
+static int poll_party_fn(co_frame *f)
+{
+	struct poll_party *p = (struct poll_party *)f;
+	CO_BEGIN(f);
+	if (p->send)
+		CO_AWAIT(f, co_chan_send(&p->w, p->ch, &p->item));
+	else
+		CO_AWAIT(f, co_chan_recv(&p->w, p->ch, &p->item));
+	atomic_store(&p->res, co_result(f));
+	CO_END(f);
+}
+
+/* send: a sender on a full channel, else a receiver on an empty one;
+ * block: the test thread destroys; in_order: the end does not poll, the
+ * receiver finds the senders' lock held (by this thread, until the point
+ * is reached) and takes the locks in order. */
+static void destroy_in_poll(int send, int block, int in_order)
+{
+	co_engine e;
+	co_test_runner run;
+	co_chan ch;
+	uint64_t v = 7;
+	struct poll_party p = { .ch = &ch, .send = send, .item = 42, .res = 1 };
+	struct in_poll k = { .ch = &ch, .block = block, .destroy_res = 1 };
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	/* the end polls, whatever the CPUs; or never */
+	e.spin_max = e.spin_cur = in_order ? 0 : 1000000;
+	assert_int_equal(co_chan_init(&ch, sizeof v, 1, NULL), 0);
+	if (send)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0); /* full: the sender waits */
+	if (in_order)
+		while (atomic_exchange(&ch.slock, 1)) /* the senders' lock, as a test may */
+			;
+	co__fault_on_point(CO__POINT_CHAN_POLL, in_poll_hook, &k);
+	co_init(&p.co, poll_party_fn);
+	assert_int_equal(co_engine_spawn(&e, &p.co), 0);
+	co_test_runner_start(&run, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&k.reached));
+	if (in_order)
+		atomic_store(&ch.slock, 0); /* a destroy, and then the end, may take it */
+	if (block) { /* from this thread, while the end polls on its own */
+		assert_int_equal(co_chan_destroy(&ch), -EBUSY);
+		atomic_store(&k.released, 1);
+	} else {
+		WAIT_UNTIL(atomic_load(&k.destroy_res) != 1);
+		assert_int_equal(atomic_load(&k.destroy_res), -EBUSY);
+	}
+	/* nothing changed: the other end comes, the wait completes */
+	if (send) {
+		assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+		assert_int_equal(v, 7);
+		WAIT_UNTIL(atomic_load(&p.res) != 1);
+		assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+		assert_int_equal(v, 42);
+	} else {
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+		WAIT_UNTIL(atomic_load(&p.res) != 1);
+		assert_int_equal(p.item, 7);
+	}
+	assert_int_equal(atomic_load(&p.res), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&run), 0);
+	assert_int_equal(__atomic_load_n(&e.stats.polls, __ATOMIC_RELAXED) >= 1, !in_order);
+	assert_int_equal(co_chan_destroy(&ch), 0); /* nobody inside now */
+	assert_int_equal(co_chan_destroy(&ch), -EINVAL);
+	assert_int_equal(co_chan_len(&ch), -EINVAL);
+	assert_int_equal(co_chan_try_send(&ch, &v), -EINVAL);
+	assert_int_equal(co_chan_try_recv(&ch, &v), -EINVAL);
+	assert_int_equal(co_chan_close(&ch), -EINVAL);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_destroy_while_polling(void **state)
+{
+	(void)state;
+	for (int send = 0; send < 2; send++)
+		for (int block = 0; block < 2; block++)
+			destroy_in_poll(send, block, 0);
+	for (int block = 0; block < 2; block++)
+		destroy_in_poll(0, block, 1);
+}
+
+/*
+ * A receiver of many that took the ring's items and saw a sender parked
+ * lets go of its lock and refills the ring from the senders, then takes
+ * more: at the refill point (lib/fault.h) the parked sender is cancelled
+ * and a new item sent, so that no frame is parked and the ring holds an
+ * item the receiver is about to take. Destroy answers -EBUSY there (the
+ * receiver is inside), and the receiver takes that item. The same for a
+ * co_chan_try_recv that refills.
+ */
+struct in_refill {
+	co_chan *ch;
+	co_frame *parked;         /* the parked sender, cancelled here */
+	uint64_t item;
+	int destroy_res;
+};
+
+static void in_refill_hook(void *arg)
+{
+	struct in_refill *k = arg;
+
+	co__fault_on_point(CO__POINT_CHAN_REFILL, NULL, NULL); /* once */
+	assert_int_equal(co_cancel(k->parked), 0); /* no sender parked now */
+	assert_int_equal(co_chan_try_send(k->ch, &k->item), 0);
+	k->destroy_res = co_chan_destroy(k->ch);
+}
+
+static void test_destroy_while_refilling(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	uint64_t v, got[4];
+	struct party snd = { .ch = &ch, .item = 3, .res = 1 };
+	struct mparty r;
+	struct in_refill k = { .ch = &ch, .parked = &snd.co, .item = 9, .destroy_res = 1 };
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 2, NULL), 0);
+	for (v = 1; v <= 2; v++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0); /* full */
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_loop_spawn(&loop, &snd.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1); /* 3 parked */
+	co__fault_on_point(CO__POINT_CHAN_REFILL, in_refill_hook, &k);
+	assert_int_equal(many_run(&loop, &r, &ch, 4), 0);
+	assert_int_equal(k.destroy_res, -EBUSY);
+	assert_int_equal(r.res, 3); /* 1, 2, then the item sent at the point */
+	memcpy(got, r.own, sizeof got);
+	assert_int_equal(got[0], 1);
+	assert_int_equal(got[1], 2);
+	assert_int_equal(got[2], 9);
+	assert_int_equal(snd.res, -ECANCELED); /* it delivered nothing */
+	assert_int_equal(co_chan_len(&ch), 0);
+
+	/* a try_recv: it took 1 and refills; 9 is in the ring after it */
+	v = 1;
+	assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_try_send(&ch, &v), 0); /* full */
+	snd = (struct party){ .ch = &ch, .item = 3, .res = 1 };
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_loop_spawn(&loop, &snd.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1); /* 3 parked */
+	k.destroy_res = 1;
+	co__fault_on_point(CO__POINT_CHAN_REFILL, in_refill_hook, &k);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(k.destroy_res, -EBUSY);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(snd.res, -ECANCELED);
+	assert_int_equal(co_chan_len(&ch), 2); /* 1, 9 */
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	/* destroyed: every wait answers -EINVAL */
+	snd = (struct party){ .ch = &ch, .item = 3, .res = 1 };
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_loop_spawn(&loop, &snd.co), 0);
+	assert_int_equal(many_run(&loop, &r, &ch, 4), 0);
+	assert_int_equal(snd.res, -EINVAL);
+	assert_int_equal(r.res, -EINVAL);
+}
+
 /* What the ring holds, up to max, in order; then the rest. */
 static void test_recv_many_takes_what_is_there(void **state)
 {
@@ -1029,6 +1229,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timed_receives_lose_nothing),
 		cmocka_unit_test(test_close_wakes_blocked),
 		cmocka_unit_test(test_new_sender_queues_behind_parked),
+		cmocka_unit_test(test_destroy_while_polling),
+		cmocka_unit_test(test_destroy_while_refilling),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),

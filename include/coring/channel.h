@@ -44,6 +44,9 @@ typedef struct co_chan {
 	CO__ATOMIC(int) closed;
 	CO__ATOMIC(unsigned) recv_waiting, send_waiting; /* set when one parks */
 	int owned;                    /* buf was allocated by init */
+	CO__ATOMIC(unsigned) inside;  /* calls inside a send or receive that
+	                                 hold none of the locks (a poll, a
+	                                 refill): destroy waits for none */
 	size_t size;                  /* read-only: item size */
 	unsigned cap;                 /* read-only: capacity in items */
 	unsigned char *buf;           /* cap * size bytes */
@@ -72,7 +75,11 @@ typedef struct co_chan {
  */
 CO_API int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
 
-/* Free what init allocated. -EINVAL (NULL), -EBUSY (someone is blocked). */
+/* Free what init allocated. 0: every later call answers -EINVAL (the
+ * memory of c itself stays the caller's). -EBUSY, nothing changes: a
+ * frame is blocked on it, or a send or receive is under way (polling for
+ * the other end before it parks, refilling the ring from parked senders),
+ * from any thread. -EINVAL (NULL, destroyed). */
 CO_API int co_chan_destroy(co_chan *c);
 
 /* Await sending *item: 0 (it is in the channel, or with a receiver),
