@@ -503,10 +503,13 @@ static void test_getaddrinfo_localhost(void **state)
 /* A job's function returns, and before its worker records the result
  * (CO__POINT_POOL_ENDED) the awaiting frame's limit runs out (its chain
  * counts the limit: co_cancelled) and cancels the await, which finds the
- * job running. The job ran, so its result is the value: for co_timeout of
- * the job and for a child that runs it under co_timeout. */
+ * job running. The holder keeps the engine's thread from the moment the
+ * job is queued until a worker has taken it and the limit's time has
+ * passed, so that the limit finds it running, never queued. The job ran,
+ * so its result is the value: for co_timeout of the job and for a child
+ * that runs it under co_timeout. */
 struct ended {
-	co_frame co;
+	co_frame co, holder;
 	struct ended_kid {
 		co_frame co;
 		co_pool_job job;
@@ -515,6 +518,7 @@ struct ended {
 	co_pool_job job;
 	co_pool *pool;
 	co_limit lim;
+	uint64_t end;
 	int child, res;
 	atomic_int held;
 };
@@ -554,12 +558,21 @@ static int ended_fn(co_frame *f)
 	if (t->child) {
 		t->kid.pool = t->pool;
 		co_init(&t->kid.co, ended_kid_fn);
-		CO_AWAIT(f, co_timeout(&t->lim, &t->kid.co, 2 * CO_MS));
+		CO_AWAIT(f, co_timeout_at(&t->lim, &t->kid.co, t->end));
 	} else {
-		CO_AWAIT(f, co_timeout(&t->lim, co_pool_run(&t->job, t->pool, ended_job, NULL),
-				       2 * CO_MS));
+		CO_AWAIT(f, co_timeout_at(&t->lim, co_pool_run(&t->job, t->pool, ended_job, NULL),
+					  t->end));
 	}
 	t->res = co_result(f);
+	CO_END(f);
+}
+
+static int ended_holder_fn(co_frame *f)
+{
+	struct ended *t = (struct ended *)(void *)((char *)f - offsetof(struct ended, holder));
+	CO_BEGIN(f);
+	while (atomic_load(&ended_ran) == 0 || co_now_ns() < t->end + CO_MS)
+		;
 	CO_END(f);
 }
 
@@ -571,14 +584,17 @@ static void test_job_result_kept(void **state)
 	assert_int_equal(co_pool_init(&pool, 1), 0);
 	for (int child = 0; child < 2; child++) {
 		struct ended t;
+		co_frame *frames[2] = { &t.co, &t.holder };
 
 		memset(&t, 0, sizeof t);
 		t.pool = &pool;
 		t.child = child;
+		t.end = co_now_ns() + 2 * CO_MS;
 		atomic_store(&ended_ran, 0);
 		co__fault_on_point(CO__POINT_POOL_ENDED, ended_window, &t);
 		co_init(&t.co, ended_fn);
-		co_test_run1(&t.co);
+		co_init(&t.holder, ended_holder_fn);
+		co_test_run_frames(frames, 2);
 		co__fault_on_point(CO__POINT_POOL_ENDED, NULL, NULL);
 		assert_int_equal(atomic_load(&t.held), 1); /* the window was held open */
 		assert_int_equal(atomic_load(&ended_ran), 1);
