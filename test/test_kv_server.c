@@ -727,6 +727,7 @@ static void *flood_drain(void *arg)
 #define IDLE_CONNS 2000
 #define DEAF_CONNS 50
 #define STOP_GRACE_MS 200
+#define VALUE_BYTES (256 * 1024)
 
 /*
  * SIGTERM on a server of two contexts with 2,000 idle connections, 50
@@ -744,8 +745,9 @@ static void test_sigterm_clients_never_read(void **state)
 	struct rlimit rl;
 	struct server s;
 	struct client *c;
-	char *set, get[64 * 9];
-	size_t vlen = 256 * 1024, n;
+	static char set[VALUE_BYTES + 64];
+	char get[64 * 9];
+	size_t n;
 	pthread_t th[2];
 	int flood, st = 0, exited = 0;
 	long long t0, deadline;
@@ -760,14 +762,11 @@ static void test_sigterm_clients_never_read(void **state)
 	}
 	s = server_start("--threads", "2", "--stop-grace", "200", NULL);
 	c = client_open(s.port);
-	set = malloc(vlen + 64);
-	assert_non_null(set);
-	n = (size_t)sprintf(set, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%zu\r\n", vlen);
-	memset(set + n, 'v', vlen);
-	memcpy(set + n + vlen, "\r\n", 2);
-	send_raw(c, set, n + vlen + 2);
+	n = (size_t)snprintf(set, 64, "*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n", VALUE_BYTES);
+	memset(set + n, 'v', VALUE_BYTES);
+	memcpy(set + n + VALUE_BYTES, "\r\n", 2);
+	send_raw(c, set, n + VALUE_BYTES + 2);
 	expect_reply(c, "+OK");
-	free(set);
 	for (int i = 0; i < IDLE_CONNS; i++) { /* each served once, then idle */
 		char pong[7];
 
