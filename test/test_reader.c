@@ -1194,6 +1194,71 @@ static void test_limit_races_read(void **state)
 	}
 }
 
+/* ---- a view is not a C string ---------------------------------------------------------------- */
+
+/* A line read from a buffer that holds more: no NUL follows the view (the
+ * next byte does), so a copy made with co_reader_copy is what sscanf may
+ * read; a buffer too small gets "" and -EMSGSIZE; a failed read copies "". */
+struct cstr {
+	co_frame co;
+	co_reader r;
+	int fd, res[3], a, b, scanned;
+	char after, buf[16], small[6], empty[4];
+};
+
+static int cstr_fn(co_frame *f)
+{
+	struct cstr *c = (struct cstr *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_reader_init(&c->r, c->fd, NULL), 0);
+	CO_AWAIT(f, co_reader_until(&c->r, "\n", 1));
+	assert_int_equal(co_result(f), 6);
+	c->after = c->r.data[c->r.len]; /* the next line's first byte, in the buffer */
+	c->res[0] = co_reader_copy(&c->r, c->buf, sizeof c->buf);
+	c->scanned = sscanf(c->buf, "%d %d", &c->a, &c->b);
+	c->res[1] = co_reader_copy(&c->r, c->small, sizeof c->small);
+	CO_AWAIT(f, co_reader_exact(&c->r, 100)); /* the input ends first */
+	assert_int_equal(co_result(f), -EPROTO);
+	c->res[2] = co_reader_copy(&c->r, c->empty, sizeof c->empty);
+	assert_int_equal(co_reader_destroy(&c->r), 0);
+	CO_END(f);
+}
+
+static void test_view_is_not_a_string(void **state)
+{
+	struct cstr c;
+	char b[4] = "xyz";
+	int sv[2];
+
+	(void)state;
+	co_test_tcp_pair(sv);
+	memset(&c, 0, sizeof c);
+	memset(c.small, 'q', sizeof c.small);
+	memset(c.empty, 'q', sizeof c.empty);
+	assert_int_equal(write(sv[1], "12 34\nXYZ", 9), 9);
+	shutdown(sv[1], SHUT_WR);
+	c.fd = sv[0];
+	co_init(&c.co, cstr_fn);
+	co_test_run1(&c.co);
+	assert_int_equal(c.after, 'X'); /* not a NUL */
+	assert_int_equal(c.res[0], 6);
+	assert_string_equal(c.buf, "12 34\n");
+	assert_int_equal(c.scanned, 2);
+	assert_int_equal(c.a, 12);
+	assert_int_equal(c.b, 34);
+	assert_int_equal(c.res[1], -EMSGSIZE); /* 6 bytes and the NUL do not fit in 6 */
+	assert_int_equal(c.small[0], '\0');
+	assert_int_equal(c.res[2], 0);         /* a failed read: "" */
+	assert_int_equal(c.empty[0], '\0');
+	assert_int_equal(co_reader_copy(NULL, b, sizeof b), -EINVAL);
+	assert_int_equal(co_reader_copy(&c.r, NULL, 4), -EINVAL);
+	assert_int_equal(co_reader_copy(&c.r, b, 0), -EINVAL);
+	assert_string_equal(b, "xyz"); /* untouched by a refusal */
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_random_reads_over_recv),
 	cmocka_unit_test(test_random_reads_over_stream),
@@ -1211,6 +1276,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_allocation_fails),
 	cmocka_unit_test(test_reading_allocates_nothing),
 	cmocka_unit_test(test_limit_races_read),
+	cmocka_unit_test(test_view_is_not_a_string),
 };
 
 CO_TEST_MAIN(tests, 1)

@@ -18,7 +18,11 @@
  *     co_reader_destroy(&c->rd);
  *
  * A read returns a view: rd.data and rd.len (also the await's value), valid
- * until the next read or co_reader_destroy. Over a stream the view points
+ * until the next read or co_reader_destroy. The view is not a C string:
+ * no NUL follows it (rd.data[rd.len] is the next byte received, or past
+ * the buffer), so strtol, sscanf, strlen and printf("%s") run off its
+ * end; give them a copy (co_reader_copy) or its length (printf's "%.*s").
+ * Over a stream the view points
  * into the stream's buffer when the bytes lie in one buffer; only bytes
  * that span two buffers are copied (into the reader's own). A read whose
  * bytes are buffered already completes in the call: it returns a finished
@@ -34,8 +38,10 @@
 #define CORING_READER_H
 
 #include <coring/posix.h> /* first: the feature macro liburing needs */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include <coring/io.h>
@@ -148,6 +154,28 @@ CO_API size_t co_reader_buffered(const co_reader *r);
  * contiguous ones (*n may be less than co_reader_buffered), or NULL with
  * *n = 0 when none is held. Valid until the next read. */
 CO_API const char *co_reader_peek(const co_reader *r, size_t *n);
+
+/*
+ * The last read's bytes as a C string: copied into buf with a NUL after
+ * them (the view itself has none). Returns their length (0 after a read
+ * that failed), or -EMSGSIZE when buf cannot hold them and the NUL (buf
+ * gets "": never a string cut short), -EINVAL for a NULL r or buf, or a
+ * size of 0. A byte 0 inside the view ends the string there for C's
+ * string functions; the length returned still counts every byte.
+ */
+static inline int co_reader_copy(const co_reader *r, char *buf, size_t size)
+{
+	if (r == NULL || buf == NULL || size == 0)
+		return -EINVAL;
+	if (r->len >= size) {
+		buf[0] = '\0';
+		return -EMSGSIZE;
+	}
+	if (r->len)
+		memcpy(buf, r->data, r->len);
+	buf[r->len] = '\0';
+	return (int)r->len;
+}
 
 #ifdef __cplusplus
 }
