@@ -85,6 +85,37 @@ static void signal_waiters(co_sched *s)
 	unlock(s);
 }
 
+/*
+ * A manual context that no thread has ticked yet: nothing runs its frames
+ * until a thread does, and the scheduler does not know which thread will
+ * (it may be one that waits in co_sched_run). co_sched_run counts it as
+ * idle, and answers -EBUSY rather than wait while it holds live frames.
+ * Once a tick returned, its engine reports quiet like any other.
+ */
+static int unticked(co_context *c)
+{
+	return c->manual && !atomic_load_explicit(&c->ticked, memory_order_acquire) &&
+	       co_context_state(c) == CO_CONTEXT_RUNNING;
+}
+
+/* How many of s's contexts are unticked (a manual group has one context);
+ * *live (if given) set when one of them holds live frames. */
+static unsigned unticked_count(co_sched *s, int *live)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < s->ngroups; k++) {
+		co_context *c = &s->ctx[s->groups[k].first];
+
+		if (!unticked(c))
+			continue;
+		n++;
+		if (live && co__engine_live(&c->engine) != 0)
+			*live = 1;
+	}
+	return n;
+}
+
 /* ---- engine hooks ---------------------------------------------------------- */
 
 /* A task finished (after its on_done). */
@@ -106,11 +137,14 @@ static void sched_task_done(co_engine *e, void *arg)
 static void sched_quiet(co_engine *e, void *arg, int quiet)
 {
 	co_sched *s = arg;
-	int n;
+	unsigned n;
 
 	(void)e;
-	n = atomic_fetch_add_explicit(&s->quiet, quiet ? 1 : -1, memory_order_seq_cst);
-	if (quiet && (unsigned)n + 1 + __atomic_load_n(&s->ended, __ATOMIC_SEQ_CST) >= s->n)
+	n = (unsigned)atomic_fetch_add_explicit(&s->quiet, quiet ? 1 : -1, memory_order_seq_cst);
+	if (!quiet)
+		return;
+	n += 1 + __atomic_load_n(&s->ended, __ATOMIC_SEQ_CST);
+	if (n >= s->n || n + unticked_count(s, NULL) >= s->n) /* unticked: idle */
 		signal_waiters(s);
 }
 
@@ -390,6 +424,16 @@ static int live_frames(co_sched *s)
 	return 0;
 }
 
+/* Live frames on every engine of s, summed. */
+static unsigned long live_sum(co_sched *s)
+{
+	unsigned long n = 0;
+
+	for (unsigned i = 0; i < s->n; i++)
+		n += co__engine_live(&s->ctx[i].engine);
+	return n;
+}
+
 /* What a context's engine holds that its destroy refuses for, though no
  * frame is live: a co_bufring, or a pool job still running for a frame a
  * cancel stop finished (co__engine_held). */
@@ -662,12 +706,18 @@ int co_sched_stop_timed(co_sched *s, uint64_t ns)
 
 /* ---- run ---------------------------------------------------------------------- */
 
-/* One look at every running context's quiet flag and epoch. */
+/* One look at every running context's quiet flag and epoch. An unticked
+ * manual context is idle (its live frames are counted as work): a look
+ * that finds it ticked since the last one sees its flag, and a different
+ * epoch. */
 static int collect(co_sched *s, unsigned *epochs)
 {
 	for (unsigned i = 0; i < s->n; i++) {
+		epochs[i] = 0;
 		if (co_context_state(&s->ctx[i]) != CO_CONTEXT_RUNNING)
 			continue; /* ended (under the lock: s->ended counts it) */
+		if (unticked(&s->ctx[i]))
+			continue;
 		if (!co__engine_quiet(&s->ctx[i].engine, &epochs[i]))
 			return 0;
 	}
@@ -695,25 +745,50 @@ static int all_quiet(co_sched *s, unsigned *epochs, int *work)
 	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
 }
 
-/* Under the lock: is the work over? 1 with *ret set (0, -EDEADLK, or a
- * context's error), 0 if it goes on. */
-static int over(co_sched *s, int *ret)
+/*
+ * Under the lock: is the work over? 1 with *ret set (0; -EBUSY: frames
+ * wait for the first tick of a manual context, -EAGAIN for a poll;
+ * -EDEADLK; or a context's error), 0 if it goes on. An unticked manual context counts as idle, its
+ * live frames as work. A spawn from outside the scheduler onto one does
+ * not show in the looks (its flag says nothing): one that has counted its
+ * task and not yet made its frame live (more tasks than live frames) is
+ * waited for, briefly and without the lock, and the looks taken again;
+ * the unticked contexts' live frames are read after the counts.
+ */
+static int over(co_sched *s, int *ret, int poll)
 {
-	int work = 0;
+	int work = 0, waiting;
+	unsigned idle;
 
-	if (s->state == CO_SCHED_STOPPING)
-		end_manual(s);
-	if (s->ended == s->n) /* stopped, and every context ended */
-		/* what is left is in an engine: the task count may still hold
-		 * a spawn that counted itself before the stop and is being
-		 * refused by its stopped engine (spawn takes it back) */
-		work = live_frames(s);
-	else if ((unsigned)atomic_load(&s->quiet) + s->ended < s->n ||
-		 !all_quiet(s, s->epochs, &work))
-		return 0;
+	for (;;) {
+		if (s->state == CO_SCHED_STOPPING)
+			end_manual(s);
+		idle = unticked_count(s, NULL);
+		if (s->ended == s->n) /* stopped, and every context ended */
+			/* what is left is in an engine: the task count may
+			 * still hold a spawn that counted itself before the
+			 * stop and is being refused by its stopped engine
+			 * (spawn takes it back) */
+			work = live_frames(s);
+		else if ((unsigned)atomic_load(&s->quiet) + s->ended + idle < s->n ||
+			 !all_quiet(s, s->epochs, &work))
+			return 0;
+		waiting = 0;
+		if (work && idle)
+			unticked_count(s, &waiting);
+		if (!work || !idle || waiting || (atomic_load(&s->word) >> 1) <= live_sum(s))
+			break;
+		unlock(s); /* a spawn onto an unticked context is under way */
+		sched_yield();
+		lock(s);
+	}
 	*ret = 0;
 	if (s->err) {
 		*ret = s->err;
+	} else if (work && waiting) {
+		/* nothing runs them until a thread ticks it; co_sched_poll's
+		 * caller is taken for that thread */
+		*ret = poll ? -EAGAIN : -EBUSY;
 	} else if (work) {
 		s->stuck = (unsigned)(atomic_load(&s->word) >> 1);
 		*ret = -EDEADLK;
@@ -750,11 +825,14 @@ static int runs_here(co_sched *s)
 
 int co_sched_run(co_sched *s)
 {
-	int ret;
+	int ret, waiting = 0;
 
 	if (visit(s) < 0)
 		return -EINVAL;
 	if (runs_here(s))
+		return leave(s, -EBUSY);
+	unticked_count(s, &waiting);
+	if (waiting) /* frames nothing runs until a thread ticks: no wait ends */
 		return leave(s, -EBUSY);
 	lock(s);
 	if (s->state == CO_SCHED_DEAD) {
@@ -762,7 +840,7 @@ int co_sched_run(co_sched *s)
 		return leave(s, -EINVAL);
 	}
 	s->waiters++;
-	while (!over(s, &ret))
+	while (!over(s, &ret, 0))
 		pthread_cond_wait(&s->cond, &s->lock);
 	s->waiters--;
 	pthread_cond_broadcast(&s->cond);
@@ -779,7 +857,7 @@ int co_sched_poll(co_sched *s)
 	lock(s);
 	if (s->state == CO_SCHED_DEAD)
 		ret = -EINVAL;
-	else if (!over(s, &ret))
+	else if (!over(s, &ret, 1))
 		ret = -EAGAIN;
 	unlock(s);
 	return leave(s, ret);

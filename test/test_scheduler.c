@@ -890,6 +890,190 @@ static void test_run_from_inside_is_refused(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- a manual context that no thread has ticked yet ---------------------------------- */
+
+/* co_sched_run on a thread of its own. */
+struct run_thread {
+	pthread_t th;
+	co_sched *s;
+	atomic_int ret;           /* 1 until the run returned */
+};
+
+static void *run_thread_fn(void *arg)
+{
+	struct run_thread *r = arg;
+
+	atomic_store(&r->ret, co_sched_run(r->s));
+	return NULL;
+}
+
+static void run_thread_start(struct run_thread *r, co_sched *s)
+{
+	r->s = s;
+	atomic_store(&r->ret, 1);
+	assert_int_equal(pthread_create(&r->th, NULL, run_thread_fn, r), 0);
+}
+
+static int run_thread_join(struct run_thread *r)
+{
+	assert_int_equal(pthread_join(r->th, NULL), 0);
+	return atomic_load(&r->ret);
+}
+
+/* Threads waiting in co_sched_run (read under the scheduler's lock). */
+static unsigned run_waiters(co_sched *s)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->waiters;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* A task that waits for an event (parked: its context is not quiet), then
+ * moves to a context of another kind and counts its steps there. */
+struct mover_task {
+	co_frame co;
+	co_waiter w;
+	co_transfer tr;
+	co_event *ev;
+	co_context *to;
+	atomic_int step;
+};
+
+static int mover_task_fn(co_frame *f)
+{
+	struct mover_task *t = (struct mover_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&t->w, t->ev));
+	atomic_store(&t->step, 1);
+	CO_AWAIT(f, co_transfer_to(&t->tr, t->to));
+	assert_int_equal(co_result(f), 0);
+	atomic_store(&t->step, 2); /* on the manual context: at a tick */
+	CO_END(f);
+}
+
+static const co_sched_group with_manual[2] = { { .contexts = 1 }, { .manual = 1 } };
+
+/*
+ * No thread has ticked the manual context yet, so nothing runs its frames
+ * and the scheduler does not know which thread will (perhaps the one that
+ * would wait). co_sched_run does not wait for it: idle, it is not waited
+ * for (0); holding frames, the run answers -EBUSY at once from any thread,
+ * nothing changed (co_sched_poll: -EAGAIN, its caller is taken for the
+ * ticker); a frame that moves there while a run waits ends that wait with
+ * -EBUSY once the other context is quiet. The verdicts are counts, never
+ * times: every call returns. Once a thread has ticked it, a run from
+ * another thread waits for its ticks (next test).
+ */
+static void test_run_with_unticked_manual(void **state)
+{
+	co_sched_opts o = { .groups = with_manual, .ngroups = 2 };
+	co_sched s;
+	co_context *manual;
+	co_event ev, gate;
+	struct co_test_counted t;
+	struct gated g = { .ev = &gate };
+	struct mover_task m = { .ev = &ev };
+	struct run_thread r;
+	(void)state;
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	manual = co_sched_pick(&s, 1);
+	assert_int_equal(co_sched_run(&s), 0); /* idle, never ticked: not waited for */
+	assert_int_equal(co_sched_poll(&s), 0);
+
+	/* a task on it: -EBUSY at once, from this thread and from another,
+	 * even while the other context has work (a task parked on gate) */
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	co_init(&g.co, gated_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &g.co), 0);
+	co_test_counted_init(&t);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &t.co), 0);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	run_thread_start(&r, &s);
+	assert_int_equal(run_thread_join(&r), -EBUSY);
+	assert_int_equal(co_sched_poll(&s), -EAGAIN);
+	assert_int_equal(atomic_load(&t.ran), 0); /* nothing changed */
+	assert_int_equal(co_sched_tasks(&s), 2);
+	assert_int_equal(co_event_set(&gate), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
+	assert_int_equal(co_context_tick(manual), 1); /* this thread is its ticker now */
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(co_sched_run(&s), -EBUSY); /* its ticker: idle, not stopped */
+	run_thread_start(&r, &s);
+	assert_int_equal(run_thread_join(&r), 0); /* another thread: nothing left */
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	/* a frame moves onto the unticked context while a run waits */
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	manual = co_sched_pick(&s, 1);
+	m.to = manual;
+	co_init(&m.co, mover_task_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &m.co), 0); /* parks on ev */
+	run_thread_start(&r, &s);
+	WAIT_UNTIL(run_waiters(&s) == 1); /* the run waits for the parked task */
+	assert_int_equal(co_event_set(&ev), 0);
+	assert_int_equal(run_thread_join(&r), -EBUSY); /* not a wait for ever */
+	assert_int_equal(atomic_load(&m.step), 1); /* moved, not run there yet */
+	assert_int_equal(co_sched_poll(&s), -EAGAIN);
+	assert_int_equal(co_context_tick(manual), 1);
+	assert_int_equal(atomic_load(&m.step), 2);
+	run_thread_start(&r, &s);
+	assert_int_equal(run_thread_join(&r), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* stopped and idle: the run ends it */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+}
+
+/* Ticked by another thread: co_sched_run from this one waits for that
+ * thread's ticks to run the work, and returns 0. */
+struct ticker {
+	pthread_t th;
+	co_context *c;
+	atomic_int ticked, stop, bad;
+};
+
+static void *ticker_fn(void *arg)
+{
+	struct ticker *k = arg;
+
+	if (co_context_tick(k->c) < 0) /* the first tick: this thread is its ticker */
+		atomic_store(&k->bad, 1);
+	atomic_store(&k->ticked, 1);
+	while (!atomic_load(&k->stop))
+		if (co_context_tick(k->c) < 0)
+			atomic_store(&k->bad, 1);
+	return NULL;
+}
+
+static void test_run_waits_for_another_ticker(void **state)
+{
+	co_sched_opts o = { .groups = with_manual, .ngroups = 2 };
+	co_sched s;
+	struct ticker k = { .ticked = 0 };
+	struct co_test_counted t[8];
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	k.c = co_sched_pick(&s, 1);
+	assert_int_equal(pthread_create(&k.th, NULL, ticker_fn, &k), 0);
+	WAIT_UNTIL(atomic_load(&k.ticked)); /* it has a ticker now */
+	for (int i = 0; i < 8; i++) {
+		co_test_counted_init(&t[i]);
+		assert_int_equal(co_sched_spawn_kind(&s, (unsigned)i % 2, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(atomic_load(&t[i].done), 1);
+	atomic_store(&k.stop, 1);
+	assert_int_equal(pthread_join(k.th, NULL), 0);
+	assert_int_equal(atomic_load(&k.bad), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* A stop asked, a task still parked: destroy answers -EBUSY and changes
  * nothing (spawns still refused, the task still runs to its end, the run
  * then returns 0); once every context ended, destroy frees. */
@@ -971,6 +1155,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawns_race_destroy),
 		cmocka_unit_test(test_spawns_race_stop),
 		cmocka_unit_test(test_run_from_inside_is_refused),
+		cmocka_unit_test(test_run_with_unticked_manual),
+		cmocka_unit_test(test_run_waits_for_another_ticker),
 		cmocka_unit_test(test_destroy_while_stopping),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);

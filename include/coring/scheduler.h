@@ -181,15 +181,21 @@ CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);
  * when the calling thread runs one of s's contexts (from a task or an
  * on_done on them, or on the thread that ticks a manual context that may
  * need more ticks): it would wait for itself (co_sched_poll is for that
- * thread). After a stop it returns once every context has ended (a
- * stopped manual context with nothing live is ended by it, so its ticker
- * may wait then). Several threads may wait at once.
+ * thread). A manual context that no thread has ticked yet is never waited
+ * for (nothing runs it, and the thread that will may be this one): idle,
+ * it counts as quiet; with live frames on it, -EBUSY, nothing changed, at
+ * once or once every other context is quiet (tick it once first from its
+ * ticker, then a run elsewhere waits for its ticks). After a stop it
+ * returns once every context has ended (a stopped manual context with
+ * nothing live is ended by it, so its ticker may wait then). Several
+ * threads may wait at once.
  */
 CO_API int co_sched_run(co_sched *s);
 
 /* co_sched_run without waiting, for a thread that drives a manual context
  * (it must not block in co_sched_run): 0 (nothing left), -EAGAIN (work left
- * or still moving), -EDEADLK, a context's error, -EINVAL. */
+ * or still moving, also on a manual context not ticked yet), -EDEADLK, a
+ * context's error, -EINVAL. */
 CO_API int co_sched_poll(co_sched *s);
 
 /*
