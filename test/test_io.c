@@ -694,7 +694,10 @@ static int limited_send_fn(co_frame *f)
 {
 	struct limited_send *l = (struct limited_send *)f;
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_deadline(co_send(&l->io, l->fd, l->buf, sizeof l->buf, MSG_NOSIGNAL), l->ns));
+	do { /* until a send waits: the kernel may still find room for some */
+		CO_AWAIT(f, co_deadline(co_send(&l->io, l->fd, l->buf, sizeof l->buf, MSG_NOSIGNAL),
+					l->ns));
+	} while (co_result(f) > 0);
 	atomic_store(&l->res, co_result(f));
 	atomic_store(&l->done, 1);
 	CO_END(f);

@@ -981,7 +981,9 @@ static int stuck_fn(co_frame *f)
 	} else if (s->kind == ST_RECV) {
 		CO_AWAIT(f, co_recv_all(&s->x, s->fd, s->buf, s->len, 0));
 	} else if (s->kind == ST_SPLICE_OUT || s->kind == ST_SPLICE_IN) {
-		CO_AWAIT(f, co_splice(&s->io, s->pipe_fd, -1, s->fd, -1, 1 << 20, 0));
+		do { /* until a splice waits: the socket may still find room for some */
+			CO_AWAIT(f, co_splice(&s->io, s->pipe_fd, -1, s->fd, -1, 1 << 20, 0));
+		} while (co_result(f) > 0);
 	} else {
 		CO_AWAIT(f, co_pool_run(&s->job, s->pool, wait_for_gate, NULL));
 	}
