@@ -20,6 +20,13 @@
  * await has its own value; if the time runs out first, the await is
  * cancelled and its value is -ETIME once it has ended (an operation's
  * buffer, a child's frame are free to reuse after the await, as always).
+ * When both come at once (a completion and the timer in one batch, a
+ * release on another thread), the await ends once and loses nothing:
+ * what completed keeps its value (bytes read, a descriptor, a lock, an
+ * item, a child's status), and -ETIME replaces only -ECANCELED, the value
+ * of an await the limit cut short, which took nothing. A child of yours
+ * says "cut short" by ending with -ECANCELED; any other status reaches
+ * the caller.
  * What is limited, and how:
  *   - I/O (io.h): a kernel timeout linked to the operation, when applied
  *     right after the prep; otherwise (a sleep, an SQE already submitted)
@@ -39,7 +46,9 @@
  * for two nested limits). A NULL limit, awaiter or child returns NULL
  * (CO_AWAIT: -EINVAL; a debug build traps, as for any CO_AWAIT of NULL).
  * A frame that does not run on an engine gets -ENXIO; a limit whose timer
- * cannot be allocated, -ENOMEM (the await is not started either). A
+ * cannot be allocated, -ENOMEM (the await is not started either; a child
+ * that finished before the await, such as a reader's read completed in
+ * the call, has its status as the value and needs no timer). A
  * duration whose sum with the clock would wrap (near UINT64_MAX), or a
  * deadline of UINT64_MAX, never runs out.
  *
@@ -83,8 +92,9 @@ CO_API co_awaiter *co_timeout(co_limit *l, co_awaiter *aw, uint64_t ns);
 CO_API co_awaiter *co_timeout_at(co_limit *l, co_awaiter *aw, uint64_t deadline);
 
 /* The same for a child coroutine: returns the co_frame * to await. The
- * await's value is the child's status, or -ETIME if the limit ran out
- * first (the child, cancelled, has finished either way). */
+ * await's value is the child's status, or -ETIME if the limit ran out and
+ * the child, cancelled, ended with -ECANCELED (it has finished either
+ * way). */
 CO_API co_frame *co_timeout_task(co_limit *l, co_frame *child, uint64_t ns);
 CO_API co_frame *co_timeout_task_at(co_limit *l, co_frame *child, uint64_t deadline);
 

@@ -23,7 +23,12 @@
  * move (co_transfer_to, stealing): a cancel reaches them on any context.
  *
  * co_cancel on the awaiting frame cancels every unfinished child, waits
- * for all of them, and the await's value is -ECANCELED.
+ * for all of them, and the await's value is -ECANCELED, unless no child
+ * was cut short: when the children the value rests on (every one for
+ * when_all, the winner for when_any, the child of co_spawn_on) finished
+ * with statuses other than -ECANCELED, their work is done and the value
+ * is what it would have been without the cancel. The same under a time
+ * limit (co_timeout): its -ETIME replaces only that -ECANCELED.
  *
  * co_spawn_on runs one child on another engine (a context of another kind,
  * say) and waits for it: "do this over there, and tell me".
@@ -77,8 +82,9 @@ CO_API co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n);
 /*
  * Await one child spawned on engine e (any engine, from any context; a
  * scheduler's contexts: &co_sched_pick(s, kind)->engine or &s->ctx[i].engine).
- * Value: the child's status (co_status), or -ECANCELED (the awaiting frame
- * was cancelled: the child was cancelled and has finished), -ESHUTDOWN (e
+ * Value: the child's status (co_status), also when the awaiting frame was
+ * cancelled as the child finished (it is cancelled, and has finished;
+ * -ECANCELED if it was cut short or never spawned), -ESHUTDOWN (e
  * refuses spawns), -EINVAL (NULL w or e, a child not fresh), -ENXIO (the
  * awaiting frame does not run on an engine). Cancelled or limited while
  * the child has not started on an engine that does not run (never run, a
