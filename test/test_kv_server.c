@@ -727,12 +727,14 @@ static void *flood_drain(void *arg)
 #define IDLE_CONNS 2000
 #define DEAF_CONNS 50
 #define STOP_GRACE_MS 200
-#define VALUE_BYTES (256 * 1024)
+#define VALUE_BYTES (512 * 1024)
+#define DEAF_GETS 128
 
 /*
  * SIGTERM on a server of two contexts with 2,000 idle connections, 50
- * clients that send 64 GETs of a 256 KiB value and never read (the
- * server's sends to them block: 16 MiB of answers each) and one that
+ * clients that send 128 GETs of a 512 KiB value and never read (64 MiB of
+ * answers each, more than a connection's buffers may grow to: the
+ * server's sends to them block) and one that
  * floods it with PINGs: the server exits 0 within --stop-grace
  * (200 ms) and the engine's cancel grace (1 s), which a watchdog checks
  * with a margin of 30 s; a server that exits at once passes at once. It
@@ -746,7 +748,7 @@ static void test_sigterm_clients_never_read(void **state)
 	struct server s;
 	struct client *c;
 	static char set[VALUE_BYTES + 64];
-	char get[64 * 9];
+	char get[DEAF_GETS * 9];
 	size_t n;
 	pthread_t th[2];
 	int flood, st = 0, exited = 0;
@@ -780,7 +782,7 @@ static void test_sigterm_clients_never_read(void **state)
 		}
 		assert_memory_equal(pong, "+PONG\r\n", 7);
 	}
-	for (int i = 0; i < 64; i++)
+	for (int i = 0; i < DEAF_GETS; i++)
 		memcpy(get + 9 * i, "GET big\r\n", 9);
 	for (int i = 0; i < DEAF_CONNS; i++) {
 		deaf[i] = raw_connect(s.port);

@@ -1007,7 +1007,7 @@ static void stuck_init(struct stuck *s, enum stuck_kind kind, int later, int fd)
 	s->later = later;
 	s->fd = fd;
 	s->pipe_fd = -1;
-	s->len = kind == ST_SEND ? 16u << 20 : 100;
+	s->len = kind == ST_SEND ? 64u << 20 : 100; /* past what the socket's buffers may grow to */
 	s->buf = calloc(1, s->len);
 	assert_non_null(s->buf);
 	co_init(&s->co, stuck_fn);
