@@ -41,8 +41,8 @@
  * or once it holds a lock again. Destroy, holding all three locks, sees
  * every call that is inside, and refuses (-EBUSY) while one is or a frame
  * is parked; it marks the channel destroyed (buf NULL) under the locks,
- * and every call looks at that under its own lock before it touches the
- * ring.
+ * and every call looks at that under its own lock (never without one: a
+ * call may race a destroy) before it touches the ring.
  */
 #include <errno.h>
 #include <limits.h>
@@ -518,7 +518,7 @@ static co_awaiter *chan_prep(co_waiter *w, const co__wait_ops *ops, co_chan *c, 
 			     unsigned many, int valid)
 {
 	co_awaiter *a = co__wait_prep(w, ops, c ? &c->lock : NULL,
-				      valid && c && item && c->buf ? c : NULL);
+				      valid && c && item ? c : NULL); /* destroyed: under the lock */
 
 	if (w) {
 		w->u.item = item;
@@ -546,7 +546,7 @@ int co_chan_try_send(co_chan *c, const void *item)
 {
 	int ret;
 
-	if (c == NULL || item == NULL || c->buf == NULL)
+	if (c == NULL || item == NULL)
 		return -EINVAL;
 	lock_s(c);
 	ret = send_now(c, item);
@@ -558,7 +558,7 @@ int co_chan_try_recv(co_chan *c, void *item)
 {
 	int s, closed;
 
-	if (c == NULL || item == NULL || c->buf == NULL)
+	if (c == NULL || item == NULL)
 		return -EINVAL;
 	lock_r(c);
 	if (c->buf == NULL) { /* destroyed */
@@ -586,11 +586,11 @@ int co_chan_close(co_chan *c)
 {
 	co__wake_list l = CO__WAKE_LIST_INIT;
 
-	if (c == NULL || c->buf == NULL)
+	if (c == NULL)
 		return -EINVAL;
 	lock_all(c);
 	if (c->buf == NULL || atomic_load_explicit(&c->closed, memory_order_relaxed)) {
-		int err = c->buf == NULL ? -EINVAL : -EALREADY; /* destroyed meanwhile */
+		int err = c->buf == NULL ? -EINVAL : -EALREADY; /* destroyed */
 
 		unlock_all(c);
 		return err;
@@ -611,7 +611,7 @@ int co_chan_len(co_chan *c)
 {
 	int n;
 
-	if (c == NULL || c->buf == NULL)
+	if (c == NULL)
 		return -EINVAL;
 	lock_s(c);
 	lock_r(c);
