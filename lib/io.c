@@ -38,10 +38,12 @@ enum { TAG_OP = 0, TAG_DEADLINE = 1, TAG_CANCEL = 2, TAG_AGAIN = 3 };
 /* co_io.again, read only while kind has K_AGAIN (io_begin clears that, so
  * a fresh co_io's byte is never read) */
 enum {
-	AGAIN_ASK = 1u << 7,   /* a cancel is on its way (its CQE is due) */
-	AGAIN_TIMER = 1u << 6, /* a timer before the next ask is out (due) */
-	AGAIN_GONE = 1u << 5,  /* ... and asked to go: the operation ended */
-	AGAIN_TRIES = 0x1f,    /* asks that missed so far */
+	AGAIN_ASK = 1u << 7,    /* a cancel is on its way (its CQE is due) */
+	AGAIN_TIMER = 1u << 6,  /* a timer before the next ask is out (due) */
+	AGAIN_GONE = 1u << 5,   /* ... and asked to go: the operation ended */
+	AGAIN_MISSED = 1u << 4, /* the last cancel did not end the operation */
+	AGAIN_FIRED = 1u << 3,  /* the timer came back: ask again */
+	AGAIN_TRIES = 0x07,     /* asks that missed so far (up to 7) */
 };
 
 /* The timer before the n-th ask again: 1 ms, doubling up to 64 ms. An
@@ -120,27 +122,45 @@ static unsigned op_due(const co_io *io)
 	return io->pending - others;
 }
 
-/*
- * A CQE of an await that is not over came in (pending counted it out;
- * tag and res are the CQE's). A linked timeout that fired but whose
- * cancel missed the operation (-ENOENT, -EALREADY, as above) is followed
- * by a cancel of the library's, so a deadline ends the wait too. While a
- * cancel of the library's is under way: an operation that ended takes its
- * timer back at once (so the await ends now, not when the timer would
- * fire); one still due is asked again when the timer fires, and gets a
- * timer when a cancel missed it.
- */
-static void io_again(co_engine *e, co_io *io, unsigned tag, int res)
+/* Did a cancel (the library's, or a linked timeout's) fail to end the
+ * operation? -ENOENT: it found nothing; -EALREADY: it found it on an
+ * io-wq worker, which is only sent a signal. */
+static int cancel_missed(int res)
 {
-	int missed = res == -ENOENT || res == -EALREADY;
+	return res == -ENOENT || res == -EALREADY;
+}
 
-	if (tag == TAG_DEADLINE) {
-		if (missed && op_due(io) != 0)
+/* The answer to the library's cancel (TAG_CANCEL) or its timer
+ * (TAG_AGAIN) came in: no longer due; noted for io_again. */
+static void io_answer(co_io *io, unsigned tag, int res)
+{
+	if (tag == TAG_CANCEL)
+		io->again = (unsigned char)((io->again & ~(AGAIN_ASK | AGAIN_MISSED)) |
+					    (cancel_missed(res) ? AGAIN_MISSED : 0));
+	else
+		io->again = (unsigned char)((io->again & ~(AGAIN_TIMER | AGAIN_GONE)) | AGAIN_FIRED);
+}
+
+/*
+ * A CQE of an await that is not over came in (pending counted it out). A
+ * linked timeout that fired but whose cancel missed the operation is
+ * followed by a cancel of the library's, so a deadline ends the wait
+ * too. While a cancel of the library's is under way: an operation that
+ * ended takes its timer back at once (so the await ends now, not when the
+ * timer would fire); one still due is asked again when the timer fires,
+ * and gets a timer when a cancel missed it. Out of line, given what
+ * io_done was given, with what it needs noted in co_io: inlined, or given
+ * the CQE's tag and result, it cost io_done's every call instructions.
+ */
+static __attribute__((noinline, cold)) void io_again(co_engine *e, co_io_info *info)
+{
+	co_io *io = co__container_of(info, co_io, info);
+
+	if (!(io->kind & K_AGAIN)) { /* a deadline's: did its timeout miss? */
+		if (cancel_missed(io->tres) && op_due(io) != 0)
 			io_cancel_op(e, io);
 		return;
 	}
-	if (!(io->kind & K_AGAIN))
-		return;
 	if (op_due(io) == 0) {
 		if ((io->again & (AGAIN_TIMER | AGAIN_GONE)) == AGAIN_TIMER) {
 			io_uring_prep_timeout_remove(co__engine_sqe(e, NULL, 0),
@@ -151,10 +171,13 @@ static void io_again(co_engine *e, co_io *io, unsigned tag, int res)
 	}
 	if (io->again & (AGAIN_ASK | AGAIN_TIMER))
 		return; /* an answer is due: it decides */
-	if (tag == TAG_AGAIN)
-		io_cancel_op(e, io); /* the timer fired (or was cancelled): ask */
-	else if (tag == TAG_CANCEL && missed)
+	if (io->again & AGAIN_FIRED) { /* the timer fired (or was cancelled): ask */
+		io->again &= (unsigned char)~AGAIN_FIRED;
+		io_cancel_op(e, io);
+	} else if (io->again & AGAIN_MISSED) {
+		io->again &= (unsigned char)~AGAIN_MISSED;
 		io_again_later(e, io);
+	}
 }
 
 /* A frame that was asked to cancel still submits the operation, followed
@@ -234,8 +257,8 @@ static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags,
 		io->cqe_flags = cqe_flags;
 	} else if (tag == TAG_DEADLINE) {
 		io->tres = res;
-	} else if (tag != TAG_OP) { /* the library's cancel or timer: no longer due */
-		io->again &= (unsigned char)~(tag == TAG_CANCEL ? AGAIN_ASK : AGAIN_TIMER | AGAIN_GONE);
+	} else if (tag != TAG_OP) { /* the library's cancel or timer */
+		io_answer(io, tag, res);
 	} else if (!(cqe_flags & IORING_CQE_F_NOTIF)) {
 		/* a zero-copy send's first CQE: its notification follows, the
 		 * await ends with that (the buffer is free again) */
@@ -247,7 +270,7 @@ static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags,
 		if (io->frame)
 			co__engine_wake_here(e, io->frame);
 	} else if (co__unlikely(io->kind & (K_AGAIN | K_DEADLINE))) {
-		io_again(e, io, tag, res);
+		io_again(e, info);
 	}
 }
 
