@@ -104,4 +104,45 @@ for doc in sorted((root / 'docs').glob('*.md')) + [root / 'README.md']:
         if int(n) not in invariants:
             print(f'{doc.name}: design.md has no invariant {n}')
             bad += 1
+# Pointers into the library: a path lib/DIR/FILE named anywhere must exist,
+# and a function named right after it ("lib/engine/engine_wait.c
+# spin_poll") must be defined there (a name with an underscore: a word of
+# the sentence after a path is not one).
+defs = {}
+
+
+def defined_in(path):
+    if path not in defs:
+        text = (root / path).read_text(encoding='utf-8')
+        defs[path] = set(re.findall(r'^[A-Za-z_][\w \t*]*?\b(\w+)\s*\([^;]*?\)\s*\{', text, flags=re.M))
+        defs[path] |= set(re.findall(r'^#\s*define\s+(\w+)', text, flags=re.M))
+        defs[path] |= set(re.findall(r'^(?:struct|enum|typedef struct)\s+(\w+)', text, flags=re.M))
+    return defs[path]
+
+
+for src in sources + sorted((root / 'docs').glob('*.md')) + [root / 'README.md']:
+    rel = src.relative_to(root)
+    text = re.sub(r'\s*\n\s*(?:\*\s*|#\s*|//\s*)?', ' ', src.read_text(encoding='utf-8', errors='replace'))
+    for m in re.finditer(r'`?\b(lib/[\w/]+\.[ch])\b`?(?:\s+`?([a-z_][a-z0-9]*_[a-z0-9_]*)\b`?)?', text):
+        path, name = m.groups()
+        if not (root / path).exists():
+            print(f'{rel}: no {path}')
+            bad += 1
+        elif name and name not in defined_in(path):
+            print(f'{rel}: {path} defines no {name}')
+            bad += 1
+
+# coring.h's list of the layers, in design.md's order of their headers.
+table = design[design.index('## Layers\n'):design.index('## One operation, end to end')]
+order = []
+for line in table.splitlines():
+    if line.startswith('| ') and not line.startswith(('| ---', '| layer ', '| service ')):
+        cells = [c.strip() for c in line.strip('|').split('|')]
+        if len(cells) == 5:  # a layer's row
+            order += re.findall(r'`(\w+\.h)`', cells[1])
+listed = re.findall(r'^ \*   (\w+\.h)\s', (root / 'include' / 'coring' / 'coring.h').read_text(), flags=re.M)
+ranked = [h for h in order if h in listed]
+if [h for h in listed if h in order] != ranked:
+    print(f'coring.h lists the layers as {listed}; design.md orders them {order}')
+    bad += 1
 sys.exit(1 if bad else 0)

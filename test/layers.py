@@ -10,6 +10,10 @@ fails when:
     the table), or a service includes a layer's private header;
   - a file calls a function defined by a layer below its own, or a service
     calls a layer's internal (co__) function;
+  - inside a row whose files are listed from the bottom up (the engine's),
+    a file calls a function of a file listed after it;
+  - an exported co__ function only calls a static function of its file
+    (one function under two names);
   - the headers of lib/ and include/coring/ include each other in a cycle.
 Usage: layers.py SOURCE_ROOT
 """
@@ -34,6 +38,7 @@ def add(path, where):
 
 
 index = 0
+order_in_row = {}  # a lib/*.c file -> its place among its row's files, bottom up
 for line in section.splitlines():
     if not line.startswith('| ') or line.startswith('| ---') or line.startswith('| layer ') \
             or line.startswith('| service '):
@@ -43,17 +48,43 @@ for line in section.splitlines():
     index += 1
     where = (None if service else index, cells[0], service)
     names = re.findall(r'`([\w./]+\.[ch])`', ' '.join(cells[1:3] if service else cells[1:4]))
+    row_c = [n for n in names if n.startswith('lib/') and n.endswith('.c')]
+    for k, n in enumerate(row_c):
+        order_in_row[n] = k
     for n in names:
         path = n if n.startswith('lib/') else 'include/coring/' + n
         if not (root / path).exists():
             problems.append(f'design.md names {path} ({cells[0]}), which does not exist')
         add(path, where)
 
-files = sorted(str(p.relative_to(root)) for p in (root / 'lib').glob('*.[ch]'))
+files = sorted(str(p.relative_to(root)) for p in (root / 'lib').glob('*/*.[ch]'))
 files += sorted(str(p.relative_to(root)) for p in (root / 'include' / 'coring').glob('*.h'))
+for p in (root / 'lib').glob('*.[ch]'):
+    problems.append(f'{p.relative_to(root)} is in no folder: lib/ has a folder per layer')
 for f in files:
     if f not in row_of:
         problems.append(f'{f} is in no row of design.md\'s layer tables')
+
+# A folder per layer (or per service): a row's files of lib/ share one
+# folder, which no other row uses.
+folder_rows = {}
+for f, where in row_of.items():
+    if f.startswith('lib/'):
+        folder_rows.setdefault(f.split('/')[1], set()).add(where[1])
+for folder, rows in sorted(folder_rows.items()):
+    layers = sorted(r for r in rows if not any(w[1] == r and w[2] for w in row_of.values()))
+    if len(layers) > 1:
+        problems.append(f'lib/{folder}/ holds the files of several layers: {", ".join(layers)}')
+for where in {w for w in row_of.values() if w[0] is not None}:
+    folders = {f.split('/')[1] for f, w in row_of.items() if w == where and f.startswith('lib/')}
+    if len(folders) > 1:
+        problems.append(f'{where[1]}: its files are in several folders: {", ".join(sorted(folders))}')
+
+# include/coring/meson.build installs every public header, once.
+installed = re.findall(r"'(\w+\.h)'", (root / 'include' / 'coring' / 'meson.build').read_text())
+public = sorted(p.name for p in (root / 'include' / 'coring').glob('*.h'))
+if sorted(installed) != public:
+    problems.append(f'include/coring/meson.build installs {sorted(installed)}, the folder has {public}')
 
 
 def strip_comments(text):
@@ -61,9 +92,10 @@ def strip_comments(text):
     return re.sub(r'//[^\n]*', '', text)
 
 
-def include_path(name, local):
-    if local:
-        return 'lib/' + name
+def include_path(name, local, f):
+    if local:  # beside the file, else from lib/
+        here = str(pathlib.PurePosixPath(f).parent / name)
+        return here if (root / here).exists() else 'lib/' + name
     return name.replace('coring/', 'include/coring/', 1) if name.startswith('coring/') else None
 
 
@@ -72,7 +104,7 @@ includes = {}
 for f, text in texts.items():
     inc = []
     for m in re.finditer(r'^\s*#\s*include\s*([<"])([\w/.]+)[>"]', text, flags=re.M):
-        p = include_path(m.group(2), m.group(1) == '"')
+        p = include_path(m.group(2), m.group(1) == '"', f)
         if p and (root / p).exists():
             inc.append(p)
     includes[f] = inc
@@ -115,12 +147,37 @@ for f, text in texts.items():
         continue
     for name in sorted(set(re.findall(r'\b(co_\w+)\s*\(', text))):
         d = defined.get(name)
-        if d is None or d == f or not below(f, d):
+        if d is None or d == f:
+            continue
+        # inside a row, the files are listed from the bottom up: each may
+        # call only the files before it (the engine's order)
+        if (row_of.get(f) == row_of.get(d) and f in order_in_row and d in order_in_row
+                and order_in_row[d] > order_in_row[f]):
+            problems.append(f'{f} calls {name} of {d}, a file above it in {row_of[f][1]} '
+                            '(its row lists its files from the bottom up)')
+            continue
+        if not below(f, d):
             continue
         if row_of[f][2] and not name.startswith('co__'):
             continue  # a service may call the public API
         what = 'a layer\'s internal' if row_of[f][2] else 'a layer below it'
         problems.append(f'{f} ({row_of[f][1]}) calls {name} of {d} ({row_of[d][1]}), {what}')
+
+# No renaming wrapper: an exported co__ function of lib/*.c whose whole
+# body calls one static function of its file with its own arguments gives
+# one thing two names.
+for f, text in texts.items():
+    if not (f.startswith('lib/') and f.endswith('.c')):
+        continue
+    statics = set(re.findall(r'^static\b[^;{(=]*?\b(\w+)\s*\(', text, flags=re.M))
+    for m in re.finditer(r'^(?!static\b)[A-Za-z_][\w \t*]*?\b(co__\w+)\s*\(([^;{]*?)\)\s*\{'
+                         r'\s*(?:return\s+)?(\w+)\s*\(([^;{}]*)\)\s*;\s*\}', text, flags=re.M | re.S):
+        params = [re.findall(r'(\w+)\s*(?:\[\])?$', p.strip())[-1] for p in m.group(2).split(',')
+                  if p.strip() and p.strip() != 'void']
+        args = [a.strip() for a in m.group(4).split(',') if a.strip()]
+        if m.group(3) in statics and args == params:
+            problems.append(f'{f}: {m.group(1)} only calls {m.group(3)} with its own arguments: '
+                            'one function, two names')
 
 # No include cycle.
 state = {}

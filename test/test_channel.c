@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the bounded channel (lib/channel.c): many producers and
+/* Tests of the bounded channel (lib/sync/channel.c): many producers and
  * consumers across contexts, close, timeouts, cancel, errors. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,7 @@
 #include <coring/channel.h>
 #include <coring/scheduler.h>
 #include <coring/io.h>
-#include "fault.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 static void sched_start(co_sched *s)
@@ -578,7 +578,7 @@ static void cutter_send(void *arg)
  * from that sender, a new one tries to send. The new one must find the
  * slot taken by the parked sender's item (-EAGAIN), not take it, or its
  * item would overtake one sent earlier. The window is held open by the
- * test build's refill point (lib/fault.h). */
+ * test build's refill point (lib/common/fault.h). */
 static void test_new_sender_queues_behind_parked(void **state)
 {
 	co_loop loop;
@@ -645,7 +645,7 @@ static int many_run(co_loop *loop, struct mparty *t, co_chan *ch, unsigned max)
  * An end that must wait polls the channel before it parks, holding none of
  * its locks; so does a receiver that finds the senders' lock taken and
  * lets go of its own to take both in order. The test build's poll point
- * (lib/fault.h) holds that moment open. There co_chan_destroy answers
+ * (lib/common/fault.h) holds that moment open. There co_chan_destroy answers
  * -EBUSY and changes nothing, whether the point itself destroys (on the
  * end's thread) or holds the window while the test thread does; the wait
  * then completes as if nothing had been asked. Under ASan a destroy that
@@ -764,7 +764,7 @@ static void test_destroy_while_polling(void **state)
 /*
  * A receiver of many that took the ring's items and saw a sender parked
  * lets go of its lock and refills the ring from the senders, then takes
- * more: at the refill point (lib/fault.h) the parked sender is cancelled
+ * more: at the refill point (lib/common/fault.h) the parked sender is cancelled
  * and a new item sent, so that no frame is parked and the ring holds an
  * item the receiver is about to take. Destroy answers -EBUSY there (the
  * receiver is inside), and the receiver takes that item. The same for a

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the engine (lib/engine.c) as a caller meets it: init and spawn
+/* Tests of the engine (lib/engine/) as a caller meets it: init and spawn
  * errors, misuse, deadlock reports, parked frames, stop cancelling I/O,
  * nested runs, posts from other threads. */
 #include <setjmp.h>
@@ -20,8 +20,8 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "base.h"
-#include "fault.h"
+#include "common/base.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 /* ---- setup errors ---------------------------------------------------------- */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the engine's queues (lib/engine.c): round-robin order, the
+/* Tests of the engine's queues (lib/engine/engine_queue.c): round-robin order, the
  * ready ring past capacity, spawns from other threads waking a sleeping
  * engine, many producers on a tiny ring, tiny SQ/CQ rings, the local FIFO
  * against the ring. */
@@ -21,8 +21,8 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "engine_internal.h"
-#include "fault.h"
+#include "engine/engine_internal.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 static atomic_int done_calls;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Every failable call of the Linux layers fails in turn: allocation, thread
- * creation, io_uring setup, eventfd (lib/fault.h). For each kind, the n-th
+ * creation, io_uring setup, eventfd (lib/common/fault.h). For each kind, the n-th
  * call fails, for n = 1, 2, ... until a run no longer reaches an n-th call.
  * After each run: the caller got the injected error (or the run did not
  * need that call), no accepted task was lost, nothing hangs (meson's
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "fault.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 /* The work: tasks that do I/O, lock a mutex, and pass an item through a

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the task graph (lib/graph.c): order on random DAGs across two
+/* Tests of the task graph (lib/graph/graph.c): order on random DAGs across two
  * contexts, the failure rule, cycles, errors, a long chain; the kind each
  * node starts on, awaiting a graph (time limit, cancel, many waiters, from
  * a hand-ticked context), polling it, values passed between nodes, and a

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the I/O awaiters (lib/io.c) against real descriptors: pipes,
+/* Tests of the I/O awaiters (lib/io/io.c) against real descriptors: pipes,
  * socketpairs and temporary files; sleeps, deadlines and cancellation, and
  * their errors. TCP is in test_io_net.c. */
 #include <setjmp.h>

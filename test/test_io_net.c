@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the I/O awaiters over loopback TCP (lib/io.c): accept and
+/* Tests of the I/O awaiters over loopback TCP (lib/io/io.c): accept and
  * connect, refused and reset connections, the send/recv/read/write _all
  * helpers, 10,000 echo coroutines, random sizes to 64 KiB. */
 #include <setjmp.h>

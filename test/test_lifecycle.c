@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "fault.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 /* An awaiter that nothing wakes but an explicit open: it neither does I/O

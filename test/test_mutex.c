@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The mutex's policy (lib/sync.c; docs/sync.md, "The mutex"): a free mutex
+ * The mutex's policy (lib/sync/sync.c; docs/sync.md, "The mutex"): a free mutex
  * goes to whoever asks first while its oldest waiter is only invited to
  * try again; the waiter's retry takes it, goes back to the head of the
  * queue, or ends with the cancel or the time limit that came meanwhile; no

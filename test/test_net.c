@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Listening sockets and connections by name (lib/net.c, coring/net.h):
+ * Listening sockets and connections by name (lib/net/net.c, coring/net.h):
  * co_listen and co_local_port on real loopback sockets, SO_REUSEPORT, and
  * every bad argument; co_dial to a numeric address, to a name tried
  * address by address, to a refused port, to a name that does not resolve,

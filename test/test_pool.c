@@ -23,7 +23,7 @@
 #include <coring/scheduler.h>
 #include <coring/timeout.h>
 #include "helpers.h"
-#include "fault.h"
+#include "common/fault.h"
 
 #define JOBS 400
 

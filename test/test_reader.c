@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The buffered reader (lib/reader.c, coring/reader.h), over co_recv and
+ * The buffered reader (lib/reader/reader.c, coring/reader.h), over co_recv and
  * over a stream: random scripts of delimiter and exact reads whose bytes
  * arrive in random pieces, every byte checked; reads that complete in the
  * call; views in place in a stream's buffer and copies across two; a peer
@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "fault.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 #define MAX_STEPS 512

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of contexts and the scheduler (lib/context.c, lib/scheduler.c). */
+/* Tests of contexts and the scheduler (lib/context/context.c, lib/scheduler/scheduler.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Staying awake before sleeping (lib/engine.c spin_poll; docs/engine.md,
+ * Staying awake before sleeping (lib/engine/engine_wait.c spin_poll; docs/engine.md,
  * "Staying awake"): hand-offs between threads arrive with polling on and
  * off, an engine that gets no hand-off never polls, the poll ends after the
  * last hand-off (the engine reaches its sleep), where polling cannot help
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "engine_internal.h"
+#include "engine/engine_internal.h"
 #include "helpers.h"
 
 static uint64_t spins(co_engine *e)

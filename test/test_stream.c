@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streaming receive (lib/stream.c, coring/stream.h): a multishot recv into
+ * Streaming receive (lib/stream/stream.c, coring/stream.h): a multishot recv into
  * a ring of provided buffers. Every byte a peer sends is checked, in
  * order, against its pattern: data queued while the coroutine was busy
  * (more than one recv hands out), a ring so small that streams starve and
@@ -29,8 +29,8 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "base.h"
-#include "fault.h"
+#include "common/base.h"
+#include "common/fault.h"
 #include "helpers.h"
 
 #define NEVER (3600 * CO_S)

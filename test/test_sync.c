@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of the synchronisation primitives (lib/sync.c, lib/waiter.c): mutex,
+/* Tests of the synchronisation primitives (lib/sync/sync.c, lib/waiter/waiter.c): mutex,
  * latch, wait group, semaphore, condition variable across contexts, and
  * misuse. Timed waits and cancellation are in test_sync_timed.c. */
 #include <setjmp.h>

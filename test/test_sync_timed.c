@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Timed waits and cancellation of the synchronisation primitives
- * (lib/sync.c, lib/waiter.c): the event across threads, timeouts racing a
+ * (lib/sync/sync.c, lib/waiter/waiter.c): the event across threads, timeouts racing a
  * set, mutex hand-off with a time limit, cancel of a parked frame from
  * any thread, an engine stop ending a timed wait. */
 #include <setjmp.h>

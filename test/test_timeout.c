@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One time limit for any await (lib/timeout.c, coring/timeout.h): a row
+ * One time limit for any await (lib/timeout/timeout.c, coring/timeout.h): a row
  * per awaiter kind the library makes (a new kind without a row fails
  * test_every_kind_has_a_row), each awaited under co_timeout on something
  * that never completes (-ETIME) and on something that completes first
@@ -25,10 +25,10 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "awaiter.h"
-#include "fault.h"
+#include "common/awaiter.h"
+#include "common/fault.h"
 #include "helpers.h"
-#include "waiter_internal.h"
+#include "waiter/waiter_internal.h"
 
 #define NEVER (3600 * CO_S)
 #define SHORT (2 * CO_MS)

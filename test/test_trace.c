@@ -31,8 +31,8 @@
 
 #include "helpers.h"
 #include "trace_file.h"
-#include "awaiter.h"
-#include "fault.h"
+#include "common/awaiter.h"
+#include "common/fault.h"
 
 #define NEED_TRACE()                                                           \
 	do {                                                                   \

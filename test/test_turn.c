@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Turns and ticks (lib/engine_turn.c, the loop in lib/engine.c): a frame
+ * Turns and ticks (lib/engine/engine_turn.c, the loop in lib/engine/engine_loop.c): a frame
  * that yields, awaits co_next_turn or transfers to its own context runs at
  * the next turn, never the one that is running; a tick runs every frame
  * ready when it began once, then the frames those wake, up to opts.batch;

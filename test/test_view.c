@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The view of the coroutines (coring/view.h, lib/view.c, lib/engine_view.c):
+ * The view of the coroutines (coring/view.h, lib/view/view.c, lib/engine/engine_view.c):
  * 10,000 frames parked on five kinds of wait, each listed with its kind,
  * its object, its place and its context; a view taken while a stealing
  * scheduler churns (TSan); from a frame; of a manual context between and
@@ -24,10 +24,10 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
-#include "engine_internal.h"
-#include "fault.h"
+#include "engine/engine_internal.h"
+#include "common/fault.h"
 #include "helpers.h"
-#include "view_internal.h"
+#include "view/view_internal.h"
 
 /* A library built without the view (meson -Dview=false) answers
  * -EOPNOTSUPP: packaging.sh checks that build; here the cases skip. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of when_all / when_any (lib/when.c): results, the winner, losers
+/* Tests of when_all / when_any (lib/sync/when.c): results, the winner, losers
  * cancelled and reaped, cancel of the awaiting frame, errors. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -38,7 +38,7 @@ extern "C" {
 /* All fields are private unless marked. Senders and receivers each have a
  * lock and an index of their own, on lines of their own, so that one
  * producer and one consumer on two CPUs do not pull one cache line from
- * each other on every item (lib/channel.c). */
+ * each other on every item (lib/sync/channel.c). */
 typedef struct co_chan {
 	CO__ATOMIC(unsigned) lock;    /* the wait queues (and close) */
 	CO__ATOMIC(int) closed;
@@ -57,7 +57,7 @@ typedef struct co_chan {
 	CO__ATOMIC(unsigned) slock;   /* senders' */
 	CO__ATOMIC(unsigned) tail;    /* next slot to fill, 0 .. 2 cap - 1 */
 	unsigned head_seen;           /* senders' copy of head */
-	unsigned slip_s;              /* senders' poll slip (lib/channel.c) */
+	unsigned slip_s;              /* senders' poll slip (lib/sync/channel.c) */
 	char pad_r[CO_CACHELINE];
 	CO__ATOMIC(unsigned) rlock;   /* receivers' */
 	CO__ATOMIC(unsigned) head;    /* next slot to take, 0 .. 2 cap - 1 */

@@ -57,7 +57,7 @@ struct co_context {
 	int manual;                  /* read-only: no thread; co_context_tick */
 	struct co_sched *sched;      /* read-only: NULL for a lone context */
 	void (*on_end)(co_context *c); /* private: its scheduler's notice
-	                                (lib/context_internal.h) */
+	                                (lib/context/context_internal.h) */
 	pthread_t ticker;            /* private: the thread that ticks it (manual) */
 	CO__ATOMIC(int) ticked;      /* private: ticker is set */
 	CO__ATOMIC(int) joining;     /* private: a join has claimed the thread */

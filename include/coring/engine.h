@@ -186,7 +186,7 @@ struct co_engine {
 	unsigned view_cap;              /* private */
 	unsigned view_free;             /* private: a free slot (0: none) */
 	uint64_t turn_stamp;            /* private: when the turn began (a
-	                                   stamp, lib/clock.h) */
+	                                   stamp, lib/common/clock.h) */
 	co_frame *running;              /* private: the frame being resumed */
 	unsigned deferred;              /* private: finished frames whose finish
 	                                   waits for a cancel request */
@@ -232,7 +232,7 @@ struct co_engine {
 	CO__ATOMIC(unsigned) view_lock; /* private: over view, when thieves
 	                                   may take frames */
 	CO__ATOMIC(void *) view_req;    /* private: a view's request, taken by
-	                                   the next turn (lib/engine_view.c) */
+	                                   the next turn (lib/engine/engine_view.c) */
 	uint64_t cancel_again;          /* private: when a cancel stop next asks
 	                                   the kernel to cancel what is in flight
 	                                   (owner thread; a reserved slot before) */

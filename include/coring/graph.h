@@ -94,7 +94,7 @@ struct co_graph {
 	CO__ATOMIC(unsigned) finished;         /* read-only: nodes done or skipped */
 	unsigned kind;                /* private: the default kind of a run */
 	CO__ATOMIC(int) phase;        /* private: never spawned, running, waking
-	                                 its waiters, over (lib/graph.c) */
+	                                 its waiters, over (lib/graph/graph.c) */
 	CO__ATOMIC(unsigned) lock;    /* private: spinlock over q, and over the
 	                                 end of a run for its waiters */
 	co_waitq q;                   /* private: frames in co_graph_wait */

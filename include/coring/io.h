@@ -60,7 +60,7 @@ typedef struct co_io {
 	                                 the coroutines names the wait by it) */
 	unsigned char again;          /* private: the library's cancel of the
 	                                 operation, asked again until the kernel
-	                                 ends it (lib/io.c; in what was padding) */
+	                                 ends it (lib/io/io.c; in what was padding) */
 } co_io;                              /* 40 bytes on LP64: with the Linux co_frame (96), 136 */
 
 /* The most bytes one read, write, recv or send moves (the kernel's limit):

@@ -44,7 +44,7 @@ struct co_waiter {
 	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
 	uint64_t deadline;            /* CLOCK_MONOTONIC ns; 0: none */
-	CO__ATOMIC(unsigned) state;   /* lib/waiter_internal.h: CO__W_* */
+	CO__ATOMIC(unsigned) state;   /* lib/waiter/waiter_internal.h: CO__W_* */
 	CO__ATOMIC(unsigned) pend;    /* timed: the timer's CQE and the removal
 	                                 post still due before the frame wakes */
 	int res;                      /* the await's value */

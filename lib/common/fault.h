@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Every failable call of the Linux layers that can leave work half done
+ * (allocation, thread creation, ring setup, eventfd) goes through these
+ * wrappers. In the library users link they are the plain calls. In the
+ * test build (CO_FAULT_INJECTION, a static library that is never
+ * installed) a test can make the n-th call of one kind fail with an errno
+ * of its choice, and so check every error path in turn (test_faults).
+ */
+#ifndef CORING_FAULT_H
+#define CORING_FAULT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+
+enum co__fault_site {
+	CO__FAULT_ALLOC,    /* malloc, calloc, realloc, anonymous mmap */
+	CO__FAULT_THREAD,   /* pthread_create */
+	CO__FAULT_RING,     /* io_uring_queue_init_params */
+	CO__FAULT_EVENTFD,  /* eventfd */
+	CO__FAULT_SITES
+};
+
+/* Points inside the library where a test can run code of its own, to
+ * hold a window between two steps open deterministically. */
+enum co__fault_point {
+	CO__POINT_CHAN_REFILL, /* a receiver freed slots and saw senders parked;
+	                          it holds no lock and is about to refill the
+	                          ring from them (lib/sync/channel.c refill) */
+	CO__POINT_VIEW_TAKEN,  /* an engine took a view's request and has not
+	                          answered it yet (lib/engine/engine_view.c) */
+	CO__POINT_LIMIT_TIMER, /* a limit's timer ran out, not fired yet (lib/timeout/timeout.c) */
+	CO__POINT_WAIT_VISIT,  /* an engine's look saw a parked waiter waiting, unlocked (lib/waiter/waiter.c) */
+	CO__POINT_POOL_ENDED,  /* a pool job returned; its result not recorded (lib/pool/pool.c) */
+	CO__POINT_CHAN_POLL,   /* a channel end about to poll, or to take its locks in order, before parking: no lock held (lib/sync/channel.c) */
+	CO__POINTS
+};
+
+#ifdef CO_FAULT_INJECTION
+/* Run the function a test set for this point, if any. */
+void co__fault_point(enum co__fault_point p);
+/* Test control: fn(arg) runs at every pass through p, on the passing
+ * thread (fn NULL: nothing). */
+void co__fault_on_point(enum co__fault_point p, void (*fn)(void *arg), void *arg);
+/* The errno the current call of this kind must fail with, or 0. */
+int co__fault_hit(enum co__fault_site site);
+/* Test control: calls first to last (counted from 1, from now on) of site
+ * fail with err (first 0: none); co__fault_arm(s, n, err) fails the nth
+ * only. co__fault_calls tells how many calls were made since. */
+void co__fault_arm_range(enum co__fault_site site, unsigned long first, unsigned long last,
+			 int err);
+void co__fault_arm(enum co__fault_site site, unsigned long nth, int err);
+unsigned long co__fault_calls(enum co__fault_site site);
+#else
+static inline int co__fault_hit(enum co__fault_site site)
+{
+	(void)site;
+	return 0;
+}
+
+static inline void co__fault_point(enum co__fault_point p)
+{
+	(void)p;
+}
+#endif
+
+static inline void *co__malloc(size_t n)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : malloc(n);
+}
+
+static inline void *co__calloc(size_t n, size_t size)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+
+static inline void *co__realloc(void *p, size_t n)
+{
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : realloc(p, n);
+}
+
+/* An anonymous private mapping of n bytes (zeroed, page-aligned), or NULL;
+ * an allocation as far as faults go. */
+static inline void *co__mmap_anon(size_t n)
+{
+	void *p;
+
+	if (co__fault_hit(CO__FAULT_ALLOC))
+		return NULL;
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* pthread_create with default attributes: 0 or a positive errno. The new
+ * thread (every thread the library starts: a context's, a pool worker, the
+ * trace's writer) has every signal blocked but those the kernel raises for
+ * a fault of its own (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS),
+ * so a signal sent to the process is left to the program's threads: a
+ * co_signals opened after a scheduler or a pool started still gets it
+ * (test_io_ops signals_after_library_threads). */
+static inline int co__thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	int err = co__fault_hit(CO__FAULT_THREAD);
+	sigset_t all, old;
+
+	if (err)
+		return err;
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSYS);
+	pthread_sigmask(SIG_BLOCK, &all, &old); /* the new thread inherits it */
+	err = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
+/* eventfd(0, EFD_CLOEXEC): a descriptor, or -1 with errno set. */
+static inline int co__eventfd(void)
+{
+	int err = co__fault_hit(CO__FAULT_EVENTFD);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return eventfd(0, EFD_CLOEXEC);
+}
+
+#endif

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/* Contexts: a thread per engine; and moving a coroutine between them. */
+#include <errno.h>
+#include <string.h>
+
+#include <coring/context.h>
+#include "common/awaiter.h"
+#include "context_internal.h"
+#include "engine/engine_internal.h"
+#include "common/fault.h"
+
+static _Thread_local co_context *co__ctx_current;
+
+void co__context_on_end(co_context *c, void (*on_end)(co_context *c))
+{
+	c->on_end = on_end;
+}
+
+void co__context_ended(co_context *c)
+{
+	if (c->on_end)
+		c->on_end(c);
+}
+
+co_context *co_context_current(void)
+{
+	return co__ctx_current;
+}
+
+/* Move c from state `from` to `to`; 1 if it was in `from`. */
+static int context_move(co_context *c, int from, int to)
+{
+	return atomic_compare_exchange_strong_explicit(&c->state, &from, to, memory_order_acq_rel,
+						       memory_order_acquire);
+}
+
+int co_context_state(co_context *c)
+{
+	return c ? atomic_load_explicit(&c->state, memory_order_acquire) : -EINVAL;
+}
+
+int co_context_init(co_context *c, const co_engine_opts *opts)
+{
+	int err;
+
+	if (c == NULL)
+		return -EINVAL;
+	memset(c, 0, sizeof *c);
+	err = co_engine_init(&c->engine, opts);
+	if (err == 0)
+		atomic_store_explicit(&c->state, CO_CONTEXT_NEW, memory_order_release);
+	return err;
+}
+
+/*
+ * The thread. When the run returns, the engine is stopped (new spawns are
+ * refused from then on) and run once more, to drain frames that were
+ * accepted between the end of the first run and the stop: once the thread
+ * returns, no accepted frame is left behind.
+ */
+static void *context_main(void *arg)
+{
+	co_context *c = arg;
+	int ret, drain;
+
+	co__ctx_current = c;
+	CO__TRACE_CONTEXT(c);
+	ret = co_engine_run(&c->engine, c->mode);
+	co_engine_stop(&c->engine, CO_STOP_DRAIN);
+	drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);
+	c->ret = ret < 0 ? ret : drain;
+	co__ctx_current = NULL;
+	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
+	co__context_ended(c);
+	return NULL;
+}
+
+int co_context_start(co_context *c, int mode)
+{
+	int err, s;
+
+	if (c == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
+		return -EINVAL;
+	if (!context_move(c, CO_CONTEXT_NEW, CO_CONTEXT_STARTING)) {
+		s = co_context_state(c);
+		return s == CO_CONTEXT_DEAD ? -EINVAL : -EALREADY;
+	}
+	c->mode = mode;
+	/* RUNNING before the thread exists: the thread sets ENDED. */
+	atomic_store_explicit(&c->state, CO_CONTEXT_RUNNING, memory_order_release);
+	err = co__thread_create(&c->thread, context_main, c);
+	if (err) {
+		atomic_store_explicit(&c->state, CO_CONTEXT_NEW, memory_order_release);
+		return -err;
+	}
+	return 0;
+}
+
+int co_context_tick(co_context *c)
+{
+	int ret, running = CO_CONTEXT_RUNNING;
+
+	if (c == NULL || !c->manual)
+		return -EINVAL;
+	if (co_context_state(c) != CO_CONTEXT_RUNNING)
+		return co_context_state(c) == CO_CONTEXT_DEAD ? -EINVAL : -ESHUTDOWN;
+	co__ctx_current = c;
+	CO__TRACE_TICK_CONTEXT(c); /* its thread is the context's track */
+	ret = co_engine_tick(&c->engine);
+	co__ctx_current = NULL;
+	/* Only the engine's owner gets past co_engine_tick's thread check:
+	 * remember it, so that co_sched_run can refuse to block it. */
+	if (ret >= 0 && !atomic_load_explicit(&c->ticked, memory_order_relaxed)) {
+		c->ticker = pthread_self();
+		atomic_store_explicit(&c->ticked, 1, memory_order_release);
+	}
+	/* Stopped with nothing left: it has ended (its scheduler may end it
+	 * too, if the ticks stop coming). */
+	if (ret >= 0 && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
+	    co__engine_live(&c->engine) == 0 &&
+	    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
+		co__context_ended(c);
+	return ret;
+}
+
+int co_context_spawn(co_context *c, co_frame *f)
+{
+	if (c == NULL)
+		return -EINVAL;
+	return co_engine_spawn(&c->engine, f);
+}
+
+int co_context_stop(co_context *c, int mode)
+{
+	int err;
+
+	if (c == NULL)
+		return -EINVAL;
+	err = co_engine_stop(&c->engine, mode);
+	if (err == 0 && mode == CO_STOP_CANCEL && co_context_state(c) == CO_CONTEXT_NEW)
+		co__engine_cancel_unrun(&c->engine); /* -EBUSY: a start raced us; it runs them */
+	return err;
+}
+
+int co_context_join(co_context *c)
+{
+	int s;
+
+	if (c == NULL)
+		return -EINVAL;
+	s = co_context_state(c);
+	if (c->manual || (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED))
+		return -EINVAL;
+	if (co__ctx_current == c)
+		return -EDEADLK; /* its own thread (a frame, an on_done): as pthread_join */
+	if (atomic_exchange_explicit(&c->joining, 1, memory_order_acq_rel))
+		return -EINVAL; /* another join has it */
+	pthread_join(c->thread, NULL);
+	atomic_store_explicit(&c->state, CO_CONTEXT_JOINED, memory_order_release);
+	return c->ret;
+}
+
+int co_context_destroy(co_context *c)
+{
+	int s, err;
+
+	if (c == NULL)
+		return -EINVAL;
+	s = co_context_state(c);
+	if (s == CO_CONTEXT_DEAD)
+		return -EINVAL;
+	if (s == CO_CONTEXT_RUNNING || s == CO_CONTEXT_STARTING)
+		return -EBUSY; /* a manual one too: its scheduler has not ended it */
+	if (s == CO_CONTEXT_ENDED && !c->manual && co_context_join(c) == -EINVAL &&
+	    co_context_state(c) != CO_CONTEXT_JOINED)
+		return -EBUSY; /* another thread's join has not returned yet */
+	err = co_engine_destroy(&c->engine);
+	if (err == 0)
+		atomic_store_explicit(&c->state, CO_CONTEXT_DEAD, memory_order_release);
+	return err;
+}
+
+/* ---- transfer ------------------------------------------------------------ */
+
+static int transfer_suspend(co_awaiter *a, co_frame *f)
+{
+	co_transfer *t = (co_transfer *)a;
+	co_engine *from = co_engine_current();
+	co_context *here = co_context_current();
+	co_frame *root = co_root(f);
+	int err;
+
+	if (from == NULL) {
+		t->res = -ENXIO;
+		return 0;
+	}
+	if (t->target == NULL || root->runner != &from->runner) {
+		t->res = -EINVAL;
+		return 0;
+	}
+	/* To the engine it is on: a yield, for its next turn. */
+	if (&t->target->engine == from) {
+		t->res = 0;
+		if (co__wake_root(root))
+			co__engine_later(from, root);
+		return 1;
+	}
+	/* A scheduler counts its tasks: they stay among its contexts. (A
+	 * frame on a lone engine has no context here.) */
+	if ((here ? here->sched : NULL) != t->target->sched) {
+		t->res = -EXDEV;
+		return 0;
+	}
+	/* Its live count moves with it. After a successful move the target's
+	 * thread may already run it: the result is written before, and
+	 * nothing of the frame is touched after. */
+	t->res = 0;
+	err = co__engine_move(root, from, &t->target->engine);
+	if (err == 0)
+		return 1;
+	t->res = err; /* not moved: still ours */
+	return 0;
+}
+
+static int transfer_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((co_transfer *)a)->res;
+}
+
+/* co_cancel during the hop: nothing to cut short (the frame is already
+ * queued on the target, or is about to run again here); it sees
+ * co_cancelled() once it resumes. */
+static int transfer_cancel(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 0;
+}
+
+static const co_awaiter_ops transfer_ops = { NULL, transfer_suspend, transfer_resume,
+					     transfer_cancel, CO__AW_TRANSFER, "transfer" };
+
+co_awaiter *co_transfer_to(co_transfer *t, co_context *target)
+{
+	if (t == NULL)
+		return NULL; /* awaiting NULL: -EINVAL */
+	t->aw.ops = &transfer_ops;
+	t->target = target;
+	t->res = 0;
+	return &t->aw;
+}

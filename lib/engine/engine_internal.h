@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine as the layers above it see it (not installed; the engine's
+ * files are in lib/engine/, engine_impl.h lists them): the hooks a
+ * scheduler installs, the owner thread's fast paths that lib/io/io.c
+ * inlines, visits from other threads, parking, stealing and moving frames.
+ */
+#ifndef CORING_LIB_ENGINE_INTERNAL_H
+#define CORING_LIB_ENGINE_INTERNAL_H
+
+#include <stdint.h>
+
+#include <coring/engine.h>
+#include "common/base.h"
+#include "common/list.h"
+#include "trace/trace_hooks.h"
+
+/*
+ * What a scheduler hooks into its contexts' engines (one struct, set
+ * before the engine first runs; every hook runs on the engine's thread
+ * unless said otherwise).
+ */
+struct co__engine_hooks {
+	/* a frame marked CO__ST_TASK finished (after its on_done) */
+	void (*task_done)(co_engine *e, void *arg);
+	/* idle: take ready frames from elsewhere; returns how many */
+	int (*steal)(co_engine *thief, void *arg);
+	/* busy: ready frames are waiting */
+	void (*backlog)(co_engine *e, void *arg);
+	/* the engine became quiet (1: idle with nothing that can progress,
+	 * about to sleep) or stopped being so (0; from any thread) */
+	void (*quiet)(co_engine *e, void *arg, int quiet);
+	/* the engine would poll for work before it sleeps (begin 1): 1 if
+	 * it may (the scheduler caps how many poll at once); its poll ended
+	 * (begin 0) */
+	int (*spin)(co_engine *e, void *arg, int begin);
+};
+
+/* A frame a runner may take: co_init'ed with a body, never run, not a
+ * child, not spawned, not finished (a spawn, a graph's node, a when's
+ * child). NULL: no. */
+static inline int co__frame_fresh(const co_frame *f)
+{
+	return f && f->fn && f->parent == NULL && f->label == 0 &&
+	       !(f->state & (CO__ST_SPAWNED | CO__ST_DONE));
+}
+
+/* The engine running on the calling thread (co_engine_current without the
+ * call): hidden, so the library reads it straight from its TLS block. */
+extern _Thread_local co_engine *co__tls_engine
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/*
+ * The owner thread's fast paths, inlined into the layers that take SQEs
+ * and wake frames for every operation (lib/io/io.c). e is the engine running
+ * on the calling thread (co__tls_engine), never NULL here.
+ */
+
+/* Tag sqe with info | tag; an SQE with info counts as in flight until
+ * its (last) CQE. */
+static inline void co__sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_info *info,
+			       unsigned tag)
+{
+	sqe->user_data = (uint64_t)(uintptr_t)info | (tag & CO_IO_TAG_MASK);
+	if (info) {
+		e->inflight++;
+		e->stats.ops++;
+	}
+}
+
+struct io_uring_sqe *co__engine_sqe_slow(co_engine *e);
+
+/* co_engine_sqe without the thread check. It keeps room for a linked
+ * timeout after this SQE, so that a deadline never finds its chain cut by
+ * an early submit; the common case takes the slot in place (liburing's
+ * get_sqe with that room test folded in). The acquire load of the head
+ * pairs with the kernel's release store after it consumed SQEs. */
+static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
+{
+	struct io_uring_sq *sq = &e->ring.sq;
+	unsigned tail = sq->sqe_tail;
+	struct io_uring_sqe *sqe;
+
+	if (co__likely(tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries)) {
+		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
+		sq->sqe_tail = tail + 1;
+	} else {
+		sqe = co__engine_sqe_slow(e);
+	}
+	e->last_info = info;
+	co__sqe_tag(e, sqe, info, tag);
+	return sqe;
+}
+
+/* Queue root f, made ready on e's own thread. Without stealing the queue
+ * is the owner's plain FIFO; with it, the ring thieves can see. */
+void co__engine_push_ring(co_engine *e, co_frame *f);
+
+/* Onto the owner's plain FIFO (all of the queue without stealing, the
+ * overflow of a full ring with it). */
+static inline void co__engine_local_push(co_engine *e, co_frame *f)
+{
+	co__fifo_push(&e->local_head, &e->local_tail, f, next);
+	e->local_n++;
+}
+
+static inline void co__engine_push_owner(co_engine *e, co_frame *f)
+{
+	if (co__likely(!e->stealing)) {
+		co__engine_local_push(e, f);
+		return;
+	}
+	co__engine_push_ring(e, f);
+}
+
+/* co_wake for a frame woken on e's own thread (a completion being
+ * dispatched): a root that e runs goes straight to its queue, without the
+ * runner's indirect call and its thread check; any other (a frame driven
+ * by hand) takes co_wake's path. */
+static inline void co__engine_wake_here(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	co_runner *run;
+
+	if (r == NULL)
+		return;
+	run = CO__LOAD_RELAXED(&r->runner);
+	if (co__likely(run == &e->runner)) {
+		CO__TRACE_WAKE(e, r); /* before the push: a thief may take it */
+		co__engine_push_owner(e, r);
+	} else if (run) {
+		run->wake(run, r);
+	}
+}
+
+/* Root f, on e's own thread, runs at e's next turn, not this one: a yield,
+ * a transfer to the context it is on (lib/engine/engine_turn.c). f is not
+ * waiting (or waits in a co_turn). */
+void co__engine_later(co_engine *e, co_frame *root);
+
+/* The engine's list of its live root frames (lib/engine/engine_view.c): an
+ * array of slots, slot 0 a sink for frames not listed; a frame holds its
+ * slot's index in view_slot. Changed by the owner thread (and, under
+ * view_lock, by a thief taking a frame); read by a view with the engine
+ * to itself (co__engine_view_visit). */
+struct co__view_slot {
+	co_frame *f;            /* NULL: free (since: the next free slot) */
+	uint64_t since;         /* the stamp of the turn it last ran in */
+};
+
+/* List root f on e (e's thread, or a thief for a frame it took); unlist
+ * it. A frame the list cannot take (no memory) stays unlisted. Without
+ * the view (meson -Dview=false) neither does anything. */
+#ifdef CO_WITH_VIEW
+void co__view_add(co_engine *e, co_frame *f);
+void co__view_del(co_engine *e, co_frame *f);
+#else
+static inline void co__view_add(co_engine *e, co_frame *f)
+{
+	(void)e;
+	(void)f;
+}
+
+static inline void co__view_del(co_engine *e, co_frame *f)
+{
+	(void)e;
+	(void)f;
+}
+#endif
+/* Run fn(e, arg) with e's frames to itself, in two steps so that a view
+ * asks every engine before it waits for any. begin: on e's own thread fn
+ * runs at once (*r NULL); elsewhere the request is published (*r), for
+ * e's next turn or for end, which answers it itself while e runs nowhere.
+ * end waits until deadline (CLOCK_MONOTONIC): 0, fn ran; -ETIMEDOUT, no
+ * answer in time, and fn will not run; -EINPROGRESS, no answer in time,
+ * and e has the request: fn runs later, then drop(arg) frees arg (the
+ * caller must not); -EINVAL, e not set up (fn will not run). begin: 0,
+ * -EINVAL, -ENOMEM. */
+struct co__view_req;
+int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), void (*drop)(void *arg),
+			  void *arg, struct co__view_req **r);
+int co__engine_view_end(struct co__view_req *r, uint64_t deadline);
+
+/* A cancel stop has begun on e (its owner thread reads it). */
+static inline int co__engine_cancelling(const co_engine *e)
+{
+	return e->cancel_since != 0;
+}
+
+/* Install hooks (before the engine first runs). */
+void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
+/* Bracket a change made to e from any thread (see remote_begin in
+ * engine.c): begin returns what end needs. */
+int co__engine_visit_begin(co_engine *e);
+void co__engine_visit_end(co_engine *e, int visit);
+/* co_wake(f), then co_engine_unpark(e), in one visit: f waits parked on
+ * e (co_engine_park), so e runs it (any thread). */
+void co__engine_wake_parked(co_engine *e, co_frame *f);
+/* The same for frames parked on e, in one visit (one kick of e for all):
+ * the roots first .. last, already taken with co__wake_root and linked
+ * through ->next newest first (NULL: none), and parked counts to drop. */
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked);
+/* Wake e if it sleeps (any thread). */
+void co__engine_kick(co_engine *e);
+int co__engine_sleeping(co_engine *e);
+/* On the calling thread's engine e (or NULL): 0 if co__engine_poll would
+ * return 0 at once (no engine, no poll budget, I/O in flight, frames
+ * queued): the inline half of its checks. */
+static inline int co__engine_may_poll(const co_engine *e)
+{
+	return e != NULL && e->spin_cur != 0 && e->inflight == 0 && e->local_n == 0;
+}
+/*
+ * On the calling thread's engine e (NULL: no engine), a frame that would
+ * park until another thread changes something polls ready(arg) instead,
+ * while e has nothing else to do (no I/O in flight, nothing ready), for at
+ * most e's poll budget (lib/engine/engine_wait.c): first after slip pauses, then
+ * at every pause. Returns 0 if ready() did not become true (or e does not
+ * poll: opts.no_spin, one CPU, a scheduler's spinners all busy, other
+ * work), else 1 + the pauses it waited.
+ */
+unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip);
+/* Frames in e's ready ring (what thieves can take). */
+unsigned co__engine_ready(co_engine *e);
+/* Live frames of e (spawned, not finished). */
+unsigned co__engine_live(co_engine *e);
+/* The engine's quiet flag and epoch, for a scheduler's consistent look at
+ * all of its engines (see scheduler.c). */
+int co__engine_quiet(co_engine *e, unsigned *epoch);
+/* A cancel stop's work on an engine that never ran (lib/context/context.c). */
+int co__engine_cancel_unrun(co_engine *e);
+/* A cancel was asked for f, a frame of e that may not have started, and e
+ * may not run (lib/sync/when.c: co_spawn_on's child, whose await must end): if
+ * e does not run and f has not started, finish f for it now, on the
+ * calling thread (status -ECANCELED, its on_done runs here), rather than
+ * at e's next turn, which may never come. 0 if it did; -EBUSY if e runs
+ * (its next turn handles the request), steals, or f has started. */
+int co__engine_cancel_unstarted(co_engine *e, co_frame *f);
+unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max);
+/* Move a waiting root to target and wake it there: 0, -ESHUTDOWN (target
+ * refuses), -ECANCELED (asked to cancel), -EBUSY (pinned by a time limit). */
+int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
+
+/* co_frame.cancel bit (a runner bit, see co.h): the frame does not move to
+ * another engine (no steal, no transfer) while set. A time limit that is
+ * not a kernel link sets it for its await (lib/timeout/timeout.c): its timer and
+ * the frame then live on one engine, whose thread does everything. */
+#define CO__CX_PINNED (1u << 7)
+
+/* Register a provided buffer ring of entries (lib/stream/stream.c) under the rule
+ * of co_engine_register_buffers, with a buffer group id of its own
+ * (*bgid); co_engine_destroy refuses while one is registered. 0 or
+ * -errno. */
+int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid);
+int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid);
+
+/* The cancel stop's list of parked waits (co_parking): link on e's thread
+ * while the wait starts, unlink from any thread when it ends. unlink
+ * returns 1 if it took p off the list, 0 if the engine had taken it. */
+void co__engine_park_link(co_engine *e, co_parking *p);
+int co__engine_park_unlink(co_engine *e, co_parking *p);
+
+/* A wait the cancel stop's p->cancel could not end (a pool job that has
+ * started), on e's thread from inside p->cancel: the engine keeps it on a
+ * second list (unlink takes it off as from the first), and once the
+ * stop's grace has run out calls p->give_up on its thread, which ends the
+ * wait: the frame is then finished for it (-ECANCELED). */
+void co__engine_park_linger(co_engine *e, co_parking *p);
+/* From p->give_up, on e's thread: the frame's wait is given up while
+ * what it waited for goes on elsewhere; e no longer counts it as parked
+ * but as held (co_engine_destroy refuses) until co__engine_unhold, from
+ * any thread, once that work has ended. */
+void co__engine_hold(co_engine *e);
+void co__engine_unhold(co_engine *e);
+/* e holds what its destroy refuses for though no frame may be live: a
+ * co_bufring, or a hold (any thread; a snapshot). */
+int co__engine_held(co_engine *e);
+
+/* A parking not on any list yet, whose cancel stop call is cancel. */
+static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p))
+{
+	p->next = p->prev = NULL;
+	p->linked = 0;
+	p->cancel = cancel;
+	p->give_up = NULL;
+	atomic_store_explicit(&p->visit, 0, memory_order_relaxed);
+}
+
+/* A wait begins on e's thread: counted as parked (e is not idle while it
+ * lasts) and listed for a cancel stop. */
+static inline void co__engine_park_wait(co_engine *e, co_parking *p)
+{
+	co_engine_park(e);
+	co__engine_park_link(e, p);
+}
+
+#endif

@@ -1,0 +1,380 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loop (docs/engine.md, "The loop", "Turns and ticks"): each turn
+ * takes in what other threads sent, runs the ready frames, submits, waits
+ * and dispatches the completions; a tick is one turn that never sleeps.
+ * The hot path: what it calls for every frame is inline in engine_impl.h.
+ */
+
+#include <errno.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "engine_impl.h"
+
+static void wake_arm(co_engine *e)
+{
+	struct io_uring_sqe *sqe = co__engine_sqe_get(e);
+
+	io_uring_prep_read(sqe, e->wake_fd, &e->wake_val, sizeof e->wake_val, 0);
+	io_uring_sqe_set_data(sqe, &e->wake_info);
+	e->wake_armed = 1;
+}
+
+/* The eventfd read completed: a waker wrote, or a cancel-all hit it. */
+void co__engine_wake_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	(void)info;
+	(void)res;
+	(void)cqe_flags;
+	(void)tag;
+	e->wake_armed = 0;
+	e->inflight++; /* reap counted this CQE out; the wake read is not I/O */
+	/* Clear before re-arming: a waker that sees 0 writes again, and the
+	 * new read will see that write. */
+	atomic_store_explicit(&e->wake_pending, 0, memory_order_release);
+	if (e->wake_fd >= 0)
+		wake_arm(e);
+}
+
+/* From the owner thread, reap the armed eventfd read before the ring goes,
+ * so the kernel holds no pointer into *e (invariant 6). From another
+ * thread, closing the ring cancels it. */
+void co__engine_wake_disarm(co_engine *e)
+{
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+
+	if (!e->wake_armed || !e->has_owner || !pthread_equal(e->owner, pthread_self()))
+		return;
+	sqe = co__engine_sqe_get(e);
+	io_uring_prep_cancel(sqe, &e->wake_info, 0);
+	io_uring_sqe_set_data(sqe, NULL);
+	io_uring_submit(&e->ring);
+	close(e->wake_fd);
+	e->wake_fd = -1; /* co__engine_wake_done must not re-arm */
+	while (e->wake_armed && io_uring_wait_cqe(&e->ring, &cqe) == 0) {
+		if (io_uring_cqe_get_data(cqe) == &e->wake_info)
+			e->wake_armed = 0;
+		io_uring_cqe_seen(&e->ring, cqe);
+	}
+}
+
+/* After a frame's resume, with SQEs that should not wait for the turn's
+ * end: a read or write prepared (submit_batch 0), or submit_batch of any
+ * kind waiting. */
+static void submit_soon(co_engine *e)
+{
+	unsigned want = e->submit_batch ? e->submit_batch : 1;
+
+	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
+	if (io_uring_sq_ready(&e->ring) >= want) {
+		io_uring_submit(&e->ring);
+		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
+	}
+}
+
+/* Resume up to max ready frames; a yield waits for the next turn (the
+ * later list). Under a cancel stop, every frame resumed is marked
+ * cancelled first. */
+static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
+{
+	co_frame *f;
+
+	for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++) {
+		if (co__unlikely(cancel_deadline)) {
+			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
+				co__engine_abandon(e, f);
+				continue;
+			}
+			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
+		}
+		e->stats.resumed++;
+#ifdef CO_WITH_VIEW
+		e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
+		e->running = f; /* a view from inside the frame (or its on_done) */
+#endif
+		CO__TRACE_RESUME(e, f);
+		switch (co_resume(f)) {
+		case CO_YIELDED:
+			CO__TRACE_YIELD(e, f);
+			co__engine_later(e, f); /* the next turn runs it */
+			break;
+		case CO_DONE:
+			co__engine_finish_frame(e, f);
+			break;
+		default: /* CO_WAITING: its awaiter wakes it */
+			CO__TRACE_WAIT(e, f);
+			break;
+		}
+		/* opts.submit_batch: the frame is suspended, so whatever it
+		 * prepared (an operation and a timeout linked to it) is whole */
+		if (co__unlikely(e->submit_soon))
+			submit_soon(e);
+	}
+#ifdef CO_WITH_VIEW
+	e->running = NULL; /* between two resumes it names the frame that ran,
+	                      which a view from its on_done no longer lists */
+#endif
+}
+
+/*
+ * Dispatch every CQE in the ring, in one batch. The tail is read once per
+ * batch (callbacks may add CQEs: an early submit completes inline; the
+ * next pass takes them). A CQE without IORING_CQE_F_MORE is an operation's
+ * last: it leaves the in-flight count (the wake read, which never entered
+ * it, puts it back in co__engine_wake_done).
+ * user_data 0-3 is a fire-and-forget SQE (no info, a tag at most) and
+ * LIBURING_UDATA_TIMEOUT (all ones) liburing's own timeout on kernels
+ * without EXT_ARG: ud + 1 <= CO_IO_TAG_MASK + 1 tells both in one test.
+ */
+static unsigned reap(co_engine *e)
+{
+	struct io_uring_cq *cq = &e->ring.cq;
+	unsigned head = *cq->khead, tail, n = 0, mask = cq->ring_mask, shift = e->cqe_shift;
+
+	while ((tail = io_uring_smp_load_acquire(cq->ktail)) != head) {
+		n += tail - head;
+		do {
+			struct io_uring_cqe *cqe = &cq->cqes[(head & mask) << shift];
+			uintptr_t ud = (uintptr_t)cqe->user_data;
+			co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
+
+			if (co__unlikely(ud + 1 <= CO_IO_TAG_MASK + 1))
+				continue;
+			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
+				e->inflight--;
+			info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+		} while (++head != tail);
+		/* release: the kernel may reuse the slots once it sees the head */
+		io_uring_smp_store_release(cq->khead, head);
+	}
+	e->stats.cqes += n;
+	return n;
+}
+
+static void reap_all(co_engine *e)
+{
+	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
+	 * it in as soon as there is room. */
+	while (reap(e) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
+		e->stats.cq_overflow++;
+		io_uring_get_events(&e->ring);
+	}
+}
+
+static int first_run(co_engine *e)
+{
+	int ret;
+
+	e->owner = pthread_self();
+	e->has_owner = 1;
+	/* io_uring_enable_rings is declared but not exported by liburing 2.3 */
+	ret = io_uring_register(e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+	if (ret < 0)
+		return ret;
+	io_uring_register_ring_fd(&e->ring); /* optional: saves an fd lookup per enter */
+	wake_arm(e);
+	ret = io_uring_submit(&e->ring);
+	return ret < 0 ? ret : 0;
+}
+
+/* snap: the epoch read when the turn began. Every push onto the lists
+ * other threads fill (inbox, posts, cancels) is followed by a bump of
+ * epoch, so the lists need a look only when it moved since the last look;
+ * a push whose bump comes after snap is seen by co__engine_wait, which then
+ * does not sleep, and by the next turn. */
+static co__inline uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wait_ns)
+{
+	co__engine_quiet_clear(e);
+	e->stats.turns++;
+#ifdef CO_WITH_VIEW
+	e->turn_stamp = co__stamp(); /* when its frames last ran, for a view */
+#endif
+	e->last_info = NULL; /* SQEs of earlier turns are submitted */
+	if (co__unlikely(snap != e->seen_epoch)) {
+		e->seen_epoch = snap;
+#ifdef CO_WITH_VIEW
+		if (atomic_load_explicit(&e->view_req, memory_order_relaxed) != NULL)
+			co__engine_view_answer(e);
+#endif
+		if (!co__lifo_empty(&e->posts))
+			co__engine_run_posts(e);
+		if (!co__lifo_empty(&e->inbox))
+			co__engine_inbox_drain(e);
+		if (!co__lifo_empty(&e->cancels))
+			co__engine_run_cancels(e);
+	}
+	return co__engine_stop_turn(e, wait_ns);
+}
+
+/* The second half's start: the frames the last turn left for this one
+ * (yields, co_next_turn) join the ready queue, behind what is there. */
+static co__inline void turn_ready(co_engine *e)
+{
+	if (co__unlikely(((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0))
+		co__engine_later_take(e);
+	if (co__unlikely(e->local_n != 0) && co__engine_stealable(e))
+		co__engine_ring_refill(e);
+}
+
+static int loop(co_engine *e, int mode)
+{
+	int ret = 0;
+
+	for (;;) {
+		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+		uint64_t wait_ns, cancel_deadline = turn_begin(e, snap, &wait_ns);
+
+		turn_ready(e);
+		run_ready(e, cancel_deadline, e->batch);
+		if (e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
+		    (co__engine_stealable(e) && co__engine_ring_size(e) != 0)) {
+			/* Busy: flush SQEs and pick up completions without
+			 * waiting; liburing enters the kernel only if there is
+			 * something to submit or completions to run. */
+			if (e->hooks && e->hooks->backlog && co__engine_ring_size(e) > 1)
+				e->hooks->backlog(e, e->hook_arg);
+			ret = io_uring_submit(&e->ring);
+		} else if (!co__engine_stealable(e) && (e->inflight != 0 ||
+					     atomic_load_explicit(&e->parked, memory_order_acquire) != 0)) {
+			/* The common wait, one syscall: submit + wait. What other
+			 * threads sent meanwhile (inbox, posts, cancels) is seen
+			 * by co__engine_wait, which then does not sleep. */
+			ret = co__engine_wait(e, snap, wait_ns, 0);
+		} else if (co__engine_ready_nonempty(e)) {
+			ret = io_uring_submit(&e->ring); /* other threads sent work */
+		} else if (co__engine_stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
+			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
+		} else if (!co__engine_idle(e)) {
+			ret = co__engine_wait(e, snap, wait_ns, 0);
+		} else {
+			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
+			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
+
+			if (CO__LIVE_COUNT(live) == 0 && stopping)
+				break; /* every frame finished */
+			if (co__engine_visitor_inside(e)) {
+				sched_yield(); /* its change is about to land */
+				continue;
+			}
+			if (co__engine_unchanged(e, snap) && CO__LIVE_COUNT(live) != 0 && stopping) {
+				e->stuck = CO__LIVE_COUNT(live);
+				ret = -EDEADLK;
+				break;
+			}
+			/* a visitor wakes us; quiet once it goes to sleep */
+			ret = co__engine_wait(e, snap, wait_ns, 1);
+		}
+		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
+		    ret != -EBUSY)
+			break;
+		ret = 0;
+		reap_all(e);
+	}
+	return ret;
+}
+
+/* Frames in the ready queue (owner thread). */
+static unsigned ready_count(co_engine *e)
+{
+	return e->local_n + (co__engine_stealable(e) ? co__engine_ring_size(e) : 0);
+}
+
+/*
+ * One turn that never sleeps (co_engine_tick). It takes in the completions
+ * that are there when it begins, then runs the frames ready at that moment,
+ * each once, then the frames those wake (up to opts.batch more); a frame
+ * that yields or waits for the next turn is left for the next tick, and
+ * the tick's I/O is submitted at its end.
+ */
+static int tick(co_engine *e)
+{
+	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+	uint64_t resumed = e->stats.resumed, wait_ns, cancel_deadline;
+	int ret = 0;
+
+	cancel_deadline = turn_begin(e, snap, &wait_ns);
+	if (e->inflight)
+		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
+	reap_all(e);
+	turn_ready(e);
+	run_ready(e, cancel_deadline, ready_count(e) + e->batch);
+	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
+		ret = io_uring_submit(&e->ring);
+	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+		return ret;
+	if (co__engine_idle(e) && !co__engine_visitor_inside(e) && co__engine_unchanged(e, snap))
+		co__engine_quiet_set(e, snap);
+	return (int)(e->stats.resumed - resumed);
+}
+
+/* Start a run or a tick on the calling thread: 0, or the call's error. */
+static int enter(co_engine *e)
+{
+	int ret;
+
+	if (!co__engine_alive(e))
+		return -EINVAL;
+	if (co__tls_engine != NULL)
+		return -EBUSY; /* another engine runs on this thread */
+	if (co__engine_take(e) < 0)
+		return co__engine_alive(e) ? -EBUSY : -EINVAL;
+	/* Only one thread gets here at a time: owner is safe to read. */
+	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
+		co__engine_transition(e, CO__T_RUN_END);
+		return -EPERM;
+	}
+	if (!e->has_owner) {
+		ret = first_run(e);
+		if (ret < 0) {
+			co__engine_transition(e, CO__T_RUN_END);
+			return ret;
+		}
+	}
+	co__tls_engine = e;
+	/* the first turn looks at the lists whatever epoch says */
+	e->seen_epoch = atomic_load_explicit(&e->epoch, memory_order_relaxed) - 1;
+	return 0;
+}
+
+static void leave(co_engine *e)
+{
+	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
+	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
+	co__tls_engine = NULL;
+	co__engine_transition(e, CO__T_RUN_END);
+}
+
+int co_engine_run(co_engine *e, int mode)
+{
+	int ret;
+
+	if (e == NULL || (mode != CO_RUN_UNTIL_IDLE && mode != CO_RUN_UNTIL_STOP))
+		return -EINVAL;
+	ret = enter(e);
+	if (ret < 0)
+		return ret;
+	e->stuck = 0;
+	CO__TRACE_RUN(e, 1);
+	ret = loop(e, mode);
+	co__engine_quiet_clear(e);
+	CO__TRACE_RUN(e, 0);
+	leave(e);
+	return ret;
+}
+
+int co_engine_tick(co_engine *e)
+{
+	int ret;
+
+	if (e == NULL)
+		return -EINVAL;
+	ret = enter(e);
+	if (ret < 0)
+		return ret;
+	ret = tick(e);
+	leave(e);
+	return ret;
+}

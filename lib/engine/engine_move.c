@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Frames that change engines: a thief takes ready frames from another
+ * engine's ring (stealing), and a transfer moves a waiting frame to
+ * another engine. lib/scheduler/scheduler.c and lib/context/context.c call these.
+ */
+
+#include <errno.h>
+
+#include "engine_impl.h"
+
+/* Give f to engine `to`, unless it was asked to cancel or is pinned by a
+ * time limit: mark it MOVING (in the byte a cancel request marks, so
+ * exactly one of the two comes first), publish the new runner, unmark.
+ * 0: moved; -ECANCELED or -EBUSY (pinned): f stays where it is, and
+ * nothing was published. */
+static int runner_move(co_frame *f, co_engine *to)
+{
+	unsigned char old = co__cx_load(f);
+
+	do {
+		if (old & CO__CX_PINNED)
+			return -EBUSY;
+		if (old & (CO__CX_QUEUED | CO__CANCEL_ASKED))
+			return -ECANCELED;
+	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CO__CX_MOVING), 1,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_MOVING, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/*
+ * Take up to max ready frames from victim's ring into thief's. Only frames
+ * in a ready ring move: none of them has I/O in flight (their awaits have
+ * completed), so no SQE or CQE refers to another ring than the one that
+ * will resume them. A frame with a cancel request stays with the victim
+ * (back through its inbox). Returns how many moved.
+ */
+unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
+{
+	/* A visit of the victim: while a frame is in our hands, counted on
+	 * it but in none of its queues, it must not take the frame for one
+	 * that nothing will wake (co__engine_visitor_inside). */
+	int visit = co__engine_visit_begin(victim);
+	unsigned n = 0;
+	co_frame *f;
+
+	while (n < max && (f = co__engine_ring_pop(victim)) != NULL) {
+		if (runner_move(f, thief) < 0) {
+			victim->runner.wake(&victim->runner, f); /* back to the victim */
+			continue;
+		}
+		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
+		co__view_del(victim, f); /* under the victim's view_lock */
+		co__view_add(thief, f);
+		CO__TRACE_STEAL(thief, victim, f);
+		co__engine_push_owner(thief, f); /* we run on the thief's thread */
+		n++;
+	}
+	co__engine_visit_end(victim, visit);
+	return n;
+}
+
+/*
+ * Move a waiting root frame (it is suspended in an awaiter's suspend) from
+ * the engine running it to target, and wake it there. Fails, leaving
+ * everything as it was, with -ESHUTDOWN if target refuses spawns, or
+ * -ECANCELED if the frame was asked to cancel.
+ */
+int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
+{
+	/* Counted inside a visit, as a spawn is: target never sees the count
+	 * without the visitor or the frame (co__engine_visitor_inside). */
+	int visit = co__engine_visit_begin(target), err = 0;
+
+	if (!co__engine_live_get(target))
+		err = -ESHUTDOWN;
+	else if ((err = runner_move(root, target)) < 0)
+		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
+	if (err == 0) {
+		co_frame *r;
+
+		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+		co__view_del(from, root); /* target lists it when it takes it */
+		CO__TRACE_TRANSFER(root, from, target);
+		r = co__wake_root(root); /* co_wake, inside this visit */
+		if (r)
+			co__engine_enqueue(target, visit, r);
+	}
+	co__engine_visit_end(target, visit);
+	return err;
+}

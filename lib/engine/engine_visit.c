@@ -1,0 +1,249 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Calls from other threads (docs/engine.md, "The threading rule"): the
+ * visit that brackets each change another thread makes to an engine, the
+ * kick that wakes it, and what goes through a visit: spawns, wake-ups,
+ * posts, the park counts, the quiet flag a scheduler reads.
+ */
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "engine_impl.h"
+
+int co__engine_visit_begin(co_engine *e)
+{
+	if (co__tls_engine == e)
+		return 0; /* the owner: it sees its own changes */
+	atomic_fetch_add_explicit(&e->visitors, 1, memory_order_seq_cst);
+	co__engine_quiet_clear(e);
+	return 1;
+}
+
+/*
+ * Pairs with co__engine_wait: the engine stores sleeping = 1 and then reads
+ * epoch; we bump epoch and then read sleeping (all seq_cst). One of the
+ * two sees the other's store (Dekker), so the engine never sleeps through
+ * a change (invariant 1). At most one eventfd write is on its way at a
+ * time (wake_pending).
+ */
+static void engine_kick(co_engine *e)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add_explicit(&e->epoch, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&e->sleeping, memory_order_seq_cst))
+		return;
+	if (atomic_exchange_explicit(&e->wake_pending, 1, memory_order_acq_rel))
+		return;
+	atomic_fetch_add_explicit(&e->wake_writes, 1, memory_order_relaxed);
+	while (write(e->wake_fd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+void co__engine_visit_end(co_engine *e, int remote)
+{
+	if (remote) {
+		engine_kick(e);
+		/* release: the thread's last touch of e happens before
+		 * destroy's acquire load sees the count drop */
+		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
+	}
+}
+
+/* Push node on one of e's lock-free lists (inbox, posts, cancels) and end
+ * the visit: from here the engine may take it, and e be destroyed. */
+void co__engine_visit_push(co_engine *e, int remote, _Atomic(void *) *list, void *node, size_t link)
+{
+	co__lifo_push(list, node, link);
+	if (!remote) /* the owner's own post: epoch tells its next turn to look */
+		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_relaxed);
+	co__engine_visit_end(e, remote);
+}
+
+/* Begin a call that may come from another thread: the visit, then the
+ * check that the engine is set up (inside the visit, so that destroy,
+ * which waits for visitors after it marked the engine DYING, never frees
+ * it under a call that passed the check). 0, or -EINVAL (no visit left). */
+int co__engine_call_begin(co_engine *e, int *remote)
+{
+	*remote = co__engine_visit_begin(e);
+	if (co__likely(co__engine_alive(e)))
+		return 0;
+	if (*remote)
+		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
+	return -EINVAL;
+}
+
+/* co_runner.wake: a frame of this engine is runnable again. */
+void co__engine_wake_op(co_runner *r, co_frame *f)
+{
+	co_engine *e = co__container_of(r, co_engine, runner);
+	int remote = co__engine_visit_begin(e);
+
+	CO__TRACE_WAKE(e, f);
+	if (!remote) {
+		co__engine_push_owner(e, f); /* the hot path: no fence, no syscall */
+		return;
+	}
+	co__engine_visit_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
+}
+
+void co__engine_wake_parked(co_engine *e, co_frame *f)
+{
+	co_frame *r = co__wake_root(f);
+	int remote;
+
+	if (r == NULL) { /* release builds: a frame woken twice is not queued */
+		co_engine_unpark(e);
+		return;
+	}
+	remote = co__engine_visit_begin(e);
+	CO__TRACE_WAKE(e, r);
+	if (!remote) {
+		co__engine_push_owner(e, r);
+		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		return;
+	}
+	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	/* release: after the push, so the engine that sees the count drop
+	 * sees the frame (as in co_engine_unpark after co_wake) */
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	co__engine_visit_end(e, remote);
+}
+
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked)
+{
+	int remote = co__engine_visit_begin(e);
+
+	if (first && !remote) {
+		/* the owner: its own queue, oldest first (the chain is newest first) */
+		co_frame *fifo = NULL, *next;
+
+		for (co_frame *r = first; r; r = next) {
+			next = r->next;
+			r->next = fifo;
+			fifo = r;
+		}
+		for (co_frame *r = fifo; r; r = next) {
+			next = r->next;
+			CO__TRACE_WAKE(e, r);
+			co__engine_push_owner(e, r);
+		}
+	} else if (first) {
+		for (co_frame *r = first; r; r = r->next)
+			CO__TRACE_WAKE(e, r);
+		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
+	}
+	/* release: after the pushes (see co__engine_wake_parked) */
+	atomic_fetch_sub_explicit(&e->parked, parked, memory_order_release);
+	co__engine_visit_end(e, remote);
+}
+
+/* Count one more frame on e unless spawns are refused. */
+int co__engine_live_get(co_engine *e)
+{
+	unsigned v = atomic_load_explicit(&e->live, memory_order_relaxed);
+
+	do {
+		if (v & CO__LIVE_STOPPED)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&e->live, &v, v + 1, memory_order_acq_rel,
+							memory_order_relaxed));
+	return 1;
+}
+
+int co_engine_spawn(co_engine *e, co_frame *f)
+{
+	int remote;
+
+	if (e == NULL || !co__frame_fresh(f))
+		return -EINVAL;
+	/* The visit starts before the count, so that the engine never sees
+	 * the count without either the frame or the visitor (co__engine_visitor_inside). */
+	if (co__engine_call_begin(e, &remote) < 0)
+		return -EINVAL;
+	if (!co__engine_live_get(e)) {
+		co__engine_visit_end(e, remote);
+		return -ESHUTDOWN;
+	}
+	f->state |= CO__ST_SPAWNED;
+	__atomic_store_n(&f->runner, &e->runner, __ATOMIC_RELAXED);
+	CO__TRACE_SPAWN(e, f);
+	if (!remote) {
+		co__view_add(e, f);
+		co__engine_push_owner(e, f);
+		return 0;
+	}
+	co__engine_visit_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
+	return 0;
+}
+
+int co_engine_park(co_engine *e)
+{
+	if (e == NULL || !co__engine_alive(e))
+		return -EINVAL;
+	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
+	return 0;
+}
+
+int co_engine_unpark(co_engine *e)
+{
+	int remote;
+
+	if (e == NULL || co__engine_call_begin(e, &remote) < 0)
+		return -EINVAL;
+	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	/* The engine may now be idle: let it see that, whichever of unpark and
+	 * the wake comes first. */
+	co__engine_visit_end(e, remote);
+	return 0;
+}
+
+int co_engine_post(co_engine *e, co_post *p)
+{
+	int remote;
+
+	if (e == NULL || p == NULL || p->fn == NULL)
+		return -EINVAL;
+	if (co__engine_call_begin(e, &remote) < 0) /* once pushed, it may run, and e be destroyed */
+		return -EINVAL;
+	co__engine_visit_push(e, remote, &e->posts, p, offsetof(co_post, next));
+	return 0;
+}
+
+/* Run every post queued so far, oldest first. */
+void co__engine_run_posts(co_engine *e)
+{
+	co_post *p = co__lifo_take(&e->posts, offsetof(co_post, next)), *next;
+
+	for (; p; p = next) {
+		next = p->next; /* before fn, which may free it */
+		p->fn(p);
+	}
+}
+
+void co__engine_kick(co_engine *e)
+{
+	co__engine_visit_end(e, co__engine_visit_begin(e));
+}
+
+void co__engine_enqueue(co_engine *e, int visit, co_frame *f)
+{
+	CO__TRACE_WAKE(e, f);
+	if (!visit)
+		co__engine_push_owner(e, f);
+	else
+		co__lifo_push(&e->inbox, f, offsetof(co_frame, next));
+}
+
+unsigned co__engine_live(co_engine *e)
+{
+	return CO__LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_acquire));
+}
+
+int co__engine_quiet(co_engine *e, unsigned *epoch)
+{
+	*epoch = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
+	return atomic_load_explicit(&e->quiet, memory_order_seq_cst) == CO__QUIET_YES;
+}

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/* when_all / when_any: children spawned on the awaiting frame's engine; co_spawn_on:
+ * one child on another engine. */
+#include <errno.h>
+
+#include <coring/when.h>
+#include "waiter/waiter_internal.h"
+
+/* Cancel every spawned child but one. A child may run on another context
+ * and be finishing right now: co_cancel, which looks at it atomically,
+ * answers -EALREADY for one that finished and touches nothing else. */
+static void cancel_others(co_when *w, const co_frame *except)
+{
+	for (unsigned i = 0; i < w->spawned; i++)
+		if (w->kids[i] != except)
+			co_cancel(w->kids[i]);
+}
+
+/* The last child finished: wake the awaiting frame, then drop its park
+ * count (the order is explained in lib/waiter/waiter.c, co__wait_wake_frame). */
+static void finish(co_when *w)
+{
+	co_engine *e = w->engine;
+	co_frame *p = w->frame;
+
+	co_wake(p); /* w may be gone from here on */
+	co_engine_unpark(e);
+}
+
+/* A child's on_done, on the engine thread that finished it. */
+static void kid_done(co_frame *kid)
+{
+	co_when *w = kid->user;
+
+	if (w->any) {
+		unsigned i = 0;
+		int none = -1;
+
+		while (w->kids[i] != kid)
+			i++;
+		/* The first to finish wins and cancels the others; they finish
+		 * in turn, and the last one wakes the awaiting frame. */
+		if (atomic_compare_exchange_strong_explicit(&w->winner, &none, (int)i,
+							    memory_order_relaxed, memory_order_relaxed))
+			cancel_others(w, kid);
+	}
+	/* acq_rel: the last decrement sees every child's end; the awaiting
+	 * frame then reads their statuses after its wake (the ready ring
+	 * orders that). */
+	if (atomic_fetch_sub_explicit(&w->left, 1, memory_order_acq_rel) == 1)
+		finish(w);
+}
+
+static int when_suspend(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+	co_engine *e = co_engine_current();
+	unsigned i, missing;
+
+	if (w->err || w->n == 0)
+		return 0;
+	if (co_await_cancelled(f)) {
+		w->cancelled = 1; /* -ECANCELED at once, nothing spawned (co.h's rule) */
+		return 0;
+	}
+	if (e == NULL || co_root(f)->runner != &e->runner) {
+		w->err = -ENXIO;
+		return 0;
+	}
+	/* Each child must be fresh, and there once: mark them as we go (they
+	 * are nobody else's yet), then take the marks off. */
+	for (i = 0; i < w->n; i++) {
+		if (!co__frame_fresh(w->kids[i]))
+			break;
+		w->kids[i]->state |= CO__ST_SPAWNED;
+	}
+	missing = i;
+	while (missing--)
+		w->kids[missing]->state &= ~(unsigned)CO__ST_SPAWNED;
+	if (i < w->n) {
+		w->err = -EINVAL; /* not fresh, or the same child twice */
+		return 0;
+	}
+	w->frame = f;
+	w->engine = e;
+	atomic_store_explicit(&w->left, w->n, memory_order_relaxed);
+	atomic_store_explicit(&w->winner, -1, memory_order_relaxed);
+	co_engine_park(e); /* before any child can finish */
+	for (i = 0; i < w->n; i++) {
+		co_frame *k = w->kids[i];
+		int err;
+
+		k->on_done = kid_done;
+		k->user = w;
+		w->spawned = i + 1; /* before the spawn publishes k */
+		err = co_engine_spawn(w->target ? w->target : e, k);
+		if (err < 0) {
+			w->spawned = i;
+			k->on_done = NULL;
+			k->user = NULL;
+			w->err = err;
+			break;
+		}
+	}
+	missing = w->n - i;
+	/* The children never spawned count as finished; if that was the last
+	 * count, every spawned one has finished already. */
+	if (missing && atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
+		co_engine_unpark(e);
+		return 0;
+	}
+	return 1;
+}
+
+/* A cancel (or a limit) of the awaiting frame cut the await short: no child
+ * was spawned, or one the value rests on ended with -ECANCELED. Children
+ * that finished on their own first keep their statuses, and the await its
+ * value: a child's work is never reported as not done. */
+static int when_cut_short(const co_when *w)
+{
+	int winner;
+
+	if (w->spawned == 0)
+		return 1;
+	if (w->any) {
+		winner = atomic_load_explicit(&w->winner, memory_order_relaxed);
+		return winner < 0 || co_status(w->kids[winner]) == -ECANCELED;
+	}
+	for (unsigned i = 0; i < w->spawned; i++)
+		if (co_status(w->kids[i]) == -ECANCELED)
+			return 1;
+	return 0;
+}
+
+static int when_resume(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+
+	(void)f;
+	if (w->cancelled && when_cut_short(w))
+		return -ECANCELED;
+	if (w->err)
+		return w->err;
+	if (w->any)
+		return atomic_load_explicit(&w->winner, memory_order_relaxed);
+	if (w->target) /* co_spawn_on: the child's own status */
+		return co_status(w->kids[0]);
+	for (unsigned i = 0; i < w->n; i++)
+		if (co_status(w->kids[i]) < 0)
+			return co_status(w->kids[i]);
+	return 0;
+}
+
+/* co_cancel on the awaiting frame: cancel the children, still wait. */
+static int when_cancel(co_awaiter *a, co_frame *f)
+{
+	co_when *w = (co_when *)a;
+
+	(void)f;
+	w->cancelled = 1;
+	cancel_others(w, NULL);
+	/* co_spawn_on's child on an engine that does not run (a context not
+	 * started, a manual one not ticked) would wait for that engine's next
+	 * turn, and the await with it: if it has not started, it is finished
+	 * for it now (-ECANCELED, never run; kid_done wakes us) */
+	if (w->target && w->spawned == 1)
+		co__engine_cancel_unstarted(w->target, w->kids[0]);
+	return 0;
+}
+
+static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel,
+					     CO__AW_WHEN, "when" };
+
+static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
+{
+	if (w == NULL)
+		return co__wait_einval();
+	w->target = NULL;
+	w->aw.ops = &when_ops;
+	w->kids = kids;
+	w->n = n;
+	w->spawned = 0;
+	w->any = any;
+	w->cancelled = 0;
+	w->err = (kids == NULL && n) || (any && n == 0) ? -EINVAL : 0;
+	w->frame = NULL;
+	w->engine = NULL;
+	atomic_init(&w->left, 0);
+	atomic_init(&w->winner, -1);
+	return &w->aw;
+}
+
+co_awaiter *co_when_all(co_when *w, co_frame *const *kids, unsigned n)
+{
+	return when_prep(w, kids, n, 0);
+}
+
+co_awaiter *co_when_any(co_when *w, co_frame *const *kids, unsigned n)
+{
+	return when_prep(w, kids, n, 1);
+}
+
+co_awaiter *co_spawn_on(co_when *w, co_engine *e, co_frame *child)
+{
+	co_awaiter *a;
+
+	if (w == NULL)
+		return co__wait_einval();
+	w->one = child;
+	a = when_prep(w, &w->one, 1, 0);
+	w->target = e;
+	if (e == NULL)
+		w->err = -EINVAL;
+	return a;
+}
