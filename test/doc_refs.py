@@ -145,4 +145,22 @@ ranked = [h for h in order if h in listed]
 if [h for h in listed if h in order] != ranked:
     print(f'coring.h lists the layers as {listed}; design.md orders them {order}')
     bad += 1
+# design.md's words: every name in backticks is declared by the library
+# (a public header or lib/), and no retired name is left in include/ or lib/.
+words = design[design.index('## Words\n'):design.index('## Layers\n')]
+code = ''.join(p.read_text(encoding='utf-8', errors='replace')
+               for d in ('include', 'lib') for p in sorted((root / d).rglob('*.[ch]')))
+for line in words.splitlines():
+    if not line.startswith('| ') or line.startswith(('| ---', '| word ')):
+        continue
+    cells = [c.strip() for c in line.strip('|').split('|')]
+    retired = cells[2] if len(cells) == 3 else ''
+    for name in re.findall(r'`((?:co|CO)_\w+|\w+_ns)`', ' '.join(cells[:2])):
+        if not re.search(r'\b' + name + r'\b', code):
+            print(f'design.md, "Words": the library declares no {name}')
+            bad += 1
+    for name in re.findall(r'`(\w+)`', retired):
+        if re.search(r'\b' + name + r'\b', code):
+            print(f'design.md, "Words": {name} is retired, yet include/ or lib/ still has it')
+            bad += 1
 sys.exit(1 if bad else 0)

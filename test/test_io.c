@@ -459,13 +459,13 @@ static void test_no_engine(void **state)
 	assert_int_equal(b.r[3], -ENXIO);
 }
 
-/* A NULL co_io or co_xfer: the prep returns NULL, which CO_AWAIT (for an
+/* A NULL co_io or co_io_all: the prep returns NULL, which CO_AWAIT (for an
  * awaiter or a child) turns into -EINVAL (test_co checks that step, and the debug
  * trap); bad arguments the kernel would fault on never reach it. */
 static void test_null_arguments(void **state)
 {
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	(void)state;
 	assert_null(co_nop(NULL));
 	assert_null(co_recv(NULL, 0, NULL, 0, 0));

@@ -138,13 +138,13 @@ static void test_tcp_reset(void **state)
 	close(t.lfd);
 }
 
-/* ---- whole transfers: the *_all calls ------------------------------------- */
+/* ---- whole reads and writes: the *_all calls ------------------------------ */
 
 #define BIG (4 << 20)
 
 struct bulk {
 	co_frame co;
-	co_xfer x;
+	co_io_all x;
 	int fd;
 	unsigned char *buf;
 	size_t len;
@@ -210,7 +210,7 @@ static void test_send_recv_all(void **state)
 
 struct filecopy {
 	co_frame co;
-	co_xfer x;
+	co_io_all x;
 	int fd;
 	unsigned char *buf;
 	int write;
@@ -262,7 +262,7 @@ static void test_read_write_all_file(void **state)
 struct echo_conn {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	int fd;
 	int n;
 	char buf[4096];
@@ -316,7 +316,7 @@ static void on_conn(co_acceptor *a, int fd)
 struct echo_client {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	int fd, round, len, maxlen, bad;
 	uint16_t port;
 	struct sockaddr_in addr;

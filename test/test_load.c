@@ -42,7 +42,7 @@ static unsigned char pattern[2 * MAX_MSG]; /* message = a slice of it */
 struct client {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	int id, fd, round, len, got, cut;
 	unsigned seed;
 	size_t off;

@@ -955,7 +955,7 @@ enum stuck_kind { ST_SEND, ST_RECV, ST_SPLICE_OUT, ST_SPLICE_IN, ST_POOL };
 struct stuck {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	co_pool_job job;
 	co_pool *pool;
 	enum stuck_kind kind;

@@ -26,7 +26,7 @@
 struct conn {                 /* one per connection: its fields are its locals */
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	int fd, n;
 	char buf[16384];
 };
@@ -120,7 +120,7 @@ static int sigwatch_fn(co_frame *f)
 struct client {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	int fd, round;
 	size_t len;
 	unsigned seed;

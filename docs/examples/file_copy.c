@@ -25,7 +25,7 @@ struct job {              /* shared by the slots; one engine thread: no locks */
 
 struct slot {
 	co_frame co;
-	co_xfer x;
+	co_io_all x;
 	struct job *job;
 	uint64_t off;
 	size_t len;

@@ -53,7 +53,7 @@ static void fail(struct pipeline *p, int err)
 struct reader {
 	co_frame co;
 	co_waiter w;
-	co_xfer x;
+	co_io_all x;
 	struct pipeline *p;
 	struct block b;
 };
@@ -124,7 +124,7 @@ static int closer_fn(co_frame *f)
 struct writer {
 	co_frame co;
 	co_waiter w;
-	co_xfer x;
+	co_io_all x;
 	struct pipeline *p;
 	struct block b;
 };

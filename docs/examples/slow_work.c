@@ -76,7 +76,7 @@ static unsigned long slow_sum(const char *line)
 struct conn {
 	co_frame co;
 	co_io io;
-	co_xfer x;
+	co_io_all x;
 	co_when w;
 	struct slow slow;
 	int fd, n, slow_elsewhere;

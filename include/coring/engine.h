@@ -219,9 +219,9 @@ struct co_engine {
 	                                   ready, newest first */
 	CO__ATOMIC(void *) cancels;     /* private: co_frames other threads asked
 	                                   to cancel (co_frame.cancel_next) */
-	CO__ATOMIC(unsigned) park_lock; /* private: over park_head, linger_head */
-	co_parking *park_head;          /* private: cancellable parked waits */
-	co_parking *linger_head;        /* private: waits a cancel stop could not
+	CO__ATOMIC(unsigned) stop_lock; /* private: over stop_head, stop_linger_head */
+	co_stop_link *stop_head;        /* private: cancellable parked waits */
+	co_stop_link *stop_linger_head; /* private: waits a cancel stop could not
 	                                   end (a pool job that has started) */
 	CO__ATOMIC(unsigned) bufrings;  /* private: provided buffer rings
 	                                   registered (coring/stream.h) */

@@ -2,7 +2,7 @@
 /*
  * coring/engine_types.h - what other layers hand to an engine, without
  * liburing: the target of a completion (co_io_info), a callback to run on
- * the engine's thread (co_post), a parked wait (co_parking). The sync
+ * the engine's thread (co_post), a parked wait (co_stop_link). The sync
  * headers need only these; engine.h has the engine itself.
  */
 #ifndef CORING_ENGINE_TYPES_H
@@ -67,12 +67,12 @@ struct co_post {
  * cancel stop reaches waits that nothing else would end. All fields are
  * private; lib/ links and unlinks them.
  */
-typedef struct co_parking co_parking;
-struct co_parking {
-	co_parking *next, *prev;      /* private: under the engine's park lock */
-	void (*cancel)(co_parking *p); /* private: end the wait with -ECANCELED */
-	void (*give_up)(co_parking *p); /* private: a wait the cancel could not
-	                                 end, past the stop's grace (a pool job) */
+typedef struct co_stop_link co_stop_link;
+struct co_stop_link {
+	co_stop_link *next, *prev;    /* private: under the engine's stop lock */
+	void (*cancel)(co_stop_link *p); /* private: end the wait with -ECANCELED */
+	void (*give_up)(co_stop_link *p); /* private: a wait the cancel could not
+	                                   end, past the stop's grace (a pool job) */
 	CO__ATOMIC(unsigned) visit;   /* private: the engine is looking at it */
 	unsigned char linked;         /* private: on a list (which one) */
 };

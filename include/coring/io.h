@@ -19,7 +19,7 @@
  *     awaiter for exactly that); one co_io serves one await at a time;
  *   - called from a thread with no running engine, the await completes at
  *     once with -ENXIO;
- *   - a NULL co_io (or co_xfer) makes the prep return NULL, and awaiting
+ *   - a NULL co_io (or co_io_all) makes the prep return NULL, and awaiting
  *     NULL ends at once with -EINVAL (a trap in debug builds).
  */
 #ifndef CORING_IO_H
@@ -247,29 +247,27 @@ CO_API co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns);
 CO_API uint64_t co_now_ns(void);
 
 /*
- * Whole transfers (the *_all calls) that loop over short reads and
- * writes: child coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99). (Not
- * to be mixed up with co_transfer_to, which moves a coroutine to another
- * context.) The child's status (co_result after the
- * await) is the byte count (less than len only at end of file for reads),
- * or the first error; x->done holds the bytes moved before an error.
- * len must not exceed INT_MAX.
+ * Whole reads and writes (the *_all calls, in a co_io_all) that loop over
+ * short ones: child coroutines, run with CO_AWAIT (CO_AWAIT_TASK in C99).
+ * The child's status (co_result after the await) is the byte count (less
+ * than len only at end of file for reads), or the first error; x->done
+ * holds the bytes moved before an error. len must not exceed INT_MAX.
  *
  *     CO_AWAIT(f, co_send_all(&s->x, s->fd, s->buf, s->n, MSG_NOSIGNAL));
  */
-typedef struct co_xfer {
+typedef struct co_io_all {
 	co_frame co;                  /* first: awaited as a child */
 	co_io io;
 	int fd, op, flags;
 	char *buf;
 	size_t len, done;
 	uint64_t off;
-} co_xfer;
+} co_io_all;
 
-CO_API co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off);
-CO_API co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off);
-CO_API co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags);
-CO_API co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags);
+CO_API co_frame *co_read_all(co_io_all *x, int fd, void *buf, size_t len, uint64_t off);
+CO_API co_frame *co_write_all(co_io_all *x, int fd, const void *buf, size_t len, uint64_t off);
+CO_API co_frame *co_recv_all(co_io_all *x, int fd, void *buf, size_t len, int flags);
+CO_API co_frame *co_send_all(co_io_all *x, int fd, const void *buf, size_t len, int flags);
 
 /*
  * Multishot accept: one SQE keeps accepting; every new descriptor (or

@@ -66,7 +66,7 @@ struct co_pool_job {
 	co_pool *pool;
 	co_frame *frame;
 	co_engine *engine;             /* the frame's engine, parked on; or NULL */
-	co_parking park;               /* on the engine's list: a cancel stop ends it */
+	co_stop_link stop_link;        /* on the engine's list: a cancel stop ends it */
 	int (*fn)(void *arg);
 	void *arg;
 	int res;

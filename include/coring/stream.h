@@ -81,7 +81,7 @@ struct co_stream {
 	co_awaiter aw;                  /* co_stream_recv's awaiter */
 	co_awaiter close_aw;            /* co_stream_close's */
 	co_io_info info;                /* the multishot's user_data */
-	co_parking park;                /* while starved: the cancel stop's reach */
+	co_stop_link stop_link;         /* while starved: the cancel stop's reach */
 	co_bufring *ring;
 	co_frame *frame;                /* waiting in recv or close */
 	co_stream *next_starved;

@@ -31,7 +31,7 @@ struct co_waiter {
 	co_io_info info;              /* a timed wait's timer CQE */
 	co_post post;                 /* a timed wait's "remove the timer",
 	                                 posted to its engine by the claimer */
-	co_parking park;              /* on its engine's list of parked waits */
+	co_stop_link stop_link;       /* on its engine's list of parked waits */
 	co_waiter *next, *prev;       /* links, under *lk */
 	co_waitq *q;                  /* the queue it is linked on */
 	CO__ATOMIC(unsigned) *lk;     /* its primitive's lock */

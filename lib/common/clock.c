@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Stamps (lib/common/clock.h): which counter, decided once per process, and the
+ * The library's clock: co_now_ns, the public one (coring/io.h), and the
+ * stamps (lib/common/clock.h): which counter, decided once per process, and the
  * conversion of a stamp to CLOCK_MONOTONIC nanoseconds.
  *
  * x86-64: the time-stamp counter, only where the kernel itself keeps time
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "coring/io.h"
 
 int co__stamp_kind = CO__STAMP_COARSE;
 static uint64_t base_stamp, base_ns, freq;
@@ -69,4 +71,9 @@ uint64_t co__stamp_ns(uint64_t stamp)
 		return now_ns;
 	return now_ns - (uint64_t)((double)ticks * (double)(now_ns - base_ns) /
 				   (double)(now_stamp - base_stamp));
+}
+
+uint64_t co_now_ns(void)
+{
+	return co__now_ns();
 }

@@ -15,7 +15,7 @@
 
 #define CO__NS_PER_S 1000000000ull
 
-/* Now, on CLOCK_MONOTONIC (co_now_ns is this, exported). */
+/* Now, on CLOCK_MONOTONIC (co_now_ns, exported by clock.c, is this). */
 static inline uint64_t co__now_ns(void)
 {
 	struct timespec ts;

@@ -10,7 +10,7 @@
  *   engine_visit.c   calls from other threads: visits, kicks, spawns,
  *                    wake-ups, posts, park counts
  *   engine_cancel.c  cancel requests, finishing frames
- *   engine_park.c    the cancel stop's list of parked waits
+ *   engine_stop_list.c    the cancel stop's list of parked waits
  *   engine_stop.c    the stop
  *   engine_turn.c    waits for the next turn
  *   engine_move.c    stealing and transfers
@@ -212,14 +212,14 @@ int co__engine_unqueue_unstarted(co_engine *e, co_frame *f);
  * other requests stay for the owner's next turn. */
 void co__engine_settle_finishes(co_engine *e);
 
-/* ---- engine_park.c: the cancel stop's list of parked waits ----------------------- */
+/* ---- engine_stop_list.c: the cancel stop's list of parked waits ----------------------- */
 
 /* Cancel stop, owner thread: end every listed parked wait. */
-void co__engine_park_cancel_all(co_engine *e);
+void co__engine_stop_list_cancel_all(co_engine *e);
 /* Cancel stop, owner thread: whether waits linger that the stop could not
  * end, and, once its grace has run out, give each up. */
-int co__engine_park_lingering(co_engine *e);
-void co__engine_park_give_up_all(co_engine *e);
+int co__engine_stop_list_lingering(co_engine *e);
+void co__engine_stop_list_give_up_all(co_engine *e);
 
 /* ---- engine_stop.c --------------------------------------------------------------- */
 

@@ -254,18 +254,18 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target);
 int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid);
 int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid);
 
-/* The cancel stop's list of parked waits (co_parking): link on e's thread
+/* The cancel stop's list of parked waits (co_stop_link): link on e's thread
  * while the wait starts, unlink from any thread when it ends. unlink
  * returns 1 if it took p off the list, 0 if the engine had taken it. */
-void co__engine_park_link(co_engine *e, co_parking *p);
-int co__engine_park_unlink(co_engine *e, co_parking *p);
+void co__engine_stop_list_add(co_engine *e, co_stop_link *p);
+int co__engine_stop_list_remove(co_engine *e, co_stop_link *p);
 
 /* A wait the cancel stop's p->cancel could not end (a pool job that has
  * started), on e's thread from inside p->cancel: the engine keeps it on a
  * second list (unlink takes it off as from the first), and once the
  * stop's grace has run out calls p->give_up on its thread, which ends the
  * wait: the frame is then finished for it (-ECANCELED). */
-void co__engine_park_linger(co_engine *e, co_parking *p);
+void co__engine_stop_list_linger(co_engine *e, co_stop_link *p);
 /* From p->give_up, on e's thread: the frame's wait is given up while
  * what it waited for goes on elsewhere; e no longer counts it as parked
  * but as held (co_engine_destroy refuses) until co__engine_unhold, from
@@ -276,8 +276,8 @@ void co__engine_unhold(co_engine *e);
  * co_bufring, or a hold (any thread; a snapshot). */
 int co__engine_held(co_engine *e);
 
-/* A parking not on any list yet, whose cancel stop call is cancel. */
-static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p))
+/* A stop link not on any list yet, whose cancel stop call is cancel. */
+static inline void co__stop_link_init(co_stop_link *p, void (*cancel)(co_stop_link *p))
 {
 	p->next = p->prev = NULL;
 	p->linked = 0;
@@ -288,10 +288,10 @@ static inline void co__parking_init(co_parking *p, void (*cancel)(co_parking *p)
 
 /* A wait begins on e's thread: counted as parked (e is not idle while it
  * lasts) and listed for a cancel stop. */
-static inline void co__engine_park_wait(co_engine *e, co_parking *p)
+static inline void co__engine_park_wait(co_engine *e, co_stop_link *p)
 {
 	co_engine_park(e);
-	co__engine_park_link(e, p);
+	co__engine_stop_list_add(e, p);
 }
 
 #endif

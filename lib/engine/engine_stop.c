@@ -76,7 +76,7 @@ static void cancel_begin(co_engine *e)
 	e->cancel_since = now ? now : 1;
 	e->cancel_again = co__time_add(now, CO__CANCEL_AGAIN_NS);
 	cancel_all(e);
-	co__engine_park_cancel_all(e);
+	co__engine_stop_list_cancel_all(e);
 }
 
 /*
@@ -125,13 +125,13 @@ uint64_t co__engine_stop_turn_slow(co_engine *e, int mode, uint64_t *wait_ns)
 	if (e->cancel_since == 0)
 		cancel_begin(e);
 	at = co__time_add(e->cancel_since, e->cancel_grace); /* UINT64_MAX: no end */
-	if (co__unlikely(co__engine_park_lingering(e)) && at != UINT64_MAX) {
+	if (co__unlikely(co__engine_stop_list_lingering(e)) && at != UINT64_MAX) {
 		uint64_t now = co__now_ns();
 
 		if (now < at)
 			*wait_ns = at - now; /* wake when the grace runs out */
 		else
-			co__engine_park_give_up_all(e);
+			co__engine_stop_list_give_up_all(e);
 	}
 	if (e->inflight != 0)
 		cancel_again(e, wait_ns);

@@ -820,18 +820,13 @@ co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 	return aw;
 }
 
-uint64_t co_now_ns(void)
-{
-	return co__now_ns();
-}
-
-/* ---- whole transfers: the *_all calls ------------------------------------- */
+/* ---- whole reads and writes: the *_all calls ------------------------------ */
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 
-static int xfer_fn(co_frame *f)
+static int io_all_fn(co_frame *f)
 {
-	co_xfer *x = (co_xfer *)f;
+	co_io_all *x = (co_io_all *)f;
 
 	CO_BEGIN(f);
 	while (x->done < x->len) {
@@ -869,14 +864,14 @@ static int xfer_fn(co_frame *f)
 	CO_END(f);
 }
 
-static int xfer_fail(co_frame *f)
+static int io_all_fail(co_frame *f)
 {
 	CO_BEGIN(f);
 	CO_RETURN(f, -EINVAL);
 	CO_END(f);
 }
 
-static co_frame *xfer_init(co_xfer *x, int op, int fd, const void *buf, size_t len, uint64_t off,
+static co_frame *io_all_init(co_io_all *x, int op, int fd, const void *buf, size_t len, uint64_t off,
 			   int flags)
 {
 	if (x == NULL)
@@ -888,28 +883,28 @@ static co_frame *xfer_init(co_xfer *x, int op, int fd, const void *buf, size_t l
 	x->done = 0;
 	x->off = off;
 	x->flags = flags;
-	co_init(&x->co, (len > INT_MAX || (buf == NULL && len)) ? xfer_fail : xfer_fn);
+	co_init(&x->co, (len > INT_MAX || (buf == NULL && len)) ? io_all_fail : io_all_fn);
 	return &x->co;
 }
 
-co_frame *co_read_all(co_xfer *x, int fd, void *buf, size_t len, uint64_t off)
+co_frame *co_read_all(co_io_all *x, int fd, void *buf, size_t len, uint64_t off)
 {
-	return xfer_init(x, X_READ, fd, buf, len, off, 0);
+	return io_all_init(x, X_READ, fd, buf, len, off, 0);
 }
 
-co_frame *co_write_all(co_xfer *x, int fd, const void *buf, size_t len, uint64_t off)
+co_frame *co_write_all(co_io_all *x, int fd, const void *buf, size_t len, uint64_t off)
 {
-	return xfer_init(x, X_WRITE, fd, buf, len, off, 0);
+	return io_all_init(x, X_WRITE, fd, buf, len, off, 0);
 }
 
-co_frame *co_recv_all(co_xfer *x, int fd, void *buf, size_t len, int flags)
+co_frame *co_recv_all(co_io_all *x, int fd, void *buf, size_t len, int flags)
 {
-	return xfer_init(x, X_RECV, fd, buf, len, 0, flags);
+	return io_all_init(x, X_RECV, fd, buf, len, 0, flags);
 }
 
-co_frame *co_send_all(co_xfer *x, int fd, const void *buf, size_t len, int flags)
+co_frame *co_send_all(co_io_all *x, int fd, const void *buf, size_t len, int flags)
 {
-	return xfer_init(x, X_SEND, fd, buf, len, 0, flags);
+	return io_all_init(x, X_SEND, fd, buf, len, 0, flags);
 }
 
 /* ---- multishot accept ------------------------------------------------------ */

@@ -23,7 +23,7 @@ static void job_release(co_pool_job *j)
 	co_frame *f = j->frame;
 
 	if (e)
-		co__engine_park_unlink(e, &j->park);
+		co__engine_stop_list_remove(e, &j->stop_link);
 	co_wake(f);
 	if (e)
 		co_engine_unpark(e);
@@ -170,7 +170,7 @@ static int job_suspend(co_awaiter *a, co_frame *f)
 	j->engine = NULL;
 	if (co__tls_engine && co_root(f)->runner == &co__tls_engine->runner) {
 		j->engine = co__tls_engine;
-		co__engine_park_wait(j->engine, &j->park);
+		co__engine_park_wait(j->engine, &j->stop_link);
 	}
 	if (p->tail)
 		p->tail->next = j;
@@ -231,16 +231,16 @@ static int job_cancel(co_awaiter *a, co_frame *f)
  * list): a queued job is cancelled; a running one lingers, under the
  * pool's lock (its worker's end, which takes the lock after, unlinks it),
  * until it ends or the stop's grace runs out (job_give_up). */
-static void job_park_cancel(co_parking *park)
+static void job_stop_cancel(co_stop_link *link)
 {
-	co_pool_job *j = co__container_of(park, co_pool_job, park);
+	co_pool_job *j = co__container_of(link, co_pool_job, stop_link);
 	co_pool *p = j->pool;
 	int mine;
 
 	pthread_mutex_lock(&p->lock);
 	mine = job_unqueue(p, j);
 	if (!mine && j->state == JOB_RUNNING)
-		co__engine_park_linger(j->engine, park);
+		co__engine_stop_list_linger(j->engine, link);
 	pthread_mutex_unlock(&p->lock);
 	if (mine)
 		job_release(j);
@@ -250,9 +250,9 @@ static void job_park_cancel(co_parking *park)
  * job off the linger list): its worker will drop the result and only let
  * go of the engine's hold; the frame is woken and finished for it
  * (-ECANCELED), and its on_done may free the job. */
-static void job_give_up(co_parking *park)
+static void job_give_up(co_stop_link *link)
 {
-	co_pool_job *j = co__container_of(park, co_pool_job, park);
+	co_pool_job *j = co__container_of(link, co_pool_job, stop_link);
 	co_pool *p = j->pool;
 	co_engine *e = j->engine;
 	int mine = 0;
@@ -289,8 +289,8 @@ co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg), void *
 	j->res = 0;
 	j->state = JOB_DONE;
 	j->engine = NULL;
-	co__parking_init(&j->park, job_park_cancel);
-	j->park.give_up = job_give_up;
+	co__stop_link_init(&j->stop_link, job_stop_cancel);
+	j->stop_link.give_up = job_give_up;
 	return &j->aw;
 }
 

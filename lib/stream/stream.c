@@ -189,9 +189,9 @@ static void starved_remove(co_bufring *b, co_stream *s)
 
 /* The engine's cancel stop reached a starved stream (its thread; the
  * parking is off the engine's list already): the stream ends. */
-static void stream_park_cancel(co_parking *p)
+static void stream_stop_cancel(co_stop_link *p)
 {
-	co_stream *s = co__container_of(p, co_stream, park);
+	co_stream *s = co__container_of(p, co_stream, stop_link);
 
 	starved_remove(s->ring, s);
 	stream_end(s, -ECANCELED);
@@ -206,8 +206,8 @@ static void stream_starve(co_stream *s, co_engine *e)
 	s->starved = 1;
 	s->next_starved = b->starved;
 	b->starved = s;
-	co__parking_init(&s->park, stream_park_cancel);
-	co__engine_park_link(e, &s->park);
+	co__stop_link_init(&s->stop_link, stream_stop_cancel);
+	co__engine_stop_list_add(e, &s->stop_link);
 }
 
 /* Buffers came back: arm every starved stream again (one that finds none
@@ -222,7 +222,7 @@ static void starved_rearm(co_bufring *b)
 		b->starved = s->next_starved;
 		s->next_starved = NULL;
 		s->starved = 0;
-		co__engine_park_unlink(e, &s->park);
+		co__engine_stop_list_remove(e, &s->stop_link);
 		stream_rearm(s, e);
 	}
 }
@@ -651,7 +651,7 @@ co_awaiter *co_stream_close(co_stream *s)
 			io_uring_prep_cancel(co__engine_sqe(e, NULL, 0), &s->info, 0);
 		if (s->starved) {
 			starved_remove(s->ring, s);
-			co__engine_park_unlink(e, &s->park);
+			co__engine_stop_list_remove(e, &s->stop_link);
 		}
 	}
 	return &s->close_aw;

@@ -55,7 +55,7 @@ int co__wait_repark(co_waiter *w)
 	}
 	atomic_store_explicit(&w->state, CO__W_WAITING, memory_order_relaxed);
 	if (e)
-		co__engine_park_link(e, &w->park);
+		co__engine_stop_list_add(e, &w->stop_link);
 	return 1;
 }
 
@@ -98,7 +98,7 @@ static void leave(co_waiter *w, int res)
 	co__dlist_unlink(&w->q->head, &w->q->tail, w);
 	w->res = res;
 	if (w->engine)
-		co__engine_park_unlink(w->engine, &w->park);
+		co__engine_stop_list_remove(w->engine, &w->stop_link);
 	atomic_store_explicit(&w->state, CO__W_CLAIMED, memory_order_seq_cst);
 }
 
@@ -159,7 +159,7 @@ void co__wake_all(co__wake_list *l)
 		 * may free once we return, must outlive that look. Pairs with
 		 * the seq_cst store of visit in visit_claim (Dekker: our
 		 * CLAIMED store came first). */
-		while (atomic_load_explicit(&w->park.visit, memory_order_seq_cst))
+		while (atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
 			co__cpu_relax();
 		if (plain(w)) {
 			/* consecutive plain waiters of one engine: one visit,
@@ -199,7 +199,7 @@ void co__wait_wake_frame(co_waiter *w)
 /*
  * The engine's look at a parked waiter, on its thread (the timer's CQE,
  * co_cancel, a cancel stop): if it still waits, claim it with res under
- * its primitive's lock. The look is announced first (park.visit) and the
+ * its primitive's lock. The look is announced first (stop_link.visit) and the
  * state read after (seq_cst both); a releaser stores CLAIMED and then
  * reads visit. So either we see CLAIMED and never touch the primitive
  * (which may be gone), or the releaser sees our visit and waits for it to
@@ -210,7 +210,7 @@ static int visit_claim(co_waiter *w, int res, co__wake_list *l)
 {
 	int claimed = 0;
 
-	atomic_store_explicit(&w->park.visit, 1, memory_order_seq_cst);
+	atomic_store_explicit(&w->stop_link.visit, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&w->state, memory_order_seq_cst) == CO__W_WAITING) {
 		co__fault_point(CO__POINT_WAIT_VISIT); /* tests: a release comes first */
 		co__spin_lock(w->lk);
@@ -223,7 +223,7 @@ static int visit_claim(co_waiter *w, int res, co__wake_list *l)
 		}
 		co__spin_unlock(w->lk);
 	}
-	atomic_store_explicit(&w->park.visit, 0, memory_order_release);
+	atomic_store_explicit(&w->stop_link.visit, 0, memory_order_release);
 	return claimed;
 }
 
@@ -309,10 +309,10 @@ int co__wait_cancel(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-/* The cancel stop's call for a listed wait (lib/engine/engine_park.c; visit is set). */
-static void park_cancel(co_parking *p)
+/* The cancel stop's call for a listed wait (lib/engine/engine_stop_list.c; visit is set). */
+static void stop_cancel(co_stop_link *p)
 {
-	co__wait_cancel(&co__container_of(p, co_waiter, park)->aw, NULL);
+	co__wait_cancel(&co__container_of(p, co_waiter, stop_link)->aw, NULL);
 }
 
 /* ---- the protocol ---------------------------------------------------------------- */
@@ -329,7 +329,7 @@ co_awaiter *co__wait_prep(co_waiter *w, const co__wait_ops *ops, atomic_uint *lk
 	w->frame = NULL;
 	w->engine = NULL;
 	w->res = 0;
-	co__parking_init(&w->park, park_cancel);
+	co__stop_link_init(&w->stop_link, stop_cancel);
 	atomic_store_explicit(&w->state, CO__W_IDLE, memory_order_relaxed);
 	if (obj == NULL) {
 		w->aw.ops = &fail_ops;
@@ -401,7 +401,7 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q)
 	/* Counted before anyone can see the waiter, so the matching unpark
 	 * never comes first; listed for a cancel stop. */
 	if (e)
-		co__engine_park_wait(e, &w->park);
+		co__engine_park_wait(e, &w->stop_link);
 	co__spin_unlock(w->lk);
 	/* From here a releaser may claim w. An untimed waiter may then run on
 	 * another thread: touch nothing. A timed one only runs after its

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The cancel stop's list of parked waits (co_parking): a wait that can
+ * The cancel stop's list of parked waits (co_stop_link): a wait that can
  * end itself (a sync waiter, a pool job) links itself on its engine's
  * thread when it starts and unlinks itself from any thread when it ends;
- * a cancel stop ends every wait still listed. Under the engine's park
+ * a cancel stop ends every wait still listed. Under the engine's stop
  * spinlock.
  */
 #include <sched.h>
@@ -11,85 +11,85 @@
 #include "engine_impl.h"
 #include "common/spin.h"
 
-/* co_parking.linked: which list holds it */
-enum { PARK_NONE = 0, PARK_LISTED = 1, PARK_LINGER = 2 };
+/* co_stop_link.linked: which list holds it */
+enum { STOP_LIST_NONE = 0, STOP_LIST_LISTED = 1, STOP_LIST_LINGER = 2 };
 
-static co_parking **park_list(co_engine *e, unsigned which)
+static co_stop_link **stop_list_list(co_engine *e, unsigned which)
 {
-	return which == PARK_LINGER ? &e->linger_head : &e->park_head;
+	return which == STOP_LIST_LINGER ? &e->stop_linger_head : &e->stop_head;
 }
 
-static void park_add(co_engine *e, co_parking *p, unsigned which)
+static void stop_list_add(co_engine *e, co_stop_link *p, unsigned which)
 {
-	co_parking **head = park_list(e, which);
+	co_stop_link **head = stop_list_list(e, which);
 
-	co__spin_lock(&e->park_lock);
+	co__spin_lock(&e->stop_lock);
 	p->prev = NULL;
 	p->next = *head;
 	if (*head)
 		(*head)->prev = p;
 	*head = p;
 	p->linked = (unsigned char)which;
-	co__spin_unlock(&e->park_lock);
+	co__spin_unlock(&e->stop_lock);
 }
 
-void co__engine_park_link(co_engine *e, co_parking *p)
+void co__engine_stop_list_add(co_engine *e, co_stop_link *p)
 {
-	park_add(e, p, PARK_LISTED);
+	stop_list_add(e, p, STOP_LIST_LISTED);
 }
 
-void co__engine_park_linger(co_engine *e, co_parking *p)
+void co__engine_stop_list_linger(co_engine *e, co_stop_link *p)
 {
-	park_add(e, p, PARK_LINGER);
+	stop_list_add(e, p, STOP_LIST_LINGER);
 }
 
-static void park_remove(co_engine *e, co_parking *p)
+static void stop_list_remove(co_engine *e, co_stop_link *p)
 {
-	co__dlist_unlink(park_list(e, p->linked), (co_parking **)NULL, p);
-	p->linked = PARK_NONE;
+	co__dlist_unlink(stop_list_list(e, p->linked), (co_stop_link **)NULL, p);
+	p->linked = STOP_LIST_NONE;
 }
 
-int co__engine_park_unlink(co_engine *e, co_parking *p)
+int co__engine_stop_list_remove(co_engine *e, co_stop_link *p)
 {
 	int took;
 
-	co__spin_lock(&e->park_lock);
+	co__spin_lock(&e->stop_lock);
 	took = p->linked;
 	if (took)
-		park_remove(e, p);
-	co__spin_unlock(&e->park_lock);
+		stop_list_remove(e, p);
+	co__spin_unlock(&e->stop_lock);
 	return took;
 }
 
 /*
  * The cancel stop, on the owner thread: end every listed wait. Each one is
- * taken off the list and marked as visited under the park lock; whoever
+ * taken off the list and marked as visited under the stop lock; whoever
  * ends a wait first (a release on another thread, or p->cancel here)
  * decides its result, and a releaser that finds the wait visited waits
  * until p->cancel is done before it lets the frame go (lib/waiter/waiter.c), so
  * the primitive behind the wait outlives the visit.
  */
-static void park_visit_all(co_engine *e, unsigned which)
+static void stop_list_visit_all(co_engine *e, unsigned which)
 {
-	co_parking *p;
+	co_stop_link *p;
 
-	co__spin_lock(&e->park_lock);
-	while ((p = *park_list(e, which)) != NULL) {
-		park_remove(e, p);
+	co__spin_lock(&e->stop_lock);
+	while ((p = *stop_list_list(e, which)) != NULL) {
+		stop_list_remove(e, p);
 		atomic_store_explicit(&p->visit, 1, memory_order_seq_cst);
-		co__spin_unlock(&e->park_lock);
-		if (which == PARK_LINGER)
+		co__spin_unlock(&e->stop_lock);
+		if (which == STOP_LIST_LINGER)
 			p->give_up(p);
 		else
 			p->cancel(p); /* may put p on the linger list */
-		co__spin_lock(&e->park_lock);
+		co__spin_lock(&e->stop_lock);
 	}
-	co__spin_unlock(&e->park_lock);
+	co__spin_unlock(&e->stop_lock);
 }
 
-void co__engine_park_cancel_all(co_engine *e)
+void co__engine_stop_list_cancel_all(co_engine *e)
 {
-	park_visit_all(e, PARK_LISTED);
+	stop_list_visit_all(e, STOP_LIST_LISTED);
 }
 
 /*
@@ -100,19 +100,19 @@ void co__engine_park_cancel_all(co_engine *e)
  * past the grace), while the work goes on elsewhere, held
  * (co__engine_hold).
  */
-int co__engine_park_lingering(co_engine *e)
+int co__engine_stop_list_lingering(co_engine *e)
 {
 	int any;
 
-	co__spin_lock(&e->park_lock);
-	any = e->linger_head != NULL;
-	co__spin_unlock(&e->park_lock);
+	co__spin_lock(&e->stop_lock);
+	any = e->stop_linger_head != NULL;
+	co__spin_unlock(&e->stop_lock);
 	return any;
 }
 
-void co__engine_park_give_up_all(co_engine *e)
+void co__engine_stop_list_give_up_all(co_engine *e)
 {
-	park_visit_all(e, PARK_LINGER);
+	stop_list_visit_all(e, STOP_LIST_LINGER);
 }
 
 void co__engine_hold(co_engine *e)
