@@ -30,7 +30,7 @@ KINDS = {1: "spawn", 2: "start", 3: "resume", 4: "yield", 5: "wait", 6: "wake", 
          8: "transfer", 9: "steal", 10: "cancel", 11: "timeout", 12: "submit", 13: "complete",
          14: "run", 15: "context"}
 K = {v: k for k, v in KINDS.items()}
-# the awaiter kinds of a WAIT (lib/common/awaiter.h; test/trace_kinds.py keeps them in step)
+# the awaiter kinds of a WAIT (lib/common/awaiter.h; test/meta/trace_kinds.py keeps them in step)
 AWAITERS = {0: "await", 1: "io", 2: "wait", 3: "transfer", 4: "when", 5: "limit", 6: "failed",
             7: "stream", 8: "turn"}
 # io_uring opcodes (linux/io_uring.h) the library's preps use

@@ -12,7 +12,7 @@
  *     names), so `cc -std=c11 app.c $(pkg-config --cflags --libs coring)`
  *     works with no extra flag, and a file that includes coring first sees
  *     every declaration it would see without it (usleep, strsep,
- *     MAP_ANONYMOUS ...: test/compile_ok/libc_defaults.c);
+ *     MAP_ANONYMOUS ...: test/core/compile_ok/libc_defaults.c);
  *   - a libc header came first without such a macro: too late to define
  *     one (libc has fixed what it declares), so it stops with an error
  *     that says what to add.

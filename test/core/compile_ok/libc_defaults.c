@@ -1,7 +1,7 @@
 /* A user's file that includes coring first, then uses what glibc declares
  * by default under gcc's -std=gnu17 (usleep, strsep, MAP_ANONYMOUS, struct
  * tcphdr): coring's feature macro must not hide any of it, and under a
- * strict -std=c11 the same file must build too (test/compile_ok.sh). */
+ * strict -std=c11 the same file must build too (test/core/compile_ok.sh). */
 #include <coring/coring.h>
 #include <netinet/tcp.h>
 #include <string.h>

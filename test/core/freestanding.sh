@@ -16,7 +16,7 @@
 #              which has no PRIMASK, so this build defines CO_IRQ_SAVE /
 #              RESTORE as no-ops (the demo takes no interrupt); the PRIMASK
 #              default itself is compiled by the cortex-m mode; a misuse traps by instruction, or into
-#              a user's CO_TRAP with its message (test/freestanding/trap.c).
+#              a user's CO_TRAP with its message (test/core/freestanding/trap.c).
 #   clang      clang cross builds for thumbv6m (Cortex-M0+), thumbv7em
 #              (Cortex-M4) and rv32imac: -Wpedantic -Werror, no symbol.
 #   link       the demo, which calls every public entry of loop.h (the
@@ -35,7 +35,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 warn="-Wall -Wextra -Wpedantic -Werror -Wimplicit-fallthrough"
-demo="$src/test/freestanding/all_macros.c"
+demo="$src/test/core/freestanding/all_macros.c"
 
 check_no_symbols() { # NM OBJECT
 	undef=$("$1" -u "$2")
@@ -88,7 +88,7 @@ cortex-m)
 	need arm-none-eabi-gcc arm-none-eabi-nm
 	for cpu in cortex-m0plus cortex-m4; do
 		for backend in 0 1; do
-			for f in test/freestanding/all_macros.c docs/examples/frame_parser.c; do
+			for f in test/core/freestanding/all_macros.c docs/examples/frame_parser.c; do
 				o=$tmp/$(basename "$f" .c)_${cpu}_$backend.o
 				arm-none-eabi-gcc -mcpu=$cpu -mthumb -ffreestanding -nostdlib -std=c99 -Os \
 					$warn -DCO_USE_COMPUTED_GOTO=$backend -I"$src/include" \
@@ -144,7 +144,7 @@ qemu)
 	for v in default:132: custom:42:-DCUSTOM_TRAP release:0:-DNDEBUG; do
 		name=${v%%:*} rest=${v#*:} want=${rest%%:*} def=${rest#*:}
 		arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -std=c99 -ffreestanding -nostdlib \
-			-nostartfiles -Os $warn $def -I"$src/include" "$src/test/freestanding/trap.c" \
+			-nostartfiles -Os $warn $def -I"$src/include" "$src/test/core/freestanding/trap.c" \
 			-o "$tmp/trap.elf" || { echo "FAIL: compile trap.c ($name)"; exit 1; }
 		qemu-arm "$tmp/trap.elf" 2>/dev/null
 		got=$?

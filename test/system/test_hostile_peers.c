@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fault injection against an echo server built on coring (a context running
+ * Hostile peers against an echo server built on coring (a context running
  * an accept loop and one coroutine per connection): peers that reset,
  * half-close or die, and accept failing with EMFILE. The server must keep
  * serving, end every connection coroutine, and leak no descriptor.

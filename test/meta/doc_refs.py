@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # Every test a document cites exists: in docs/*.md and README.md, a
 # reference is `test_PROGRAM` followed by case names ("`test_io` pipe_ops,
-# file_ops"); each PROGRAM must be test/test_PROGRAM.c (or a test meson
+# file_ops"); each PROGRAM must be test/*/test_PROGRAM.c (or a test meson
 # registers by that name) and each case a cmocka case in it; a lone
 # `test_CASE` must be a case of some program; a `compile_fail_NAME` must be
-# test/compile_fail/NAME.c and in test/meson.build's list of them. A promise
+# test/core/compile_fail/<NAME>.c and in test/core/meson.build's list of them;
+# a path test/... or bench/... named anywhere exists. A promise
 # in the docs that points at a test nobody runs fails here.
 # The other way round, what the code and the docs say about the docs: a
 # `docs/NAME.md` named in a source file exists; a section cited after it in
@@ -17,12 +18,12 @@ import sys
 
 root = pathlib.Path(sys.argv[1])
 cases = {}
-for src in (root / 'test').glob('test_*.c'):
+for src in (root / 'test').rglob('test_*.c'):
     text = src.read_text(encoding='utf-8')
     cases[src.stem] = set(re.findall(r'cmocka_unit_test\(\s*test_(\w+)\s*\)', text))
-meson = (root / 'test' / 'meson.build').read_text(encoding='utf-8')
-meson += (root / 'bench' / 'meson.build').read_text(encoding='utf-8') \
-    if (root / 'bench' / 'meson.build').exists() else ''
+# every meson.build of the tests and the benchmarks, as one text
+meson = ''.join(f.read_text(encoding='utf-8') for d in ('test', 'bench')
+                for f in sorted((root / d).rglob('meson.build')))
 
 ref = re.compile(r'`(test_\w+)`((?:,? (?:and )?[a-z0-9]+(?:_[a-z0-9]+)+)*)')
 bad = 0
@@ -49,7 +50,7 @@ for doc in docs:
 compile_fail = re.compile(r'`compile_fail_([a-z0-9_]+)`')
 for doc in docs:
     for name in compile_fail.findall(doc.read_text(encoding='utf-8')):
-        if not (root / 'test' / 'compile_fail' / (name + '.c')).exists() or f"'{name}'" not in meson:
+        if not (root / 'test' / 'core' / 'compile_fail' / (name + '.c')).exists() or f"'{name}'" not in meson:
             print(f'{doc.name}: no compile-fail test {name}')
             bad += 1
 
@@ -123,6 +124,10 @@ def defined_in(path):
 for src in sources + sorted((root / 'docs').glob('*.md')) + [root / 'README.md']:
     rel = src.relative_to(root)
     text = re.sub(r'\s*\n\s*(?:\*\s*|#\s*|//\s*)?', ' ', src.read_text(encoding='utf-8', errors='replace'))
+    for m in re.finditer(r'(?<![\w/.])((?:test|bench|tools)/[\w/.-]+\.(?:c|h|py|sh|go|cpp))(?!\.?\w)', text):
+        if not (root / m.group(1)).exists():
+            print(f'{rel}: no {m.group(1)}')
+            bad += 1
     for m in re.finditer(r'`?\b(lib/[\w/]+\.[ch])\b`?(?:\s+`?([a-z_][a-z0-9]*_[a-z0-9_]*)\b`?)?', text):
         path, name = m.groups()
         if not (root / path).exists():
