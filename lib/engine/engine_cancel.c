@@ -19,7 +19,7 @@ void co__engine_finish_now(co_engine *e, co_frame *f)
 	co__view_del(e, f);
 	if (f->on_done)
 		f->on_done(f); /* may free f: not touched after this */
-	atomic_fetch_sub_explicit(&e->live, 1, memory_order_release);
+	co__live_drop(e);
 	if (task && e->hooks && e->hooks->task_done)
 		e->hooks->task_done(e, e->hook_arg);
 }
@@ -100,7 +100,7 @@ void co__engine_run_cancels(co_engine *e)
 		next = f->cancel_next;
 		old = __atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
 		if (old & CO__CX_FINISHED) { /* it finished meanwhile: its finish waited */
-			e->deferred--;
+			co__deferred_drop(e);
 			co__engine_finish_now(e, f);
 		} else
 			co__cancel_here(f);
@@ -138,7 +138,7 @@ void co__engine_settle_finishes(co_engine *e)
 				continue;
 			}
 			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);
-			e->deferred--;
+			co__deferred_drop(e);
 			co__engine_finish_now(e, f);
 		}
 		if (e->deferred)

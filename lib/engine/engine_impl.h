@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the engine's own files share (not installed). The files, from the
- * bottom up (docs/design.md lists them; test/layers.py checks that each
+ * bottom up (docs/design.md lists them; test/meta/layers.py checks that each
  * calls only those below it):
  *   engine_state.c   the state word, which engine runs on this thread
  *   engine_frames.c  the list of live frames a view reads
@@ -38,6 +38,51 @@
  * spawn is either counted before a stop (and runs) or refused: never both. */
 #define CO__LIVE_STOPPED 0x80000000u
 #define CO__LIVE_COUNT(v) ((v) & ~CO__LIVE_STOPPED)
+
+/*
+ * The counted invariants' drops (docs/design.md, "The rules (invariants)"): a count
+ * never drops below what it holds. In a debug build (CO_DEBUG) a drop that
+ * would wrap traps, naming the count and its rule, where the count first
+ * went wrong, instead of showing later as an engine that never idles or
+ * never ends. A release build does the plain decrement.
+ */
+#define CO__DROP(word, n, mask, msg)                                                   \
+	do {                                                                           \
+		unsigned co__old = atomic_fetch_sub_explicit(&(word), (n), memory_order_release); \
+		CO__CHECK((co__old & (mask)) >= (unsigned)(n), msg);                   \
+		(void)co__old;                                                         \
+	} while (0)
+
+/* One frame fewer on e (invariant 3: each accepted frame ends once). */
+#define co__live_drop(e) \
+	CO__DROP((e)->live, 1, ~CO__LIVE_STOPPED, "invariant 3: an engine's live count dropped below zero (a frame ended twice, or was never counted)")
+/* n parked frames fewer (invariant 4: an unpark follows its park). */
+#define co__parked_drop(e, n) \
+	CO__DROP((e)->parked, (n), ~0u, "invariant 4: an engine's parked count dropped below zero (an unpark without its park)")
+/* One given-up wait fewer (invariant 8: the engine stays held until it ends). */
+#define co__held_drop(e) \
+	CO__DROP((e)->held, 1, ~0u, "invariant 8: an engine's held count dropped below zero (a given-up wait ended twice)")
+
+/* One operation fewer in flight (invariant 6: a CQE ends only what an SQE
+ * counted). The owner's plain count. The wake-up read is not counted: its
+ * CQE takes the count below zero for a moment and co__engine_wake_done
+ * gives it back, so the check lets that one CQE through. */
+static inline void co__inflight_drop(co_engine *e, const co_io_info *info)
+{
+	CO__CHECK(e->inflight != 0 || info == &e->wake_info,
+		  "invariant 6: an engine's I/O in flight dropped below zero (a CQE for an SQE never counted)");
+	(void)info;
+	e->inflight--;
+}
+
+/* One deferred finish fewer (invariant 8: a frame is finished once, by
+ * the cancel request that was touching it). The owner's plain count. */
+static inline void co__deferred_drop(co_engine *e)
+{
+	CO__CHECK(e->deferred != 0,
+		  "invariant 8: an engine's deferred finishes dropped below zero (a finish taken twice)");
+	e->deferred--;
+}
 
 #define CO__STOP_NONE (-1)
 #define CO__CANCEL_GRACE_NS 1000000000ull

@@ -144,7 +144,7 @@ static unsigned reap(co_engine *e)
 			if (co__unlikely(ud + 1 <= CO_IO_TAG_MASK + 1))
 				continue;
 			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
-				e->inflight--;
+				co__inflight_drop(e, info);
 			info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
 		} while (++head != tail);
 		/* release: the kernel may reuse the slots once it sees the head */

@@ -52,7 +52,7 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 			continue;
 		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
-		atomic_fetch_sub_explicit(&victim->live, 1, memory_order_release);
+		co__live_drop(victim);
 		co__view_del(victim, f); /* under the victim's view_lock */
 		co__view_add(thief, f);
 		CO__TRACE_STEAL(thief, victim, f);
@@ -78,11 +78,11 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 	if (!co__engine_live_get(target))
 		err = -ESHUTDOWN;
 	else if ((err = runner_move(root, target)) < 0)
-		atomic_fetch_sub_explicit(&target->live, 1, memory_order_release);
+		co__live_drop(target);
 	if (err == 0) {
 		co_frame *r;
 
-		atomic_fetch_sub_explicit(&from->live, 1, memory_order_release);
+		co__live_drop(from);
 		co__view_del(from, root); /* target lists it when it takes it */
 		CO__TRACE_TRANSFER(root, from, target);
 		r = co__wake_root(root); /* co_wake, inside this visit */

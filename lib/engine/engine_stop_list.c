@@ -118,7 +118,7 @@ void co__engine_stop_list_give_up_all(co_engine *e)
 void co__engine_hold(co_engine *e)
 {
 	atomic_fetch_add_explicit(&e->held, 1, memory_order_relaxed);
-	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	co__parked_drop(e, 1);
 }
 
 /* Never refused: a held engine cannot be destroyed, so it is there; a
@@ -134,7 +134,7 @@ void co__engine_unhold(co_engine *e)
 		co__engine_visit_end(e, visit);
 		sched_yield();
 	}
-	atomic_fetch_sub_explicit(&e->held, 1, memory_order_release);
+	co__held_drop(e);
 	co__engine_visit_end(e, visit);
 }
 

@@ -102,13 +102,13 @@ void co__engine_wake_parked(co_engine *e, co_frame *f)
 	CO__TRACE_WAKE(e, r);
 	if (!remote) {
 		co__engine_push_owner(e, r);
-		atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+		co__parked_drop(e, 1);
 		return;
 	}
 	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
 	/* release: after the push, so the engine that sees the count drop
 	 * sees the frame (as in co_engine_unpark after co_wake) */
-	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	co__parked_drop(e, 1);
 	co__engine_visit_end(e, remote);
 }
 
@@ -136,7 +136,7 @@ void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last,
 		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
 	}
 	/* release: after the pushes (see co__engine_wake_parked) */
-	atomic_fetch_sub_explicit(&e->parked, parked, memory_order_release);
+	co__parked_drop(e, parked);
 	co__engine_visit_end(e, remote);
 }
 
@@ -193,7 +193,7 @@ int co_engine_unpark(co_engine *e)
 
 	if (e == NULL || co__engine_call_begin(e, &remote) < 0)
 		return -EINVAL;
-	atomic_fetch_sub_explicit(&e->parked, 1, memory_order_release);
+	co__parked_drop(e, 1);
 	/* The engine may now be idle: let it see that, whichever of unpark and
 	 * the wake comes first. */
 	co__engine_visit_end(e, remote);
