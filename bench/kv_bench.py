@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The application row of make bench (bench/run.py's section "kv"): the
-example key-value server (docs/examples/kv_server.c, --threads 1) against
+example key-value server (docs/examples/kv/, --threads 1) against
 redis-server, both under redis-benchmark, as docs/benchmarks.md describes.
 
 Both servers are pinned to the servers' CPU and redis-benchmark to the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The example key-value server (docs/examples/kv_server.c), run as a
+ * The example key-value server (docs/examples/kv/), run as a
  * process (CORING_KV_SERVER names it) and spoken to with a RESP client of
  * this file's own over blocking loopback sockets: every command and its
  * errors as Redis answers them, pipelining, inline commands, bad input,

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kv_server: a key-value server that speaks the Redis protocol (RESP2): redis-cli and
+ * redis-benchmark talk to it unchanged.
+ *
+ *   kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]
+ *             [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]
+ *
+ * Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS,
+ * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE (NX, XX, GT, LT), TTL,
+ * QUIT; CONFIG GET and COMMAND (next to empty answers), which the Redis
+ * tools ask at start. Both request forms: arrays of bulk strings, and inline commands (a line of
+ * words, quotes as Redis takes them). Pipelined requests are answered in
+ * order, with one send for all the answers a read brought.
+ *
+ * Shared-nothing over a scheduler's contexts (--threads, default 1): the
+ * key space is split into one shard per context, and only that context's
+ * thread touches it. A connection lives on the context that accepted it
+ * (one SO_REUSEPORT listener per context); a command whose key another
+ * context owns moves there (co_transfer_to), runs, and comes back, key by
+ * key for MGET, MSET, DEL and EXISTS (so those are not atomic across
+ * shards, as they would be in Redis).
+ *
+ * Limits: a request line (an inline command, a count) of at most 64 KiB,
+ * at most INT_MAX arguments, a bulk string of at most --max-bulk bytes
+ * (default 1 MiB): past those the answer is Redis's protocol error and the
+ * connection closes. A request of more than --max-request bytes (default
+ * 16 MiB) closes the connection without an answer, as Redis does when a
+ * client's query buffer passes its limit. --idle-timeout MS (default
+ * 300000; 0: never): a connection on which no command completes and no
+ * answer is sent for that long is closed, so a request that trickles in
+ * is bounded too. A connection's activity is a stamp of its context's
+ * tick, which a sweeper compares every 100 ms: no timer per request (a
+ * time limit on each read would add a kernel timeout to every recv).
+ *
+ * SIGTERM or SIGINT: the listeners stop, every connection answers the
+ * commands it has received and closes; after --stop-grace MS (default
+ * 5000) whatever is left is cancelled, a send to a client that never
+ * reads its answers too, and the server exits within the engines' cancel
+ * grace (1 s) after that (test_kv_server sigterm_clients_never_read). The
+ * exit status is 0.
+ *
+ * SIGUSR1: every coroutine of every context, what it waits on and since
+ * when, is written to stderr (coring/view.h), and the server goes on.
+ *
+ * The files: main.c (this: the options), server.c (the coring side:
+ * listeners, connections, the hand-off between shards, the stop),
+ * protocol.c (RESP: requests and replies), store.c (a shard's keys and
+ * their expiry), commands.c (the command table and how a command runs),
+ * cmd_strings.c, cmd_expiry.c, cmd_keyspace.c, cmd_server.c (the commands,
+ * by family); kv.h declares what they share. The reading is
+ * coring/reader.h over co_recv; the listening sockets are coring/net.h's
+ * co_listen.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kv.h"
+
+struct server srv = { .threads = 1, .bind = "127.0.0.1", .idle_ns = 300 * CO_S,
+		      .grace_ns = 5 * CO_S, .max_bulk = 1 << 20, .max_request = 16 << 20 };
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]"
+			" [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]\n");
+	exit(2);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i += 2) {
+		long long v;
+
+		if (i + 1 >= argc)
+			usage();
+		if (!strcmp(argv[i], "--bind")) {
+			srv.bind = argv[i + 1];
+			continue;
+		}
+		if (!parse_ll(argv[i + 1], strlen(argv[i + 1]), &v) || v < 0 ||
+		    (uint64_t)v > UINT64_MAX / CO_MS)
+			usage();
+		if (!strcmp(argv[i], "--port") && v <= 65535)
+			srv.port = (int)v;
+		else if (!strcmp(argv[i], "--threads") && v >= 1 && v <= 256)
+			srv.threads = (unsigned)v;
+		else if (!strcmp(argv[i], "--idle-timeout"))
+			srv.idle_ns = (uint64_t)v * CO_MS;
+		else if (!strcmp(argv[i], "--stop-grace"))
+			srv.grace_ns = (uint64_t)v * CO_MS;
+		else if (!strcmp(argv[i], "--max-bulk") && v >= 1 && v <= INT_MAX - 2)
+			srv.max_bulk = (size_t)v;
+		else if (!strcmp(argv[i], "--max-request") && v >= 1)
+			srv.max_request = (size_t)v;
+		else
+			usage();
+	}
+}
+
+int main(int argc, char **argv)
+{
+	sigset_t set;
+	int err;
+
+	parse_args(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR1);
+	/* before the contexts start: their threads inherit the blocked set */
+	if ((err = co_signals_open(&srv.sigs, &set)) < 0 || (err = co_trace_env()) < 0) {
+		fprintf(stderr, "kv_server: start: %s\n", strerror(-err));
+		return 1;
+	}
+	err = server_run();
+	co_signals_close(&srv.sigs);
+	return err < 0 ? 1 : 0;
+}
