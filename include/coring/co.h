@@ -858,19 +858,33 @@ static inline int co__einval_resume(co_awaiter *a, co_frame *f)
 	return -EINVAL;
 }
 
+/* The kind (co_awaiter_ops.kind) of an awaiter that ends at once with an
+ * error: the library's kinds are numbered in lib/common/awaiter.h, which
+ * checks that its CO__AW_FAILED is this. */
+#define CO__AW_FAILED_KIND 6u
+
+/* The one awaiter that ends at once with -EINVAL, in every build: what a
+ * NULL awaiter turns into (after the debug trap), and what a call returns
+ * for a mistake it found in arguments that are not NULL (co_deadline given
+ * a sync wait, co_timeout given its own limit ...). const, in read-only
+ * memory: its ops never touch it, so one serves every thread. */
+static inline co_awaiter *co__einval_awaiter(void)
+{
+	static const co_awaiter_ops ops = { co__einval_ready, co__einval_ready, co__einval_resume,
+					    NULL, CO__AW_FAILED_KIND, "failed" };
+	static const co_awaiter aw = { &ops };
+
+	return (co_awaiter *)(uintptr_t)&aw;
+}
+
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
 	co_frame *r;
 	unsigned running;
 
 	if (CO__UNLIKELY(a == NULL)) {
-		static const co_awaiter_ops einval_ops = { co__einval_ready, co__einval_ready,
-							   co__einval_resume, NULL, 0, "failed" };
-		/* const: in read-only memory; nothing writes an awaiter */
-		static const co_awaiter einval = { &einval_ops };
-
 		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
-		a = (co_awaiter *)&einval;
+		a = co__einval_awaiter();
 	}
 	f->u.aw = a;
 	if (a->ops->ready && a->ops->ready(a, f))

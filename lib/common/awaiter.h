@@ -23,21 +23,8 @@ enum {
 	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
 };
 
-/*
- * An awaiter that ends at once with -EINVAL, in every build: what a call
- * returns for a mistake it found in arguments that are not NULL
- * (co_deadline given a sync wait, co_timeout given its own limit ...), so
- * that the await says so instead of CO_AWAIT's debug trap for a NULL
- * awaiter. Stateless and read-only, so one serves every thread.
- */
-static inline co_awaiter *co__einval_awaiter(void)
-{
-	static const co_awaiter_ops ops = { co__einval_ready, co__einval_ready, co__einval_resume,
-					    NULL, CO__AW_FAILED, "failed" };
-	static const co_awaiter aw = { &ops };
-
-	return (co_awaiter *)(uintptr_t)&aw; /* never written: its ops ignore it */
-}
+/* The -EINVAL awaiter (co__einval_awaiter) is co.h's, of this kind. */
+_Static_assert(CO__AW_FAILED == CO__AW_FAILED_KIND, "co.h's failed kind");
 
 /* Define `name`, a stateless read-only awaiter that ends at once with err
  * (for errors other than -EINVAL, which co__einval_awaiter gives): one

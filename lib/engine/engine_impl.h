@@ -147,7 +147,6 @@ void co__view_unlock(co_engine *e);
  * as consumers (TSan cannot see its atomics: see lib/common/tsan.h). */
 int co__engine_ring_push(co_engine *e, co_frame *f);
 co_frame *co__engine_ring_pop(co_engine *e);
-unsigned co__engine_ring_size(co_engine *e);
 /* Move the owner's overflow into the ring as it has room, oldest first. */
 void co__engine_ring_refill(co_engine *e);
 /* Queue what other threads pushed, oldest first (the owner, or a thread

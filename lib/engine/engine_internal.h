@@ -220,8 +220,9 @@ static inline int co__engine_may_poll(const co_engine *e)
  * work), else 1 + the pauses it waited.
  */
 unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip);
-/* Frames in e's ready ring (what thieves can take). */
-unsigned co__engine_ready(co_engine *e);
+/* Frames in e's ready ring (what thieves can take); from another thread, a
+ * look that may be stale by the time it returns. */
+unsigned co__engine_ring_size(co_engine *e);
 /* Live frames of e (spawned, not finished). */
 unsigned co__engine_live(co_engine *e);
 /* The engine's quiet flag and epoch, for a scheduler's consistent look at

@@ -75,8 +75,3 @@ void co__engine_inbox_drain(co_engine *e)
 		co__engine_push_owner(e, f);
 	}
 }
-
-unsigned co__engine_ready(co_engine *e)
-{
-	return co__engine_ring_size(e);
-}

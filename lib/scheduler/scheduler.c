@@ -165,7 +165,7 @@ static int sched_steal(co_engine *thief, void *arg)
 
 	for (unsigned k = 1; k < s->groups[me->kind].n; k++) {
 		co_context *v = sibling(s, me, k);
-		unsigned avail = co__engine_ready(&v->engine);
+		unsigned avail = co__engine_ring_size(&v->engine);
 
 		if (avail < 2)
 			continue; /* its last frame is about to run there */

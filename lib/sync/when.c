@@ -174,7 +174,7 @@ static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_c
 static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
 {
 	if (w == NULL)
-		return co__wait_einval();
+		return co__einval_awaiter();
 	w->target = NULL;
 	w->aw.ops = &when_ops;
 	w->kids = kids;
@@ -205,7 +205,7 @@ co_awaiter *co_spawn_on(co_when *w, co_engine *e, co_frame *child)
 	co_awaiter *a;
 
 	if (w == NULL)
-		return co__wait_einval();
+		return co__einval_awaiter();
 	w->one = child;
 	a = when_prep(w, &w->one, 1, 0);
 	w->target = e;

@@ -68,12 +68,6 @@ static int fail_suspend(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
-/* A NULL co_waiter. */
-co_awaiter *co__wait_einval(void)
-{
-	return co__einval_awaiter();
-}
-
 /* A prep with a NULL object: the value is w->res (-EINVAL). */
 static const co_awaiter_ops fail_ops = { NULL, fail_suspend, co__wait_resume, NULL,
 						 CO__AW_FAILED, "failed" };

@@ -47,8 +47,6 @@ typedef struct co__wake_list {
 int co__wait_resume(co_awaiter *a, co_frame *f);
 int co__wait_cancel(co_awaiter *a, co_frame *f);
 
-/* A stateless awaiter that completes at once with -EINVAL (shared). */
-co_awaiter *co__wait_einval(void);
 
 /* Set up w for one wait on obj (whose lock is lk); returns its awaiter,
  * or the shared -EINVAL awaiter when w or obj is NULL. */
