@@ -37,7 +37,7 @@ def main():
     try:
         for d in (o.a, o.b):
             port = benchlib.free_port()
-            argv = pin.server + [os.path.join(d, o.server), "--port", str(port)]
+            argv = pin.server + [benchlib.program(d, o.server), "--port", str(port)]
             servers.append(benchlib.Server(argv, name=d, port=port))
         cpu = [[], []]
         for r in range(o.rounds):

@@ -16,6 +16,25 @@ class BenchError(Exception):
     """A benchmark step failed: the runner stops and prints this."""
 
 
+# The folder of bench/ whose meson.build lists each program: where it is
+# built, under the build dir's bench/ (handoff_go: where bench/run.py
+# builds the Go peer of the hand-off section)
+FOLDERS = {"echo": ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot",
+                    "echo_load"],
+           "http": ["http_coring", "http_coring_stream", "http_epoll"],
+           "files": ["fileio"],
+           "contexts": ["handoff", "handoff_pthread", "handoff_go", "sync", "xsubmit", "dispatch"],
+           "coroutine": ["switch", "memory"],
+           "trace": ["trace_cost"],
+           "peers": ["echo_libuv", "echo_asio", "http_nginx"]}
+FOLDER = {name: folder for folder, names in FOLDERS.items() for name in names}
+
+
+def program(bench_dir, name):
+    """The path of the bench program name in bench_dir, a build dir's bench/."""
+    return os.path.join(bench_dir, FOLDER[name], name)
+
+
 def raise_nofile(want=None):
     """Raise this process's open-file limit (inherited by the servers and
     load generators it starts) to want, or to the hard limit."""
@@ -195,7 +214,7 @@ def echo_load(bench_dir, pin, port, conns, size=64, seconds=1.0, warmup=0.5, ser
     idle_ok, a window in which no request completed (and nothing was
     wrong) is returned (requests=0) instead: on a machine busy with other
     work the caller may repeat it."""
-    argv = pin.load + [os.path.join(bench_dir, "echo_load"), "--port", str(port),
+    argv = pin.load + [program(bench_dir, "echo_load"), "--port", str(port),
                        "--conns", str(conns), "--size", str(size), "--seconds", str(seconds),
                        "--warmup", str(warmup)] + list(extra)
     if server_pid:

@@ -71,7 +71,7 @@ def one_run(bench_dir, pin, server, conns, per_conn, tmp, want_functions):
     port = benchlib.free_port()
     argv = pin.server + ["valgrind", "--tool=callgrind", "--cache-sim=yes",
                          f"--callgrind-out-file={out}",
-                         os.path.join(bench_dir, server), "--port", str(port)]
+                         benchlib.program(bench_dir, server), "--port", str(port)]
     srv = benchlib.Server(argv, name=server, start_timeout=60, port=port)
     try:
         load = benchlib.echo_load(bench_dir, pin, srv.port, conns, count=per_conn, seconds=600,

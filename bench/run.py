@@ -84,11 +84,9 @@ TITLE = {"coring": "coring", "stream": "co stream", "epoll": "epoll", "uring": "
 ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot", "libuv", "asio"]  # table and chart order
 HTTP_SHORT = ["coring", "stream", "epoll", "nginx"]
 CHART_SHORT = ECHO_SHORT + ["nginx"]  # the chart's bars: echo and HTTP
-# The peers (bench/peers/, built where their library is installed): where
-# they are in the build dir, and what installs them
-PEERS = {"echo_libuv": ("peers/echo_libuv", "libuv1-dev"),
-         "echo_asio": ("peers/echo_asio", "libboost-dev and g++"),
-         "http_nginx": ("peers/http_nginx", "nginx-light")}
+# The peers (bench/peers/, built where their library is installed): what
+# installs them
+PEERS = {"echo_libuv": "libuv1-dev", "echo_asio": "libboost-dev and g++", "http_nginx": "nginx-light"}
 
 RESULT_COLUMNS = ["bench", "conns", "size", "server", "rps_median", "rps_min", "rps_max",
                   "spread_pct", "cpu_us_per_req", "p50_us", "p99_us", "syscalls_per_req",
@@ -102,7 +100,7 @@ FILE_ENGINES = ["coring", "coring_each", "fio_uring", "fio_uring_fixed", "fio_ps
 FILE_TITLE = {"coring": "coring", "coring_each": "coring 1/enter", "fio_uring": "fio uring",
               "fio_uring_fixed": "fio fixed", "fio_psync": "fio psync"}
 
-# The hand-off section (bench/handoff.c, handoff_pthread.c, handoff.go): the
+# The hand-off section (bench/contexts/handoff.c, handoff_pthread.c, handoff.go): the
 # counts and time bound of each shape, per mode (each shape stops at its
 # count or its time, whichever comes first)
 HANDOFF_MODES = {
@@ -210,7 +208,7 @@ class Run:
         return False
 
     def start(self, name, *args):
-        path = os.path.join(self.bench, PEERS[name][0] if name in PEERS else name)
+        path = benchlib.program(self.bench, name)
         s = benchlib.Server(self.pin.server + [path, "--port", "0"] + list(args), name=name)
         self.servers.append(s)
         return s
@@ -220,10 +218,10 @@ class Run:
         peer not built is said once, and its columns show "-")."""
         out = {}
         for n in names:
-            if n in PEERS and not os.access(os.path.join(self.bench, PEERS[n][0]), os.X_OK):
+            if n in PEERS and not os.access(benchlib.program(self.bench, n), os.X_OK):
                 if n not in self.said_missing:
                     self.said_missing.add(n)
-                    self.say(f"bench: {n} not built ({PEERS[n][1]} missing): its columns skipped "
+                    self.say(f"bench: {n} not built ({PEERS[n]} missing): its columns skipped "
                              f"(make bench installs it: tools/deps.sh bench)")
                 continue
             out[n] = self.start(n)
@@ -352,7 +350,7 @@ class Run:
         for n, s in servers.items():
             calls = None
             if with_strace:
-                argv = self.pin.load + [os.path.join(self.bench, "echo_load"), "--port", str(s.port),
+                argv = self.pin.load + [benchlib.program(self.bench, "echo_load"), "--port", str(s.port),
                                         "--conns", str(conns), "--size", str(size),
                                         "--seconds", str(self.m["ssecs"]), "--warmup", "0"]
                 calls = self.strace_calls(s, argv,
@@ -547,7 +545,7 @@ class Run:
 
     def file_argv(self, engine, path, test, depth, bs, secs):
         if engine in ("coring", "coring_each"):
-            argv = [os.path.join(self.bench, "fileio"), "--file", path, "--bs", str(bs),
+            argv = [benchlib.program(self.bench, "fileio"), "--file", path, "--bs", str(bs),
                     "--depth", str(depth), "--seconds", str(secs if test == "randread" else 600)]
             argv += ["--submit-each"] if engine == "coring_each" else []
             return argv + (["--rw", "randread", "--direct"] if test == "randread" else ["--rw", "read"])
@@ -692,43 +690,43 @@ class Run:
     def other(self):
         m = self.m
         self.say(f"== suspend/resume round trip (pinned; median of {m['switch_rounds']} rounds)")
-        self.switch_out = self.tool(self.pin.load + [os.path.join(self.bench, "switch"), "--iters",
+        self.switch_out = self.tool(self.pin.load + [benchlib.program(self.bench, "switch"), "--iters",
                                                      str(m["switch_iters"]), "--rounds", str(m["switch_rounds"])])
         self.say()
         self.say("== memory per idle coroutine")
-        self.memory_out = self.tool([os.path.join(self.bench, "memory"), "--count", str(m["mem_count"])],
+        self.memory_out = self.tool([benchlib.program(self.bench, "memory"), "--count", str(m["mem_count"])],
                                     "memory ")
         self.say()
         # more producers than CPUs on purpose: a producer never waits for another
         self.say("== cross-thread submit: frames/s into one engine from other threads")
-        self.tool([os.path.join(self.bench, "xsubmit"), "--frames", str(m["xs_frames"]),
+        self.tool([benchlib.program(self.bench, "xsubmit"), "--frames", str(m["xs_frames"]),
                    "--producers", "1,2,4,8"], "xsubmit ")
         self.say()
         self.say("== dispatch strategies (unbalanced tasks, 2 contexts)")
-        self.tool([os.path.join(self.bench, "dispatch")], "dispatch ")
+        self.tool([benchlib.program(self.bench, "dispatch")], "dispatch ")
         self.say()
         self.say("== sync: mutex hand-off and channel across 2 contexts, vs pthread mutex and a pipe")
-        self.tool([os.path.join(self.bench, "sync")] + (["--quick"] if self.mode == "quick" else []))
+        self.tool([benchlib.program(self.bench, "sync")] + (["--quick"] if self.mode == "quick" else []))
         self.say()
 
     # ---- hand-off between contexts: coring vs Go vs two pthreads --------------------------
     def handoff_go(self):
-        """Build bench/handoff.go into the build dir (offline: its cache and
+        """Build bench/contexts/handoff.go into the build dir (offline: its cache and
         GOPATH there, no module proxy); its path, or None without go."""
         if not self.have("go", "the Go column of the hand-off section"):
             return None
         gdir = os.path.join(os.path.abspath(self.build), "go")
-        exe = os.path.join(self.bench, "handoff_go")
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "handoff.go")
+        exe = benchlib.program(self.bench, "handoff_go")
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "contexts", "handoff.go")
         env = dict(os.environ, GOCACHE=os.path.join(gdir, "cache"), GOPATH=os.path.join(gdir, "path"),
                    GOFLAGS="-mod=mod", GOPROXY="off", GOENV="off")
         try:
             p = subprocess.run(["go", "build", "-o", exe, src], env=env, capture_output=True, text=True,
                                timeout=600)
         except subprocess.TimeoutExpired:
-            raise BenchError("go build of bench/handoff.go did not finish in 600 s")
+            raise BenchError("go build of bench/contexts/handoff.go did not finish in 600 s")
         if p.returncode != 0:
-            raise BenchError(f"go build of bench/handoff.go failed:\n{p.stdout}{p.stderr}")
+            raise BenchError(f"go build of bench/contexts/handoff.go failed:\n{p.stdout}{p.stderr}")
         v = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
         self.say(f"({v}, GOMAXPROCS=2; 1 in the one-context rows)")
         return exe
@@ -761,8 +759,8 @@ class Run:
                  f"(unpinned; median of {rounds} round(s), each shape at most {hm['seconds']:g} s)")
         args = ["--rt", str(hm["rt"]), "--items", str(hm["items"]), "--ops", str(hm["ops"]),
                 "--seconds", str(hm["seconds"]), "--idle-ms", str(hm["idle_ms"])]
-        progs = {"coring": [os.path.join(self.bench, "handoff")] + args,
-                 "pthread": [os.path.join(self.bench, "handoff_pthread")] + args}
+        progs = {"coring": [benchlib.program(self.bench, "handoff")] + args,
+                 "pthread": [benchlib.program(self.bench, "handoff_pthread")] + args}
         go = self.handoff_go()
         if go:
             progs["go"] = ["env", "GOMAXPROCS=2", go] + args
@@ -984,7 +982,7 @@ set offsets 0, 0, 0, 0"""
         secs = int(os.environ.get("SOAK_SECONDS", "180"))
         self.say(f"== soak: echo_coring under echo_load with random disconnects, {secs}s")
         s = self.start("echo_coring")
-        argv = self.pin.load + [os.path.join(self.bench, "echo_load"), "--port", str(s.port), "--conns", "200",
+        argv = self.pin.load + [benchlib.program(self.bench, "echo_load"), "--port", str(s.port), "--conns", "200",
                                 "--size", "512", "--seconds", str(secs), "--warmup", "0", "--churn", "5"]
         load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         samples = []

@@ -35,17 +35,17 @@ dot -Tpng -Gdpi=80 "$tmp/fp.dot" -o "$out/frame_parser_states.png"
 CORING_TRACE="$tmp/echo.trace,stream" "$B/docs/examples/echo_server" --port 0 2>"$tmp/echo.err" &
 pid=$!
 wait_port "$tmp/echo.err" 's/.*127.0.0.1:\([0-9]*\).*/\1/p' $pid
-"$B/bench/echo_load" --port "$port" --conns 50 --seconds 0.5 --warmup 0.1 >/dev/null
+"$B/bench/echo/echo_load" --port "$port" --conns 50 --seconds 0.5 --warmup 0.1 >/dev/null
 kill -TERM $pid
 wait $pid
 $tool dot "$tmp/echo.trace" --fn conn_fn -o "$tmp/echo.dot"
 dot -Tpng -Gdpi=80 "$tmp/echo.dot" -o "$out/echo_conn_states.png"
 
 # 3. echo_coring on two contexts under the same load, every event kept
-CORING_TRACE="$tmp/load.trace,stream" "$T/bench/echo_coring" --port 0 --threads 2 >"$tmp/load.out" 2>/dev/null &
+CORING_TRACE="$tmp/load.trace,stream" "$T/bench/echo/echo_coring" --port 0 --threads 2 >"$tmp/load.out" 2>/dev/null &
 pid=$!
 wait_port "$tmp/load.out" 's/^port=//p' $pid
-"$B/bench/echo_load" --port "$port" --conns 50 --seconds 0.5 --warmup 0.1 >/dev/null
+"$B/bench/echo/echo_load" --port "$port" --conns 50 --seconds 0.5 --warmup 0.1 >/dev/null
 kill -TERM $pid
 wait $pid
 $tool timeline "$tmp/load.trace" -o "$out/echo_timeline.png" --window 1 \

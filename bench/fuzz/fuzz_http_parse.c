@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for the benchmark servers' HTTP parser
- * (bench/http_parse.c). Besides crashes and sanitizer reports it checks an
+ * (bench/http/http_parse.c). Besides crashes and sanitizer reports it checks an
  * oracle: serving the input as it would arrive in one read, byte by byte,
  * and in chunks whose sizes come from the input gives the same answers in
  * the same order and the same end (open or close); every request it
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../http_parse.h" /* relative: run_fuzz.sh adds no -I */
+#include "../http/http_parse.h" /* relative: run_fuzz.sh adds no -I */
 
 #define OUT_CAP (64 * 1024)
 

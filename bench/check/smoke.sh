@@ -47,7 +47,7 @@ stop() { # stop NAME SIGNAL: must exit 0 within 5 s
 }
 
 load() { # load ARGS: echo_load must verify every byte
-	"$B/echo_load" --port "$port" --seconds 0.3 --warmup 0.1 "$@" >"$tmp/load.out" 2>"$tmp/load.err" ||
+	"$B/echo/echo_load" --port "$port" --seconds 0.3 --warmup 0.1 "$@" >"$tmp/load.out" 2>"$tmp/load.err" ||
 		{ echo "FAIL: echo_load $* against $name"; cat "$tmp/load.err"; exit 1; }
 	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
 }
@@ -58,7 +58,7 @@ built() { # built NAME: 0 if the peer NAME was built, else says it is skipped
 	return 1
 }
 
-for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot \
+for s in echo/echo_coring echo/echo_coring_stream echo/echo_epoll echo/echo_uring echo/echo_uring_mshot \
 	peers/echo_libuv peers/echo_asio; do
 	built "$s" || continue
 	start "$s"
@@ -72,7 +72,7 @@ for s in echo_coring echo_coring_stream echo_epoll echo_uring echo_uring_mshot \
 	load --conns 20 --size 512
 	stop "$s" INT
 done
-for s in http_coring http_coring_stream http_epoll; do
+for s in http/http_coring http/http_coring_stream http/http_epoll; do
 	start "$s"
 	load --http --conns 20
 	load --http --conns 5 --depth 16            # pipelined requests
@@ -88,22 +88,22 @@ if built peers/http_nginx; then
 	stop peers/http_nginx INT
 fi
 
-"$B/switch" --iters 100000 --rounds 1 >/dev/null && echo "ok: switch"
-"$B/memory" --count 20000 >/dev/null && echo "ok: memory"
-"$B/xsubmit" --frames 20000 --producers 1,2 >/dev/null && echo "ok: xsubmit"
-"$B/dispatch" --tasks 200 >/dev/null && echo "ok: dispatch"
+"$B/coroutine/switch" --iters 100000 --rounds 1 >/dev/null && echo "ok: switch"
+"$B/coroutine/memory" --count 20000 >/dev/null && echo "ok: memory"
+"$B/contexts/xsubmit" --frames 20000 --producers 1,2 >/dev/null && echo "ok: xsubmit"
+"$B/contexts/dispatch" --tasks 200 >/dev/null && echo "ok: dispatch"
 # fileio: every read must return a full block (it fails otherwise); random
 # O_DIRECT reads at depth 1 and 16, then the whole file once, buffered
 dd if=/dev/urandom of="$data" bs=1M count=4 2>/dev/null
 for d in 1 16; do
-	"$B/fileio" --file "$data" --rw randread --depth "$d" --seconds 0.2 --direct >"$tmp/fio.out" ||
+	"$B/files/fileio" --file "$data" --rw randread --depth "$d" --seconds 0.2 --direct >"$tmp/fio.out" ||
 		{ echo "FAIL: fileio randread depth $d"; exit 1; }
 done
-"$B/fileio" --file "$data" --rw read --bs 65536 --depth 4 >"$tmp/fio.out" ||
+"$B/files/fileio" --file "$data" --rw read --bs 65536 --depth 4 >"$tmp/fio.out" ||
 	{ echo "FAIL: fileio read"; exit 1; }
 grep -q ' ios=64 ' "$tmp/fio.out" || { echo "FAIL: fileio read: not 64 blocks"; cat "$tmp/fio.out"; exit 1; }
 echo "ok: fileio"
-"$B/trace_cost" --resumes 64000 >"$tmp/tc.out" || { echo "FAIL: trace_cost"; exit 1; }
+"$B/trace/trace_cost" --resumes 64000 >"$tmp/tc.out" || { echo "FAIL: trace_cost"; exit 1; }
 grep -q '^trace_cost resumes=64000 ' "$tmp/tc.out" || { echo "FAIL: trace_cost"; cat "$tmp/tc.out"; exit 1; }
 echo "ok: trace_cost"
 # handoff, handoff_pthread (and handoff.go when go is found): a short run
@@ -133,14 +133,14 @@ handoff_check() { # handoff_check PROGRAM PEER SHAPES...
 }
 shapes="pingpong transfer spawn chan1 chan16 chan256 chan16_many chan256_many pingpong_one chan16_one chan256_one mutex1 mutex32 idle"
 # shellcheck disable=SC2086
-handoff_check "$B/handoff" coring $shapes
-handoff_check "$B/handoff_pthread" pthread spin cond mutex
-"$B/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
+handoff_check "$B/contexts/handoff" coring $shapes
+handoff_check "$B/contexts/handoff_pthread" pthread spin cond mutex
+"$B/contexts/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
 	[ "$(grep -c '^handoff ' "$tmp/ho.out")" -eq 2 ] || { echo "FAIL: handoff --shapes"; cat "$tmp/ho.out"; exit 1; }
 echo "ok: handoff --shapes"
 if command -v go >/dev/null; then # built as bench/run.py builds it: offline, in the build dir
 	GOCACHE=$(cd "$B" && pwd)/go/cache GOPATH=$(cd "$B" && pwd)/go/path GOFLAGS=-mod=mod GOPROXY=off \
-		GOENV=off go build -o "$tmp/handoff_go" "$(dirname "$0")/handoff.go" ||
+		GOENV=off go build -o "$tmp/handoff_go" "$(dirname "$0")/../contexts/handoff.go" ||
 		{ echo "FAIL: go build handoff.go"; exit 1; }
 	# shellcheck disable=SC2086
 	handoff_check "$tmp/handoff_go" go $shapes

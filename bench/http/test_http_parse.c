@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The benchmark servers' HTTP parser (bench/http_parse.c). */
+/* The benchmark servers' HTTP parser (bench/http/http_parse.c). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

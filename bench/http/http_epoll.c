@@ -6,7 +6,7 @@
  * HTTP/1.1 keep-alive "Hello, World!" server, built like echo_epoll (a
  * SO_REUSEPORT listener and a level-triggered epoll per thread, one recv
  * per readiness, the answers sent at once); requests are parsed and
- * answered by bench/http_parse.c, as in http_coring. Pipelined requests
+ * answered by bench/http/http_parse.c, as in http_coring. Pipelined requests
  * are answered with one send.
  *
  * Slow clients: a request must be complete within --header-timeout ms

@@ -5,7 +5,7 @@
  *
  * HTTP/1.1 keep-alive "Hello, World!" server: a scheduler of N contexts,
  * a listener task on each (SO_REUSEPORT), one coroutine per connection;
- * requests are parsed and answered by bench/http_parse.c, as in
+ * requests are parsed and answered by bench/http/http_parse.c, as in
  * http_epoll. Pipelined requests are answered with one send.
  *
  * Slow clients: a request must be complete within --header-timeout ms

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 
-// The Go peer of bench/handoff.c: the same hand-offs with goroutines,
+// The Go peer of bench/contexts/handoff.c: the same hand-offs with goroutines,
 // channels and sync.Mutex, GOMAXPROCS=2 (Go places goroutines on its two
 // Ps itself: nothing keeps the two sides of a shape on different threads).
 //
@@ -23,7 +23,7 @@
 //	idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
 //	          time over -idle-ms starting 1 ms after its last goroutine ended
 //
-// Command line and output as bench/handoff.h says (-miscount included);
+// Command line and output as bench/contexts/handoff.h says (-miscount included);
 // every shape checks its result and the program exits 1 if one fails. bench/run.py builds it
 // (go build, offline) when go is found.
 package main

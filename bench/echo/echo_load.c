@@ -13,7 +13,7 @@
  * connection c is a window of a fixed random table at an offset derived
  * from (c, k), so a byte that is lost, duplicated, reordered or crossed
  * with another connection is caught. --http sends "GET / HTTP/1.1" and
- * expects the exact hello response of bench/http_parse.h.
+ * expects the exact hello response of bench/http/http_parse.h.
  *
  * Requests and latencies count only inside the measured window (after the
  * warm-up). With --server-pid, the window also samples the server's CPU

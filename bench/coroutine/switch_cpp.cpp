@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The C++20 baseline for bench/switch.c: a minimal generator coroutine,
-// resumed through its coroutine_handle (the frame allocation happens once).
+// The C++20 baseline for bench/coroutine/switch.c: a minimal generator
+// coroutine, resumed through its coroutine_handle (the frame allocation
+// happens once).
 #include <coroutine>
 #include <exception>
 

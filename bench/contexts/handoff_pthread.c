@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The thread baselines of bench/handoff.c: the same hand-offs between two
- * plain threads, the machine's limits.
+ * The thread baselines of bench/contexts/handoff.c: the same hand-offs
+ * between two plain threads, the machine's limits.
  *
  *   spin   two threads spinning on one cache line: one stores 2i+1 and
  *          waits for 2i+2, the other waits for 2i+1 and stores 2i+2 (the
@@ -15,8 +15,8 @@
  *
  * Every shape checks its result (each turn seen in order, both sides
  * counted the same round trips, the counter equals the increments made) and
- * exits 1 otherwise. Command line and output: bench/handoff.h (--items and
- * --idle-ms are accepted and unused).
+ * exits 1 otherwise. Command line and output: bench/contexts/handoff.h
+ * (--items and --idle-ms are accepted and unused).
  */
 #include <pthread.h>
 #include <sched.h>

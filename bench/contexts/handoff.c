@@ -2,9 +2,9 @@
 /*
  * Hand-off between contexts: what it costs to pass work, an item or a lock
  * from one context of a scheduler to the other (2 contexts, public API
- * only). bench/handoff_pthread.c measures the same shapes between two
- * plain threads (the machine's limit) and bench/handoff.go in Go; bench/run.py
- * runs the three in turn and tabulates them.
+ * only). bench/contexts/handoff_pthread.c measures the same shapes between
+ * two plain threads (the machine's limit) and bench/contexts/handoff.go in
+ * Go; bench/run.py runs the three in turn and tabulates them.
  *
  *   pingpong  a coroutine on context 0 sends an 8-byte item on a channel of
  *             capacity 1 to one on context 1, which sends it back on a
@@ -39,7 +39,7 @@
  * Every shape checks its result: each item arrives once and in order,
  * each answer is the one expected, each hop lands on the context it
  * asked for, the counter equals the increments made; otherwise it exits 1.
- * Command line and output: bench/handoff.h.
+ * Command line and output: bench/contexts/handoff.h.
  */
 #include <errno.h>
 #include <stdatomic.h>
