@@ -133,112 +133,123 @@ struct co__engine_hooks;
 struct co__ready_ring;
 struct co__view_slot;
 
-struct co_engine {
-	co_runner runner;               /* private: first */
+/*
+ * The engine's own fields (not API: lib/engine/engine_impl.h says who
+ * touches which; their order and sizes may change in any minor version,
+ * docs/abi.md). The owner thread's first; then, a cache line apart, those
+ * other threads write.
+ */
+#define CO__ENGINE_PRIVATE_FIELDS \
+	co_runner runner;               /* runs its root frames (co_root(f)->runner) */ \
+                                                                                        \
+	/* Owner-thread state. */                                                       \
+	struct io_uring ring;           /* driven by the owner only */                  \
+	struct co__ready_ring *ready;   /* ring of co_frame *, the owner                \
+	                                   its only producer, thieves consumers */      \
+	uint64_t ops[4];                /* the opcodes the kernel has (probe) */        \
+	int wake_fd;                    /* eventfd for wake-ups */                      \
+	int wake_armed;                                                                 \
+	uint64_t wake_val;              /* the eventfd read's buffer */                 \
+	co_io_info wake_info;                                                           \
+	uint64_t cancel_since;          /* when the cancel stop began                   \
+	                                   (CLOCK_MONOTONIC ns), 0: not cancelling */   \
+	uint64_t cancel_grace;                                                          \
+	struct __kernel_timespec *ts;   /* a timespec per SQ slot, read by              \
+	                                   the kernel when the SQE is submitted */      \
+	co_io_info *last_info;          /* whose the last SQE handed out                \
+	                                   (the SQ tail's) is, until the next submit */ \
+	unsigned sqe_shift;             /* 1 with IORING_SETUP_SQE128 */                \
+	unsigned cqe_shift;             /* 1 with IORING_SETUP_CQE32 */                 \
+	int stealing;                   /* a scheduler may steal frames                 \
+	                                   (the ready ring is used) */                  \
+	unsigned char submit_soon;      /* look at the SQ after this                    \
+	                                   resume (a read or write waits in it,         \
+	                                   or submit_batch is set) */                   \
+	uint64_t spin_cur;              /* the adaptive poll budget */                  \
+	unsigned seen_epoch;            /* epoch when the owner last                    \
+	                                   looked at the lists below */                 \
+	co_frame *local_head;           /* owner-only FIFO: the whole queue */          \
+	co_frame *local_tail;           /* without stealing, the ring's */              \
+	unsigned local_n;               /* overflow with it */                          \
+	co_frame *later_head;           /* owner-only FIFO of frames for                \
+	                                   the next turn (yields) */                    \
+	co_frame *later_tail;                                                           \
+	struct co_turn *turns_head;     /* owner-only FIFO of                           \
+	                                   co_next_turn / co_after_turns waits */       \
+	struct co_turn *turns_tail;                                                     \
+	struct co__view_slot *view;     /* its live frames and when each                \
+	                                   last ran; [0] a sink (coring/view.h) */      \
+	unsigned view_n;                /* slots in use or free, from 1 */              \
+	unsigned view_cap;                                                              \
+	unsigned view_free;             /* a free slot (0: none) */                     \
+	uint64_t turn_stamp;            /* when the turn began (a                       \
+	                                   stamp, lib/common/clock.h) */                \
+	co_frame *running;              /* the frame being resumed */                   \
+	unsigned deferred;              /* finished frames whose finish                 \
+	                                   waits for a cancel request */                \
+	pthread_t owner;                                                                \
+	int has_owner;                                                                  \
+	const struct co__engine_hooks *hooks; /* set by a scheduler */                  \
+	void *hook_arg;                                                                 \
+	unsigned short bgid_next;       /* the next buffer group id to try */           \
+                                                                                        \
+	/* Written by other threads: one cache line apart from the above. */            \
+	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* spawned,                \
+	                                   not finished; top bit: spawns refused */     \
+	CO__ATOMIC(unsigned) parked;    /* frames parked on primitives */               \
+	CO__ATOMIC(int) state;          /* enum co_engine_state */                      \
+	CO__ATOMIC(int) stop_mode;      /* -1 none, else enum co_stop_mode */           \
+	CO__ATOMIC(uint64_t) stop_at;   /* drain until then (CLOCK_MONOTONIC            \
+	                                   ns), then cancel; 0: no limit */             \
+	CO__ATOMIC(int) sleeping;       /* owner is (about to be) asleep */             \
+	CO__ATOMIC(int) wake_pending;   /* an eventfd write is on its way */            \
+	CO__ATOMIC(int) quiet;          /* idle with nothing that can                   \
+	                                   progress (reported to a scheduler) */        \
+	CO__ATOMIC(unsigned) epoch;     /* bumped by every change another               \
+	                                   thread makes; the sleep check reads it */    \
+	CO__ATOMIC(unsigned) visitors;  /* other threads inside a call on               \
+	                                   the engine: destroy waits for them */        \
+	CO__ATOMIC(unsigned) wake_writes; /* stats.wake_writes */                       \
+	CO__ATOMIC(void *) posts;       /* co_post list, newest first */                \
+	CO__ATOMIC(void *) inbox;       /* co_frames other threads made                 \
+	                                   ready, newest first */                       \
+	CO__ATOMIC(void *) cancels;     /* co_frames other threads asked                \
+	                                   to cancel (co_frame.cancel_next) */          \
+	CO__ATOMIC(unsigned) stop_lock; /* over stop_head, stop_linger_head */          \
+	co_stop_link *stop_head;        /* cancellable parked waits */                  \
+	co_stop_link *stop_linger_head; /* waits a cancel stop could not                \
+	                                   end (a pool job that has started) */         \
+	CO__ATOMIC(unsigned) bufrings;  /* provided buffer rings                        \
+	                                   registered (coring/stream.h) */              \
+	CO__ATOMIC(unsigned) borrowers; /* threads taking the engine while              \
+	                                   it does not run (a run waits for them) */    \
+	CO__ATOMIC(unsigned) held;      /* pool jobs still running for                  \
+	                                   frames a cancel stop finished */             \
+	CO__ATOMIC(unsigned) view_lock; /* over view, when thieves                      \
+	                                   may take frames */                           \
+	CO__ATOMIC(void *) view_req;    /* a view's request, taken by                   \
+	                                   the next turn (lib/engine/engine_view.c) */  \
+	uint64_t cancel_again;          /* when a cancel stop next asks                 \
+	                                   the kernel to cancel what is in flight       \
+	                                   (owner thread; a reserved slot before) */    \
+	void *reserved[4 - sizeof(uint64_t) / sizeof(void *)]; /* room                  \
+	                                   for fields of later versions                 \
+	                                   (docs/abi.md) */
 
-	/* Owner-thread state. */
-	struct io_uring ring;           /* private: driven by the owner only */
-	struct co__ready_ring *ready;   /* private: ring of co_frame *, the owner
-	                                   its only producer, thieves consumers */
+struct co_engine {
+	/* Read-only for the caller: what it was set up with, what it counts. */
 	unsigned batch;                 /* read-only */
 	unsigned inflight;              /* read-only: SQEs whose CQE is due */
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
-	uint64_t ops[4];                /* private: the opcodes the kernel has (probe) */
 	unsigned stuck;                 /* read-only: frames the last run found
 	                                   waiting on nothing that can wake them
 	                                   (it returned -EDEADLK) */
-	int wake_fd;                    /* private: eventfd for wake-ups */
-	int wake_armed;                 /* private */
-	uint64_t wake_val;              /* private: the eventfd read's buffer */
-	co_io_info wake_info;           /* private */
-	uint64_t cancel_since;          /* private: when the cancel stop began
-	                                   (CLOCK_MONOTONIC ns), 0: not cancelling */
-	uint64_t cancel_grace;          /* private */
-	struct __kernel_timespec *ts;   /* private: a timespec per SQ slot, read by
-	                                   the kernel when the SQE is submitted */
-	co_io_info *last_info;          /* private: whose the last SQE handed out
-	                                   (the SQ tail's) is, until the next submit */
-	unsigned sqe_shift;             /* private: 1 with IORING_SETUP_SQE128 */
-	unsigned cqe_shift;             /* private: 1 with IORING_SETUP_CQE32 */
-	int stealing;                   /* private: a scheduler may steal frames
-	                                   (the ready ring is used) */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
-	unsigned char submit_soon;      /* private: look at the SQ after this
-	                                   resume (a read or write waits in it,
-	                                   or submit_batch is set) */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
-	uint64_t spin_cur;              /* private: the adaptive poll budget */
-	unsigned seen_epoch;            /* private: epoch when the owner last
-	                                   looked at the lists below */
-	co_frame *local_head;           /* private: owner-only FIFO: the whole queue */
-	co_frame *local_tail;           /* private: without stealing, the ring's */
-	unsigned local_n;               /* private: overflow with it */
-	co_frame *later_head;           /* private: owner-only FIFO of frames for
-	                                   the next turn (yields) */
-	co_frame *later_tail;           /* private */
-	struct co_turn *turns_head;     /* private: owner-only FIFO of
-	                                   co_next_turn / co_after_turns waits */
-	struct co_turn *turns_tail;     /* private */
-	struct co__view_slot *view;     /* private: its live frames and when each
-	                                   last ran; [0] a sink (coring/view.h) */
-	unsigned view_n;                /* private: slots in use or free, from 1 */
-	unsigned view_cap;              /* private */
-	unsigned view_free;             /* private: a free slot (0: none) */
-	uint64_t turn_stamp;            /* private: when the turn began (a
-	                                   stamp, lib/common/clock.h) */
-	co_frame *running;              /* private: the frame being resumed */
-	unsigned deferred;              /* private: finished frames whose finish
-	                                   waits for a cancel request */
-	pthread_t owner;                /* private */
-	int has_owner;                  /* private */
 	co_engine_stats stats;          /* read-only */
-	const struct co__engine_hooks *hooks; /* private: set by a scheduler */
-	void *hook_arg;                 /* private */
-	unsigned short bgid_next;       /* private: the next buffer group id to try */
 
-	/* Written by other threads: one cache line apart from the above. */
-	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* private: spawned,
-	                                   not finished; top bit: spawns refused */
-	CO__ATOMIC(unsigned) parked;    /* private: frames parked on primitives */
-	CO__ATOMIC(int) state;          /* private: enum co_engine_state */
-	CO__ATOMIC(int) stop_mode;      /* private: -1 none, else enum co_stop_mode */
-	CO__ATOMIC(uint64_t) stop_at;   /* private: drain until then (CLOCK_MONOTONIC
-	                                   ns), then cancel; 0: no limit */
-	CO__ATOMIC(int) sleeping;       /* private: owner is (about to be) asleep */
-	CO__ATOMIC(int) wake_pending;   /* private: an eventfd write is on its way */
-	CO__ATOMIC(int) quiet;          /* private: idle with nothing that can
-	                                   progress (reported to a scheduler) */
-	CO__ATOMIC(unsigned) epoch;     /* private: bumped by every change another
-	                                   thread makes; the sleep check reads it */
-	CO__ATOMIC(unsigned) visitors;  /* private: other threads inside a call on
-	                                   the engine: destroy waits for them */
-	CO__ATOMIC(unsigned) wake_writes; /* private: stats.wake_writes */
-	CO__ATOMIC(void *) posts;       /* private: co_post list, newest first */
-	CO__ATOMIC(void *) inbox;       /* private: co_frames other threads made
-	                                   ready, newest first */
-	CO__ATOMIC(void *) cancels;     /* private: co_frames other threads asked
-	                                   to cancel (co_frame.cancel_next) */
-	CO__ATOMIC(unsigned) stop_lock; /* private: over stop_head, stop_linger_head */
-	co_stop_link *stop_head;        /* private: cancellable parked waits */
-	co_stop_link *stop_linger_head; /* private: waits a cancel stop could not
-	                                   end (a pool job that has started) */
-	CO__ATOMIC(unsigned) bufrings;  /* private: provided buffer rings
-	                                   registered (coring/stream.h) */
-	CO__ATOMIC(unsigned) borrowers; /* private: threads taking the engine while
-	                                   it does not run (a run waits for them) */
-	CO__ATOMIC(unsigned) held;      /* private: pool jobs still running for
-	                                   frames a cancel stop finished */
-	CO__ATOMIC(unsigned) view_lock; /* private: over view, when thieves
-	                                   may take frames */
-	CO__ATOMIC(void *) view_req;    /* private: a view's request, taken by
-	                                   the next turn (lib/engine/engine_view.c) */
-	uint64_t cancel_again;          /* private: when a cancel stop next asks
-	                                   the kernel to cancel what is in flight
-	                                   (owner thread; a reserved slot before) */
-	void *reserved[4 - sizeof(uint64_t) / sizeof(void *)]; /* private: room
-	                                   for fields of later versions
-	                                   (docs/abi.md) */
+	CO__ENGINE_PRIVATE_FIELDS
 };
 
 /*
