@@ -176,3 +176,33 @@ const char *co_test_tmp_path(const char *prefix, const char *name)
 	snprintf(r, sizeof p[0], "%s/%s", tmp_dir, name);
 	return r;
 }
+
+uint64_t co_test_huge_ns(int k)
+{
+	switch (k) {
+	case 0: return UINT64_MAX;
+	case 1: return UINT64_MAX - 5;
+	case 2: return UINT64_MAX - co_now_ns() + 1; /* now + ns wraps to 0 */
+	case 3: return UINT64_MAX - co_now_ns() / 2;
+	case 4: return (uint64_t)1 << 63;
+	default: return ((uint64_t)1 << 63) - 1;
+	}
+}
+
+int co_test_echo_fn(co_frame *f)
+{
+	struct co_test_echo *c = (struct co_test_echo *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
+		c->n = c->end = co_result(f);
+		if (c->n <= 0)
+			break; /* EOF, -ECONNRESET, -ECANCELED */
+		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
+		c->end = co_result(f);
+		if (c->end < 0)
+			break;
+	}
+	CO_AWAIT(f, co_close(&c->io, c->fd));
+	CO_END(f);
+}

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <coring/engine.h>
+#include <coring/io.h>
 
 /* Run the case named argv[1] (every case without an argument). With
  * needs_uring, exit 77 (meson: skipped) when io_uring cannot be set up
@@ -83,6 +84,24 @@ struct co_test_counted {
 };
 
 void co_test_counted_init(struct co_test_counted *t);
+
+/* Durations whose sum with the clock wraps, or nearly (k < CO_TEST_HUGE_KINDS:
+ * UINT64_MAX, UINT64_MAX - 5, one that makes now + ns wrap to 0, ...): each
+ * must mean "never", not "at once". */
+#define CO_TEST_HUGE_KINDS 6
+uint64_t co_test_huge_ns(int k);
+
+/* One connection of an echo server: echoes what it receives on fd until EOF
+ * or an error (end: the last recv's or send's result), then closes fd. */
+struct co_test_echo {
+	co_frame co;
+	co_io io;
+	co_io_all x;
+	int fd, n, end;
+	char buf[8192];
+};
+
+int co_test_echo_fn(co_frame *f);
 
 /* An engine run by co_engine_run on a thread of its own. */
 typedef struct co_test_runner {

@@ -32,12 +32,10 @@
 
 struct server;
 
+/* A connection: the tests' echo coroutine (helpers.h), and its server. */
 struct conn {
-	co_frame co;
-	co_io io;
-	int fd, n, sent;
+	struct co_test_echo echo;
 	struct server *srv;
-	char buf[8192];
 };
 
 struct server {
@@ -48,27 +46,6 @@ struct server {
 	atomic_int accepted, finished, emfile;
 	co_context ctx;
 };
-
-static int conn_fn(co_frame *f)
-{
-	struct conn *c = (struct conn *)f;
-	CO_BEGIN(f);
-	for (;;) {
-		CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
-		c->n = co_result(f);
-		if (c->n <= 0)
-			break; /* EOF, -ECONNRESET, -ECANCELED */
-		for (c->sent = 0; c->sent < c->n; c->sent += co_result(f)) {
-			CO_AWAIT(f, co_send(&c->io, c->fd, c->buf + c->sent, (size_t)(c->n - c->sent),
-					    MSG_NOSIGNAL));
-			if (co_result(f) <= 0)
-				goto out;
-		}
-	}
-out:
-	CO_AWAIT(f, co_close(&c->io, c->fd));
-	CO_END(f);
-}
 
 static void conn_done(co_frame *f)
 {
@@ -97,12 +74,12 @@ static int server_fn(co_frame *f)
 		if (co_result(f) < 0)
 			continue;
 		c = calloc(1, sizeof *c);
-		c->fd = co_result(f);
+		c->echo.fd = co_result(f);
 		c->srv = s;
 		atomic_fetch_add(&s->accepted, 1);
-		co_init(&c->co, conn_fn);
-		c->co.on_done = conn_done;
-		co_engine_spawn(co_engine_current(), &c->co);
+		co_init(&c->echo.co, co_test_echo_fn);
+		c->echo.co.on_done = conn_done;
+		co_engine_spawn(co_engine_current(), &c->echo.co);
 	}
 	CO_END(f);
 }

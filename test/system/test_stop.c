@@ -643,21 +643,6 @@ static void test_cancel_while_not_running(void **state)
 
 /* ---- time sums saturate ------------------------------------------------------------ */
 
-/* Times near UINT64_MAX: a sum with the clock that would wrap must mean
- * "never", not "at once". */
-static uint64_t huge_ns(int k)
-{
-	switch (k) {
-	case 0: return UINT64_MAX;
-	case 1: return UINT64_MAX - 5;
-	case 2: return UINT64_MAX - co_now_ns() + 1; /* now + ns wraps to 0 */
-	case 3: return UINT64_MAX - co_now_ns() / 2;
-	case 4: return (uint64_t)1 << 63;
-	default: return ((uint64_t)1 << 63) - 1;
-	}
-}
-#define HUGE_KINDS 6
-
 /* A frame that sleeps a little, then ends with 0: a drain lets it. */
 struct napper {
 	co_frame co;
@@ -695,19 +680,19 @@ static void napper_init(struct napper *n)
 static void test_timed_stop_saturates(void **state)
 {
 	(void)state;
-	for (int k = 0; k < HUGE_KINDS; k++) {
+	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
 		co_engine e;
 		struct napper n;
 		napper_init(&n);
 		assert_int_equal(co_engine_init(&e, NULL), 0);
 		assert_int_equal(co_engine_spawn(&e, &n.co), 0);
-		assert_int_equal(co_engine_stop_timed(&e, huge_ns(k)), 0);
+		assert_int_equal(co_engine_stop_timed(&e, co_test_huge_ns(k)), 0);
 		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
 		if (n.slept != 0 || n.status != 0 || e.stats.cancelled != 0)
 			fail_msg("engine, ns %d: slept %d, status %d", k, n.slept, n.status);
 		assert_int_equal(co_engine_destroy(&e), 0);
 	}
-	for (int k = 0; k < HUGE_KINDS; k++) {
+	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
 		co_sched s;
 		co_sched_opts o = { .contexts = 2 };
 		struct napper n[4];
@@ -716,7 +701,7 @@ static void test_timed_stop_saturates(void **state)
 			napper_init(&n[i]);
 			assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 2, &n[i].co), 0);
 		}
-		assert_int_equal(co_sched_stop_timed(&s, huge_ns(k)), 0);
+		assert_int_equal(co_sched_stop_timed(&s, co_test_huge_ns(k)), 0);
 		assert_int_equal(co_sched_run(&s), 0);
 		for (int i = 0; i < 4; i++)
 			if (n[i].done != 1 || n[i].slept != 0 || n[i].status != 0)
@@ -759,8 +744,8 @@ static void holdout_done(co_frame *f)
 static void test_grace_saturates(void **state)
 {
 	(void)state;
-	for (int k = 0; k < HUGE_KINDS; k++) {
-		co_engine_opts o = { .cancel_grace_ns = huge_ns(k) };
+	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
+		co_engine_opts o = { .cancel_grace_ns = co_test_huge_ns(k) };
 		co_engine e;
 		struct holdout b;
 		memset(&b, 0, sizeof b);

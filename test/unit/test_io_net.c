@@ -259,42 +259,16 @@ static void test_read_write_all_file(void **state)
 #define ECHO_ROUNDS 3
 #define BIG_MSG 65536
 
-struct echo_conn {
-	co_frame co;
-	co_io io;
-	co_io_all x;
-	int fd;
-	int n;
-	char buf[4096];
-};
-
-static int echo_handler_fn(co_frame *f)
-{
-	struct echo_conn *c = (struct echo_conn *)f;
-	CO_BEGIN(f);
-	for (;;) {
-		CO_AWAIT(f, co_recv(&c->io, c->fd, c->buf, sizeof c->buf, 0));
-		c->n = co_result(f);
-		if (c->n <= 0)
-			break;
-		CO_AWAIT(f, co_send_all(&c->x, c->fd, c->buf, (size_t)c->n, MSG_NOSIGNAL));
-		if (co_result(f) < 0)
-			break;
-	}
-	CO_AWAIT(f, co_close(&c->io, c->fd));
-	CO_END(f);
-}
-
 struct echo_server {
 	co_acceptor acc;
-	struct echo_conn *conns;
+	struct co_test_echo *conns;
 	int nconn, maxconn, errors, cancelled;
 };
 
 static void on_conn(co_acceptor *a, int fd)
 {
 	struct echo_server *s = a->user;
-	struct echo_conn *c;
+	struct co_test_echo *c;
 	if (fd < 0) {
 		if (fd == -ECANCELED)
 			s->cancelled++;
@@ -309,7 +283,7 @@ static void on_conn(co_acceptor *a, int fd)
 	}
 	c = &s->conns[s->nconn++];
 	c->fd = fd;
-	co_init(&c->co, echo_handler_fn);
+	co_init(&c->co, co_test_echo_fn);
 	assert_int_equal(co_engine_spawn(co_engine_current(), &c->co), 0);
 }
 

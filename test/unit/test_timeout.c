@@ -533,21 +533,6 @@ static void test_cannot_be_limited(void **state)
 
 /* ---- times near UINT64_MAX ------------------------------------------------------- */
 
-/* Durations whose sum with the clock wraps, or nearly: each means "never"
- * (the await outlives a 2 ms limit around it), never "at once". */
-static uint64_t huge_ns(int k)
-{
-	switch (k) {
-	case 0: return UINT64_MAX;
-	case 1: return UINT64_MAX - 5;
-	case 2: return UINT64_MAX - co_now_ns() + 1; /* now + ns wraps to 0 */
-	case 3: return UINT64_MAX - co_now_ns() / 2;
-	case 4: return (uint64_t)1 << 63;
-	default: return ((uint64_t)1 << 63) - 1;
-	}
-}
-#define HUGE_KINDS 6
-
 /* A frame that awaits under limits near UINT64_MAX, and a partner that
  * ends each of those awaits by completing what it waits for, 2 ms after
  * the await began: a limit that took a wrapped sum for a time already
@@ -608,36 +593,36 @@ static int huge_fn(co_frame *f)
 	struct huge *h = (struct huge *)f;
 	CO_BEGIN(f);
 	/* sleeps: each outlives a 2 ms limit around it */
-	CO_AWAIT(f, co_timeout(&h->lim2, co_sleep(&h->io, huge_ns(h->k)), SHORT));
+	CO_AWAIT(f, co_timeout(&h->lim2, co_sleep(&h->io, co_test_huge_ns(h->k)), SHORT));
 	h->r[0] = co_result(f);
 	CO_AWAIT(f, co_timeout(&h->lim2, co_sleep_until(&h->io, UINT64_MAX - (uint64_t)h->k), SHORT));
 	h->r[1] = co_result(f);
 	/* I/O: a deadline, a limit linked to the operation */
 	h->want = H_BYTE;
-	CO_AWAIT(f, co_deadline(co_read(&h->io, h->pipe[0], &h->c, 1, 0), huge_ns(h->k)));
+	CO_AWAIT(f, co_deadline(co_read(&h->io, h->pipe[0], &h->c, 1, 0), co_test_huge_ns(h->k)));
 	h->r[2] = co_result(f);
 	h->want = H_BYTE;
-	CO_AWAIT(f, co_timeout(&h->lim, co_read(&h->io, h->pipe[0], &h->c, 1, 0), huge_ns(h->k)));
+	CO_AWAIT(f, co_timeout(&h->lim, co_read(&h->io, h->pipe[0], &h->c, 1, 0), co_test_huge_ns(h->k)));
 	h->r[3] = co_result(f);
 	/* the timer of a limit: a user's awaiter, a child, an absolute time */
 	h->want = H_GATE;
-	CO_AWAIT(f, co_timeout(&h->lim, gate(&h->g), huge_ns(h->k)));
+	CO_AWAIT(f, co_timeout(&h->lim, gate(&h->g), co_test_huge_ns(h->k)));
 	h->r[4] = co_result(f);
 	h->want = H_GATE;
 	h->kid.g = &h->g;
 	co_init(&h->kid.co, gated_fn);
-	CO_AWAIT_TASK(f, co_timeout_task(&h->lim, &h->kid.co, huge_ns(h->k)));
+	CO_AWAIT_TASK(f, co_timeout_task(&h->lim, &h->kid.co, co_test_huge_ns(h->k)));
 	h->r[5] = co_result(f);
 	h->want = H_GATE;
 	CO_AWAIT(f, co_timeout_at(&h->lim, gate(&h->g), UINT64_MAX - (uint64_t)h->k));
 	h->r[6] = co_result(f);
 	/* a sync wait's own timer: co_wait_for, co_timeout */
 	h->want = H_EVENT;
-	CO_AWAIT(f, co_wait_for(co_event_wait(&h->w, &h->ev), huge_ns(h->k)));
+	CO_AWAIT(f, co_wait_for(co_event_wait(&h->w, &h->ev), co_test_huge_ns(h->k)));
 	h->r[7] = co_result(f);
 	co_event_reset(&h->ev);
 	h->want = H_EVENT;
-	CO_AWAIT(f, co_timeout(&h->lim, co_event_wait(&h->w, &h->ev), huge_ns(h->k)));
+	CO_AWAIT(f, co_timeout(&h->lim, co_event_wait(&h->w, &h->ev), co_test_huge_ns(h->k)));
 	h->r[8] = co_result(f);
 	h->end = 1;
 	CO_END(f);
@@ -647,7 +632,7 @@ static void test_huge_times_never_fire(void **state)
 {
 	static const int expect[9] = { -ETIME, -ETIME, 1, 1, 5, 5, 5, 0, 0 };
 	(void)state;
-	for (int k = 0; k < HUGE_KINDS; k++) {
+	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
 		struct huge h;
 		co_frame *frames[2] = { &h.co, &h.partner };
 		memset(&h, 0, sizeof h);
