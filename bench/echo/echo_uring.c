@@ -78,10 +78,7 @@ static void *worker_main(void *arg)
 	struct io_uring *r = &w->ring;
 	int stop = 0;
 
-	/* The ring was created disabled: the thread that drives it enables it
-	 * (SINGLE_ISSUER binds the ring to that thread). */
-	io_uring_register(r->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
-	io_uring_register_ring_fd(r);
+	ring_enable(r);
 	prep_accept(w);
 	struct io_uring_sqe *sqe = get_sqe(r);
 	io_uring_prep_poll_add(sqe, w->stop_fd, POLLIN);
@@ -134,28 +131,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int ring_init(struct io_uring *r)
-{
-	static const unsigned modes[] = {
-		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_COOP_TASKRUN,
-		0,
-	};
-	int ret = -EINVAL;
-
-	for (unsigned i = 0; i < 3; i++) {
-		struct io_uring_params p;
-
-		memset(&p, 0, sizeof p);
-		p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE | modes[i];
-		p.cq_entries = 4096;
-		ret = io_uring_queue_init_params(1024, r, &p);
-		if (ret != -EINVAL)
-			return ret;
-	}
-	return ret;
-}
-
 int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
@@ -173,7 +148,7 @@ int main(int argc, char **argv)
 			perror("echo_uring: listen");
 			return 1;
 		}
-		if ((ret = ring_init(&ws[i].ring)) < 0) {
+		if ((ret = ring_init(&ws[i].ring, 4096)) < 0) {
 			fprintf(stderr, "echo_uring: io_uring: %s\n", strerror(-ret));
 			return 1;
 		}

@@ -276,10 +276,7 @@ static void *worker_main(void *arg)
 	struct io_uring_buf_reg reg = { 0 };
 	int stop = 0, ret;
 
-	/* The ring was created disabled: the thread that drives it enables it
-	 * (SINGLE_ISSUER binds the ring to that thread). */
-	io_uring_register(r->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
-	io_uring_register_ring_fd(r);
+	ring_enable(r);
 	reg.ring_addr = (uint64_t)(uintptr_t)w->br;
 	reg.ring_entries = BUF_COUNT;
 	reg.bgid = BGID;
@@ -336,28 +333,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int ring_init(struct io_uring *r)
-{
-	static const unsigned modes[] = {
-		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-		IORING_SETUP_COOP_TASKRUN,
-		0,
-	};
-	int ret = -EINVAL;
-
-	for (unsigned i = 0; i < 3; i++) {
-		struct io_uring_params p;
-
-		memset(&p, 0, sizeof p);
-		p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE | modes[i];
-		p.cq_entries = 4 * BUF_COUNT;
-		ret = io_uring_queue_init_params(1024, r, &p);
-		if (ret != -EINVAL)
-			return ret;
-	}
-	return ret;
-}
-
 int main(int argc, char **argv)
 {
 	struct bench_args a = bench_parse(argc, argv);
@@ -379,7 +354,7 @@ int main(int argc, char **argv)
 			perror("echo_uring_mshot: setup");
 			return 1;
 		}
-		if ((ret = ring_init(&w->ring)) < 0) {
+		if ((ret = ring_init(&w->ring, 4 * BUF_COUNT)) < 0) {
 			fprintf(stderr, "echo_uring_mshot: io_uring: %s\n", strerror(-ret));
 			return 1;
 		}
