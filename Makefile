@@ -43,7 +43,7 @@ test: deps-test
 bench: deps-bench
 	$(call setup,build-release,,--buildtype=release -Dtests=disabled)
 	$(MESON) compile -C build-release
-	@python3 -B bench/run.py build-release
+	@python3 -B bench/runner/run.py build-release
 
 clean:
 	rm -rf build build-clang build-asan build-tsan build-release

@@ -138,7 +138,7 @@ handoff_check "$B/contexts/handoff_pthread" pthread spin cond mutex
 "$B/contexts/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
 	[ "$(grep -c '^handoff ' "$tmp/ho.out")" -eq 2 ] || { echo "FAIL: handoff --shapes"; cat "$tmp/ho.out"; exit 1; }
 echo "ok: handoff --shapes"
-if command -v go >/dev/null; then # built as bench/run.py builds it: offline, in the build dir
+if command -v go >/dev/null; then # as bench/runner/run.py builds it: offline, in the build dir
 	GOCACHE=$(cd "$B" && pwd)/go/cache GOPATH=$(cd "$B" && pwd)/go/path GOFLAGS=-mod=mod GOPROXY=off \
 		GOENV=off go build -o "$tmp/handoff_go" "$(dirname "$0")/../contexts/handoff.go" ||
 		{ echo "FAIL: go build handoff.go"; exit 1; }

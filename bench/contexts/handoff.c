@@ -4,7 +4,7 @@
  * from one context of a scheduler to the other (2 contexts, public API
  * only). bench/contexts/handoff_pthread.c measures the same shapes between
  * two plain threads (the machine's limit) and bench/contexts/handoff.go in
- * Go; bench/run.py runs the three in turn and tabulates them.
+ * Go; bench/runner/run.py runs the three in turn and tabulates them.
  *
  *   pingpong  a coroutine on context 0 sends an 8-byte item on a channel of
  *             capacity 1 to one on context 1, which sends it back on a

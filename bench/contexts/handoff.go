@@ -23,9 +23,9 @@
 //	idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
 //	          time over -idle-ms starting 1 ms after its last goroutine ended
 //
-// Command line and output as bench/contexts/handoff.h says (-miscount included);
-// every shape checks its result and the program exits 1 if one fails. bench/run.py builds it
-// (go build, offline) when go is found.
+// Command line and output as bench/contexts/handoff.h says (-miscount
+// included); every shape checks its result and the program exits 1 if one
+// fails. bench/runner/run.py builds it (go build, offline) when go is found.
 package main
 
 import (

@@ -3,9 +3,9 @@
  * What the hand-off benchmarks (bench/contexts/handoff.c: coring,
  * bench/contexts/handoff_pthread.c: the thread baselines) share: the command
  * line, the clock, the span of a shape (from the first worker's start to
- * the last one's end), the result line that bench/run.py parses, and the
- * failure exit. bench/contexts/handoff.go takes the same command line and
- * prints the same lines.
+ * the last one's end), the result line that bench/runner/run.py parses,
+ * and the failure exit. bench/contexts/handoff.go takes the same command
+ * line and prints the same lines.
  *
  *   PROGRAM [--rt N] [--items N] [--ops N] [--seconds S] [--idle-ms MS]
  *           [--shapes a,b,...] [--miscount]

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the firmware benchmark programs share (bench/firmware.py builds
- * them for Cortex-M4 Thumb, -Os -DNDEBUG, and runs them under qemu-arm):
+ * What the firmware benchmark programs share
+ * (bench/runner/sections/firmware.py builds them for Cortex-M4 Thumb, -Os
+ * -DNDEBUG, and runs them under qemu-arm):
  * FW_BODY marks a coroutine body, kept a function of its own so that its
  * size can be read off the symbol table; fw_frame_size is the size of the
  * frame (FW_FRAME: co_frame, or co_tiny for the tiny profile) as a symbol

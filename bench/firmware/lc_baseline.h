@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The local-continuation technique of Protothreads, written here as a
- * baseline for bench/firmware.py (no code of that library is used).
+ * baseline for bench/runner/sections/firmware.py (no code of that library
+ * is used).
  *
  * A coroutine's whole state is a 2-byte continuation, an unsigned short.
  * The body is one `switch` on it: 0 enters at the top, and every resume

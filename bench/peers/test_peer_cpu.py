@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """The runner measures the nginx peer like the other servers (make test,
-suite "bench"): bench/benchlib.py's Server, started on the launcher as
-bench/run.py starts it, counts the CPU of nginx's worker (a process two
+suite "bench"): bench/runner/benchlib.py's Server, started on the launcher as
+bench/runner/run.py starts it, counts the CPU of nginx's worker (a process two
 levels under the launcher), so CPU per request is not the idle launcher's;
 kill() leaves no nginx process behind.
 
@@ -16,7 +16,7 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runner"))
 import benchlib  # noqa: E402
 
 REQUESTS = 20000

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Two builds of the coring echo server, side by side: CPU per request.
 
-    bench/ab_echo.py BENCH_DIR_A BENCH_DIR_B [--conns 50] [--rounds 7]
-                     [--seconds 1.0] [--server echo_coring]
+    bench/runner/ab_echo.py BENCH_DIR_A BENCH_DIR_B [--conns 50] [--rounds 7]
+                            [--seconds 1.0] [--server echo_coring]
 
 Both servers start once (pinned as in make bench: servers on one CPU, the
 load on another) and take turns under echo_load, the order alternating

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""bench/run.py's targets for echo and file reads (make test, suite "bench"),
+"""bench/runner/run.py's targets for echo and file reads (make test, suite "bench"),
 on rounds made up here and recorded as a run records them (add_row,
 add_file_row): the echo verdict judges the default server against raw
 liburing, the file verdict the default engine against fio (never the

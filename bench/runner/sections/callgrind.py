@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """User-space cost per request of the echo servers, under callgrind.
 
-    bench/callgrind.py [--bench-dir build-release/bench] [--servers a,b]
-                       [--conns 1,50,500] [--requests N] [--functions K]
-                       [--csv FILE]
+    bench/runner/sections/callgrind.py [--bench-dir build-release/bench]
+                                       [--servers a,b] [--conns 1,50,500] [--requests N]
+                                       [--functions K] [--csv FILE]
 
 Each server runs under `valgrind --tool=callgrind --cache-sim=yes` twice
 per connection count; echo_load (native, not under valgrind) sends exactly
@@ -29,7 +29,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # run on its own: benchlib from bench/runner/, not this folder
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 
 SERVERS = ["echo_coring", "echo_coring_stream", "echo_uring", "echo_uring_mshot", "echo_epoll"]
@@ -135,6 +136,23 @@ def table(rows):
                     cells.append(f"{a[metric] / b[metric]:.2f}x" if a and b and b[metric] else "-")
                 lines.append(f"  {label:<28}" + "".join(f"{x:>12}" for x in cells))
     return "\n".join(lines)
+
+
+class Callgrind:
+    """The callgrind section of make bench: callgrind.csv's rows and their table."""
+
+    def callgrind(self):
+        self.say("== user-space cost per request (callgrind, echo 64 B; difference of two runs)")
+        if not self.have("valgrind", "instruction counts"):
+            return
+        for c in (1, 50, 500):
+            self.progress(f"{'callgrind %dc' % c:<18}")
+            for s in SERVERS:
+                self.cg_rows.append(measure(self.bench, self.pin, s, c, self.m["cg_requests"]))
+                self.progress(".")
+            self.progress("\n")
+        self.say(table(self.cg_rows))
+        self.say()
 
 
 def main(argv=None):

@@ -17,7 +17,7 @@ class BenchError(Exception):
 
 
 # The folder of bench/ whose meson.build lists each program: where it is
-# built, under the build dir's bench/ (handoff_go: where bench/run.py
+# built, under the build dir's bench/ (handoff_go: where bench/runner/run.py
 # builds the Go peer of the hand-off section)
 FOLDERS = {"echo": ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot",
                     "echo_load"],

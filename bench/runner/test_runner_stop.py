@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""bench/run.py stopped from outside (make test, suite "bench"): SIGTERM
+"""bench/runner/run.py stopped from outside (make test, suite "bench"): SIGTERM
 or SIGINT while the echo servers are up ends the run with every server it
 started stopped, none left running.
 

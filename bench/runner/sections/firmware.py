@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """The firmware figures of co.h on Cortex-M4: RAM, code and instructions.
 
-    bench/firmware.py [--check] [SRC_DIR]   (default: the repository this is in)
+    bench/runner/sections/firmware.py [--check] [SRC_DIR]
+                                      (default: the repository this is in)
 
 Builds the programs of bench/firmware/ with arm-none-eabi-gcc (-mcpu=
 cortex-m4 -mthumb -Os -DNDEBUG, -ffreestanding -nostdlib), coring's for both
@@ -70,13 +71,15 @@ PROGRAMS = [("gen", "generator 0..9"), ("blink", "3 blinkers: poll, toggle, yiel
             ("child_lc", "child, baseline (polls the child)")]
 CFLAGS = ["-mcpu=cortex-m4", "-mthumb", "-Os", "-DNDEBUG", "-std=c99", "-ffreestanding", "-nostdlib",
           "-nostartfiles", "-Wall", "-Wextra", "-Werror"]
+# the repository this is in: bench/runner/sections/ is three folders down
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 RUNS = (300, 1500)          # resumes of the two runs whose difference is counted
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-nm", "qemu-arm")
 RAM_MAX, TEXT_RATIO_MAX, RESUME_MAX = 4, 1.2, 17           # the tiny profile's
 FRAME_RAM_MAX, FRAME_RESUME_MAX, CHAIN_SLACK = 32, 20, 0.5  # co_frame's
 # programs built from another's source with extra flags
 VARIANTS = {"chain2": ("chain", ["-DDEPTH=2"])}
-# firmware.csv (bench/run.py): one row per program and backend
+# firmware.csv (bench/runner/run.py): one row per program and backend
 COLUMNS = ["program", "what", "backend", "frame", "text", "instr", "loop", "resume", "body"]
 PLAIN = "gen"   # the plain resume: one yield, no condition; the 17 and the 20 apply to it
 # The targets docs/firmware.md states as met, which --check enforces:
@@ -364,11 +367,27 @@ def report(src, rows):
     return text, comps, frames
 
 
+class Firmware:
+    """The firmware section of make bench: firmware.csv's rows, the tables."""
+
+    def firmware(self):
+        self.say("== co.h on Cortex-M4 (bench/runner/sections/firmware.py)")
+        gone = missing()
+        if gone:
+            self.say(f"bench: {', '.join(gone)} not found: firmware skipped (tools/deps.sh bench)")
+            return
+        src = REPO
+        self.fw_rows = measure(src)
+        self.say(table(self.fw_rows))
+        self.say(report(src, self.fw_rows)[0])
+        self.say()
+
+
 def main():
     args = sys.argv[1:]
     check = "--check" in args
     args = [a for a in args if a != "--check"]
-    src = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = args[0] if args else REPO
     gone = missing()
     if gone:
         print(f"firmware: skipped, missing {', '.join(gone)}")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The application row of make bench (bench/run.py's section "kv"): the
+"""The application row of make bench (bench/runner/run.py's section "kv"): the
 example key-value server (docs/examples/kv/, --threads 1) against
 redis-server, both under redis-benchmark, as docs/benchmarks.md describes.
 
@@ -85,6 +85,13 @@ def one_round(r, s, test, pipeline, n):
         return {"rps": float(row["rps"]), "cpu_us": srv * 1e6 / n, "p50": float(row["p50_latency_ms"]) * 1e3,
                 "p99": float(row["p99_latency_ms"]) * 1e3, "other_cpu_s": other}
     return r.retry(measure, n / RATE_GUESS[pipeline])
+
+
+class Kv:
+    """The kv section of make bench: kv.csv's rows (run below)."""
+
+    def kv(self):
+        self.kv_rows = run(self)
 
 
 def run(r):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""bench/benchlib.py's Server (make test, suite "bench"): whatever way a
+"""bench/runner/benchlib.py's Server (make test, suite "bench"): whatever way a
 server ends (stopped, killed, failing to start, exiting with an error), its
 directory for stdout and stderr is removed, and an error message still
 quotes the server's stderr. Each server is a shell that ends within 30 s
