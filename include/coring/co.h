@@ -327,7 +327,7 @@ enum {
  *   or the runner of a root (the CHILD bit tells which); one the awaiter
  *   during an await, then its value;
  *   the full frame, 96 bytes on LP64 (56 on a 32-bit core); see
- *   bench/memory for the per-coroutine total.
+ *   bench/coroutine/memory for the per-coroutine total.
  */
 #if CO_LEAN_FRAME
 struct co_frame {
