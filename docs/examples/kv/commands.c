@@ -5,7 +5,9 @@
  * visits its keys, each on the context that owns it (command_key,
  * command_run_key), and command_finish ends it back home.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +35,8 @@ static void unknown_command(struct conn *c)
 }
 
 static const struct command *const families[] = {
-	string_commands, expiry_commands, keyspace_commands, server_commands,
+	string_commands, list_commands, set_commands, keyspace_commands, expiry_commands,
+	server_commands,
 };
 
 /* Look the command up and begin it: 1 when it has keys to visit. */
@@ -56,26 +59,45 @@ int command_start(struct conn *c)
 		reply_error(c, "ERR wrong number of arguments for '%s' command", cmd->name);
 		return 0;
 	}
-	if (cmd->begin && cmd->begin(c))
-		return 0;
 	c->cmd = cmd;
 	c->ki = (unsigned)cmd->first;
-	return cmd->first != 0;
+	c->phase = 0;
+	if (cmd->begin && cmd->begin(c)) {
+		c->cmd = NULL; /* answered */
+		return 0;
+	}
+	return c->ki != 0;
 }
 
-/* The next key's argument, or 0 when every key was visited. */
-unsigned command_key(struct conn *c)
+/* The command's next stop (0: none left) and the context it runs on;
+ * c->h is the hash of its key. */
+unsigned command_next(struct conn *c, unsigned *owner)
 {
-	unsigned last = c->cmd->last < 0 ? c->argc - 1 : (unsigned)c->cmd->last;
-
-	return c->ki <= last && c->ki < c->argc ? c->ki : 0;
+	if (c->cmd == NULL || c->ki == 0)
+		return 0;
+	if (c->cmd->flags & CMD_ALL_SHARDS) {
+		if (c->ki > srv.threads)
+			return 0;
+		*owner = c->ki - 1;
+		return c->ki;
+	}
+	if (c->ki >= c->argc)
+		return 0;
+	c->h = hash_key(arg_p(c, c->ki), arg_n(c, c->ki));
+	*owner = owner_of(c->h);
+	return c->ki;
 }
 
-/* Run the key part for argument i on this context's shard. */
-void command_run_key(struct conn *c, unsigned i, uint64_t h)
+/* Run the key part of stop i on this context's shard; the next stop is
+ * the next key (or shard), unless the part chooses another. */
+void command_run_key(struct conn *c, unsigned i)
 {
-	c->cmd->key(c, &srv.ctx[c->where].sh, i, h);
-	c->ki = i + (unsigned)c->cmd->step;
+	const struct command *cmd = c->cmd;
+	int last = cmd->flags & CMD_ALL_SHARDS ? (int)srv.threads
+		 : cmd->last < 0 ? (int)c->argc + cmd->last : cmd->last;
+
+	c->ki = (int)i + cmd->step <= last ? i + (unsigned)cmd->step : 0;
+	cmd->key(c, &srv.ctx[c->where].sh, i, c->h);
 }
 
 void command_finish(struct conn *c)
@@ -85,5 +107,172 @@ void command_finish(struct conn *c)
 	c->cmd = NULL;
 	c->argc = 0;
 	c->alen = 0;
+	if (c->held) /* (a command cut short by the stop) */
+		item_free(c->held);
+	c->held = NULL;
+	free(c->elem);
+	c->elem = NULL;
 }
 
+/* ---- helpers of the commands -------------------------------------------------------------- */
+
+void reply_wrongtype(struct conn *c)
+{
+	reply_error(c, "WRONGTYPE Operation against a key holding the wrong kind of value");
+}
+
+void reply_syntax(struct conn *c)
+{
+	reply_error(c, "ERR syntax error");
+}
+
+void reply_not_int(struct conn *c)
+{
+	reply_error(c, "ERR value is not an integer or out of range");
+}
+
+void reply_oom(struct conn *c)
+{
+	reply_error(c, "ERR out of memory");
+}
+
+/* Key i if it holds a value of the type (NULL: no such key); another type
+ * answers WRONGTYPE and sets *wrong. */
+struct item *lookup_typed(struct conn *c, struct shard *sh, unsigned i, uint64_t h, int type,
+			  int *wrong)
+{
+	struct item *e = db_get(sh, arg_p(c, i), arg_n(c, i), h);
+
+	*wrong = e && e->type != type;
+	if (*wrong) {
+		reply_wrongtype(c);
+		return NULL;
+	}
+	return e;
+}
+
+/* An array whose length is known at its end: its elements go to out
+ * first, array_end puts "*N" before them. */
+void array_begin(struct conn *c)
+{
+	c->mark = c->olen;
+}
+
+/* Put p[0, n) at offset at of the answers, before what is there. */
+void out_insert(struct conn *c, size_t at, const char *p, size_t n)
+{
+	if (out_room(c, n) == NULL)
+		return;
+	memmove(c->out + at + n, c->out + at, c->olen - at);
+	memcpy(c->out + at, p, n);
+	c->olen += n;
+}
+
+void array_end(struct conn *c, long long n)
+{
+	char head[24];
+	size_t len;
+
+	head[0] = '*';
+	len = 1 + fmt_ll(head + 1, n);
+	head[len++] = '\r';
+	head[len++] = '\n';
+	out_insert(c, c->mark, head, len);
+}
+
+/* Glob-style matching as KEYS and SCAN's MATCH take it: *, ?, [set],
+ * [^set], [a-z], and \ to quote. */
+int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
+{
+	while (pn > 0) {
+		switch (p[0]) {
+		case '*':
+			while (pn > 1 && p[1] == '*')
+				p++, pn--;
+			if (pn == 1)
+				return 1;
+			for (size_t k = 0; k <= sn; k++)
+				if (glob_match(p + 1, pn - 1, s + k, sn - k, nocase))
+					return 1;
+			return 0;
+		case '?':
+			if (sn == 0)
+				return 0;
+			s++, sn--;
+			break;
+		case '[': {
+			int not, match = 0;
+
+			p++, pn--;
+			not = pn > 0 && p[0] == '^';
+			if (not)
+				p++, pn--;
+			while (pn > 0 && p[0] != ']') {
+				if (p[0] == '\\' && pn >= 2) {
+					p++, pn--;
+					match |= sn > 0 && p[0] == s[0];
+				} else if (pn >= 3 && p[1] == '-') {
+					unsigned char lo = (unsigned char)p[0], hi = (unsigned char)p[2], ch;
+
+					if (lo > hi) {
+						unsigned char t = lo;
+
+						lo = hi;
+						hi = t;
+					}
+					ch = sn > 0 ? (unsigned char)s[0] : 0;
+					match |= sn > 0 && ch >= lo && ch <= hi;
+					p += 2, pn -= 2;
+				} else {
+					match |= sn > 0 && p[0] == s[0];
+				}
+				p++, pn--;
+			}
+			if (pn == 0) { /* no closing bracket: as Redis, the '[' ends the pattern */
+				p--, pn++;
+			}
+			if (not)
+				match = !match;
+			if (!match || sn == 0)
+				return 0;
+			s++, sn--;
+			break;
+		}
+		default:
+			if (p[0] == '\\' && pn >= 2) /* a quoted character */
+				p++, pn--;
+			if (sn == 0 || (nocase ? (p[0] | 0x20) != (s[0] | 0x20) : p[0] != s[0]))
+				return 0;
+			s++, sn--;
+			break;
+		}
+		p++, pn--;
+	}
+	return sn == 0;
+}
+
+/* A double as Redis reads one (ZADD's scores, INCRBYFLOAT): the whole
+ * argument, no space, not NaN; "inf" and "-inf" are. 1 if it is one. */
+int arg_double(const struct conn *c, unsigned i, double *out)
+{
+	char buf[64], *end;
+	size_t n = arg_n(c, i);
+
+	if (n == 0 || n >= sizeof buf || isspace((unsigned char)arg_p(c, i)[0]))
+		return 0;
+	memcpy(buf, arg_p(c, i), n);
+	buf[n] = 0;
+	errno = 0;
+	*out = strtod(buf, &end);
+	return end == buf + n && !isnan(*out) && !(errno == ERANGE && !isinf(*out) && *out != 0);
+}
+
+/* A double as Redis 7.0 answers one: an integer as such, else 17 digits. */
+size_t fmt_double(char *p, double v)
+{
+	if (isinf(v))
+		return (size_t)sprintf(p, v > 0 ? "inf" : "-inf");
+	if (v == (double)(long long)v && v > -1e17 && v < 1e17)
+		return fmt_ll(p, (long long)v);
+	return (size_t)sprintf(p, "%.17g", v);
+}

@@ -21,32 +21,94 @@
 #define ARGS_MAX INT_MAX              /* arguments of one command, as Redis */
 #define OUT_FLUSH (64 * 1024)         /* answers buffered before a send */
 
-/* ---- the store (store.c): one shard per context, touched only by its thread ---------- */
+/* ---- the store (store.c) -------------------------------------------------------------- */
 
-struct entry {
-	struct entry *next;
+enum { T_STRING, T_LIST, T_SET, T_HASH, T_ZSET };
+enum { LEFT, RIGHT };
+
+/* A key of a shard, a member of a set or a sorted set, a field of a hash. */
+struct item {
+	struct item *next;            /* its bucket's chain */
 	uint64_t hash;
-	int64_t expire_ms;            /* CLOCK_MONOTONIC ms; 0: never */
+	int64_t expire_ms;            /* a key's: Unix time in ms; 0: never */
+	double score;                 /* a sorted set member's */
+	void *obj;                    /* a key's list, set, hash or sorted set */
 	uint32_t klen, vlen;
-	char kv[];                    /* the key, then the value */
+	uint8_t type;                 /* a key's: T_STRING ... */
+	char kv[];                    /* the key, then a string's or a field's value */
+};
+
+/* A chained hash table of items; it doubles when it has more than buckets. */
+struct dict {
+	struct item **tab;
+	size_t mask, count;
+};
+
+/* A list's element, and an element on its way between two lists. */
+struct str {
+	size_t n;
+	char p[];
+};
+
+/* A list: a ring of elements (cap a power of two). */
+struct list {
+	struct str **a;
+	size_t head, len, cap;
+};
+
+/* A sorted set: its members by name (d) and in order, by score then name
+ * (an array: an insert moves what comes after; fine for an example). */
+struct zset {
+	struct dict d;
+	struct item **order;
+	size_t n, cap;
 };
 
 struct shard {
-	struct entry **tab;
-	size_t mask, count, cursor;   /* cursor: where the sweep goes on */
+	struct dict keys;
+	struct dict blocked;          /* keys with connections waiting (blocking.c) */
+	size_t cursor;                /* where the sweep goes on */
 };
 
 uint64_t hash_key(const char *p, size_t n);
 int64_t now_ms(void);
+struct item *item_new(const char *k, size_t kn, const char *v, size_t vn);
+struct item *item_copy(struct item *it, const char *k, size_t kn, int deep);
+void item_free(struct item *it);
+int dict_init(struct dict *d, size_t buckets);
+struct dict *dict_new(void);
+void dict_free(struct dict *d);
+struct item **dict_find(struct dict *d, const char *k, size_t n, uint64_t h);
+struct item *dict_put(struct dict *d, struct item **pe, struct item *it);
+struct item *dict_take(struct dict *d, struct item **pe);
+uint64_t dict_scan(struct dict *d, uint64_t v, void (*fn)(void *arg, struct item *it), void *arg);
+struct item *dict_random(struct dict *d);
 int shard_init(struct shard *sh);
 void shard_free(struct shard *sh);
-struct entry **shard_slot(struct shard *sh, const char *k, size_t n, uint64_t h);
-struct entry *shard_get(struct shard *sh, const char *k, size_t n, uint64_t h);
-void shard_unlink(struct shard *sh, struct entry **pe);
-int shard_set(struct shard *sh, const char *k, size_t kn, uint64_t h, const char *v, size_t vn,
-	      int64_t expire_ms);
-int shard_del(struct shard *sh, const char *k, size_t n, uint64_t h);
 void shard_sweep(struct shard *sh, size_t budget);
+struct item **db_slot(struct shard *sh, const char *k, size_t n, uint64_t h);
+struct item *db_get(struct shard *sh, const char *k, size_t n, uint64_t h);
+void db_delete(struct shard *sh, struct item **pe);
+int db_del(struct shard *sh, const char *k, size_t n, uint64_t h);
+int db_set_string(struct shard *sh, const char *k, size_t kn, uint64_t h, const char *v,
+		  size_t vn, int64_t expire_ms);
+struct item *db_add_obj(struct shard *sh, const char *k, size_t kn, uint64_t h, int type);
+struct str *str_new(const char *p, size_t n);
+struct list *list_new(void);
+void list_free(struct list *l);
+struct str **list_at(struct list *l, long long i);
+int list_push(struct list *l, int end, struct str *s);
+struct str *list_pop(struct list *l, int end);
+void list_remove(struct list *l, size_t i);
+struct zset *zset_new(void);
+void zset_free(struct zset *z);
+int zset_insert(struct zset *z, struct item *it);
+void zset_remove(struct zset *z, struct item *it);
+
+static inline const char *item_val(const struct item *it)
+{
+	return it->kv + it->klen;
+}
 
 /* ---- contexts and connections (server.c) ---------------------------------------------- */
 
@@ -90,6 +152,9 @@ struct server {
 	co_signals sigs;
 	atomic_int stopping;
 	atomic_long live;             /* connections open */
+	atomic_long nblocked;         /* connections waiting (BLPOP ...) */
+	atomic_ullong next_id;        /* HELLO's client id */
+	int64_t start_ms;
 	co_event all_closed;          /* set when the last one closes after a stop */
 };
 
@@ -97,6 +162,7 @@ extern struct server srv;
 
 /* Serve until SIGTERM or SIGINT (srv set up by main.c): 0 or -errno. */
 int server_run(void);
+void conn_free(struct conn *c);
 
 struct arg {
 	size_t off, len;
@@ -125,6 +191,7 @@ struct conn {
 	atomic_uint seen;             /* home's tick at its last activity */
 	unsigned where;               /* the context it runs on now */
 	int fd, state, closing;
+	unsigned long long id;
 	co_frame *rf;                 /* the read being awaited */
 	long long nargs;              /* arguments the array announced */
 	size_t blen;                  /* the bulk string being read */
@@ -140,9 +207,37 @@ struct conn {
 	unsigned ki;                  /* the next key's argument */
 	unsigned cur, owner;          /* the key being run, its context */
 	uint64_t h;                   /* its hash */
-	long long num;                /* its number argument; DEL, EXISTS: the count */
+	long long num, num2;          /* its numbers (a count, a time, an index) */
+	double dnum;
 	int64_t expire_ms;
-	int flags;
+	int flags, phase;
+	size_t mark;                  /* where its array's elements begin in out */
+	struct item *held;            /* a key on its way (RENAME, COPY) */
+	struct str *elem;             /* an element on its way (LMOVE; a blocking pop's) */
+	/* a blocking command's wait (blocking.c) */
+	int blocked;                  /* it waits (once its keys were visited) */
+	atomic_int claimed;           /* 0 while waiting; 1 once served, stopped or timed out */
+	co_event wake;
+	co_waiter w;
+	co_limit lim;
+	co_frame bf;                  /* the wait (block_fn) */
+	struct bwait *bw;             /* a node per key it waits on */
+	unsigned nbw, bi;
+	int bend;                     /* the end it pops from */
+	int answered;                 /* it answered by itself (no wait) */
+	int nlinked;                  /* its nodes in queues */
+	int orphan;                   /* 1: nodes it could not take out; 2: and it ended */
+	unsigned served;              /* the argument of the key that served it (0: none) */
+	uint64_t block_ns;            /* its time limit (0: none) */
+	int wait_err;
+};
+
+/* A connection waiting on a key: in the shard's queue for that key. */
+struct bwait {
+	struct bwait *next, *prev;
+	struct conn *c;
+	struct item *q;               /* the queue's item in shard.blocked; NULL: not linked */
+	unsigned arg;                 /* the key's argument */
 };
 
 /* The context that owns a key's shard. */
@@ -186,12 +281,18 @@ void request_failed(struct conn *c, int err);
  * its arguments, may answer at once: then nothing else runs), one key
  * part per key on the context that owns the key, and end back home. Keys
  * are argv[first], argv[first + step] ... up to argv[last] (last -1: the
- * last argument).
+ * last argument); a key part may choose another next key (c->ki: an
+ * argument, 0: none), to come back to one (RENAMENX puts its key back).
+ * With CMD_ALL_SHARDS the parts run on every shard in turn (i: 1 + the
+ * shard's index).
  */
+enum { CMD_ALL_SHARDS = 1 };
+
 struct command {
 	const char *name;
 	int arity;                    /* > 0: exactly; < 0: at least -arity */
-	int first, last, step;        /* first 0: no key */
+	int first, last, step;        /* first 0: no key; last < 0: argc + last */
+	int flags;                    /* CMD_ALL_SHARDS: one key part per shard, no keys */
 	int (*begin)(struct conn *c); /* 0: go on; 1: answered */
 	void (*key)(struct conn *c, struct shard *sh, unsigned i, uint64_t h);
 	void (*end)(struct conn *c);
@@ -199,15 +300,41 @@ struct command {
 
 /* Each family's table, ended by an entry without a name. */
 extern const struct command string_commands[], expiry_commands[], keyspace_commands[],
-	server_commands[];
+	list_commands[], set_commands[], server_commands[];
 
 int command_start(struct conn *c);
-unsigned command_key(struct conn *c);
-void command_run_key(struct conn *c, unsigned i, uint64_t h);
+unsigned command_next(struct conn *c, unsigned *owner);
+void command_run_key(struct conn *c, unsigned i);
 void command_finish(struct conn *c);
 
-/* The absolute expiry of a relative time in ms; 0 when it is not a
- * positive time that fits. */
-int64_t expire_at(long long ms);
+/* Helpers of the commands (commands.c). */
+struct item *lookup_typed(struct conn *c, struct shard *sh, unsigned i, uint64_t h, int type,
+			  int *wrong);
+void reply_wrongtype(struct conn *c);
+void reply_syntax(struct conn *c);
+void reply_not_int(struct conn *c);
+void reply_oom(struct conn *c);
+void array_begin(struct conn *c);
+void array_end(struct conn *c, long long n);
+void out_insert(struct conn *c, size_t at, const char *p, size_t n);
+int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase);
+int arg_double(const struct conn *c, unsigned i, double *out);
+size_t fmt_double(char *p, double v);
+
+/* ---- blocking pops (blocking.c) -------------------------------------------------------- */
+
+int block_claim(struct conn *c);
+int block_on(struct conn *c, struct shard *sh, unsigned i, uint64_t h);
+void serve_blocked(struct shard *sh, struct item *key);
+co_frame *block_wait(struct conn *c);
+void block_wake_all(struct ctx *x);
+void blocked_free(struct shard *sh);
+int parse_timeout(struct conn *c, unsigned i);
+
+/* A time argument as Redis takes it (cmd_expiry.c): 0 and the Unix time
+ * in ms it names, or -1 after the error reply. */
+enum { TIME_S = 1, TIME_ABS = 2 };
+int arg_expire(struct conn *c, unsigned i, int how, int positive, int64_t *when);
+
 
 #endif

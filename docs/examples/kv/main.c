@@ -1,25 +1,49 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * kv_server: a key-value server that speaks the Redis protocol (RESP2): redis-cli and
- * redis-benchmark talk to it unchanged.
+ * kv_server: a key-value server that speaks the Redis protocol (RESP2):
+ * redis-cli and redis-benchmark talk to it unchanged.
  *
  *   kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]
  *             [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]
  *
- * Commands: PING, ECHO, SET (EX, PX, NX, XX, KEEPTTL), GET, DEL, EXISTS,
- * INCR, INCRBY, DECR, DECRBY, MGET, MSET, EXPIRE (NX, XX, GT, LT), TTL,
- * QUIT; CONFIG GET and COMMAND (next to empty answers), which the Redis
- * tools ask at start. Both request forms: arrays of bulk strings, and inline commands (a line of
- * words, quotes as Redis takes them). Pipelined requests are answered in
- * order, with one send for all the answers a read brought.
+ * Commands, answered as Redis 7.0 answers them (replies, errors, options):
+ *   strings   GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), GETEX,
+ *             GETDEL, GETSET, SETEX, PSETEX, SETNX, MGET, MSET, MSETNX,
+ *             APPEND, STRLEN, GETRANGE, SETRANGE, INCR, DECR, INCRBY,
+ *             DECRBY, INCRBYFLOAT
+ *   expiry    EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (NX, XX, GT, LT), TTL,
+ *             PTTL, EXPIRETIME, PEXPIRETIME, PERSIST
+ *   keyspace  DEL, UNLINK, EXISTS, TYPE, RENAME, RENAMENX, COPY, KEYS, SCAN,
+ *             DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL, SELECT 0
+ *   lists     LPUSH, RPUSH, LPOP, RPOP, LLEN, LRANGE, LINDEX, LSET, LREM,
+ *             LTRIM, LMOVE; BLPOP, BRPOP, BLMOVE (blocking.c)
+ *   sets      SADD, SREM, SPOP, SMEMBERS, SCARD, SISMEMBER
+ *   hashes    HSET, HGET, HGETALL, HDEL, HLEN
+ *   zsets     ZADD (NX, XX, GT, LT, CH, INCR), ZPOPMIN, ZRANGE (by index,
+ *             REV, WITHSCORES), ZCARD, ZSCORE
+ *   server    PING, ECHO, QUIT, HELLO (2), INFO (server, clients, memory,
+ *             keyspace), TIME; CONFIG GET and COMMAND (next to empty
+ *             answers), which the Redis tools ask at start.
+ * Not here, answered with Redis's unknown-command error: persistence
+ * (SAVE, BGSAVE, ...), replication, scripting (EVAL, FUNCTION), MULTI/EXEC
+ * and WATCH, pub/sub, streams, and every command not listed above. HELLO 3
+ * answers NOPROTO (RESP2 only); there is one database (SELECT 0, COPY's
+ * DB 0); ZRANGE has no BYSCORE, BYLEX or LIMIT (a syntax error).
+ *
+ * Both request forms: arrays of bulk strings, and inline commands (a line
+ * of words, quotes as Redis takes them). Pipelined requests are answered
+ * in order, with one send for all the answers a read brought.
  *
  * Shared-nothing over a scheduler's contexts (--threads, default 1): the
  * key space is split into one shard per context, and only that context's
  * thread touches it. A connection lives on the context that accepted it
  * (one SO_REUSEPORT listener per context); a command whose key another
  * context owns moves there (co_transfer_to), runs, and comes back, key by
- * key for MGET, MSET, DEL and EXISTS (so those are not atomic across
- * shards, as they would be in Redis).
+ * key for the commands with several keys (MGET, MSET, MSETNX, DEL, EXISTS,
+ * RENAME, COPY, LMOVE ...; so those are not atomic across shards, as they
+ * would be in Redis), shard by shard for KEYS, SCAN, DBSIZE, FLUSHALL,
+ * INFO's keyspace. A blocked BLPOP waits on its keys' shards and is served
+ * by a push on any of them (blocking.c).
  *
  * Limits: a request line (an inline command, a count) of at most 64 KiB,
  * at most INT_MAX arguments, a bulk string of at most --max-bulk bytes
@@ -45,10 +69,12 @@
  *
  * The files: main.c (this: the options), server.c (the coring side:
  * listeners, connections, the hand-off between shards, the stop),
- * protocol.c (RESP: requests and replies), store.c (a shard's keys and
- * their expiry), commands.c (the command table and how a command runs),
- * cmd_strings.c, cmd_expiry.c, cmd_keyspace.c, cmd_server.c (the commands,
- * by family); kv.h declares what they share. The reading is
+ * protocol.c (RESP: requests and replies), store.c (a shard's keys, their
+ * expiry, the values' structures), commands.c (the command table, how a
+ * command runs, helpers), blocking.c (BLPOP's wait), cmd_strings.c,
+ * cmd_expiry.c, cmd_keyspace.c, cmd_lists.c, cmd_sets.c (sets, hashes,
+ * sorted sets), cmd_server.c (the commands, by family); kv.h declares
+ * what they share. The reading is
  * coring/reader.h over co_recv; the listening sockets are coring/net.h's
  * co_listen.
  */

@@ -171,15 +171,6 @@ int arg_is(const struct conn *c, unsigned i, const char *word)
 	return arg_n(c, i) == strlen(word) && strncasecmp(arg_p(c, i), word, arg_n(c, i)) == 0;
 }
 
-/* The absolute expiry of a relative time in ms; 0 when it is not a
- * positive time that fits. */
-int64_t expire_at(long long ms)
-{
-	int64_t now = now_ms();
-
-	return ms <= 0 || ms > INT64_MAX - now ? 0 : now + ms;
-}
-
 /* ---- reading requests ----------------------------------------------------------------------------- */
 
 /* Keep n bytes at p as the next argument. 0, or -1 when the request is

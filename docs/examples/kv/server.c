@@ -64,8 +64,13 @@ static co_frame *flush(struct conn *c)
 
 /* ---- a connection ------------------------------------------------------------------------------- */
 
-static void conn_free(struct conn *c)
+void conn_free(struct conn *c)
 {
+	co_event_destroy(&c->wake);
+	free(c->bw);
+	free(c->elem);
+	if (c->held)
+		item_free(c->held);
 	co_reader_destroy(&c->rd);
 	free(c->args);
 	free(c->abuf);
@@ -98,7 +103,10 @@ static void conn_done(co_frame *f)
 	struct conn *c = (struct conn *)f;
 
 	conn_unlink(c); /* (a frame the cancel stop finished before it ran) */
-	conn_free(c);
+	if (c->nlinked > 0) /* its nodes stay in their queues: blocked_free frees it */
+		c->orphan = 2;
+	else
+		conn_free(c);
 	if (atomic_fetch_sub(&srv.live, 1) == 1 && atomic_load(&srv.stopping))
 		co_event_set(&srv.all_closed);
 }
@@ -110,8 +118,7 @@ static int keys_fn(co_frame *f)
 	struct conn *c = conn_of_keys(f);
 
 	CO_BEGIN(f);
-	while ((c->cur = command_key(c)) != 0) {
-		c->owner = owner_of(c->h = hash_key(arg_p(c, c->cur), arg_n(c, c->cur)));
+	while ((c->cur = command_next(c, &c->owner)) != 0) {
 		if (c->owner != c->where) {
 			CO_AWAIT(f, co_transfer_to(&c->tr, &srv.s.ctx[c->owner]));
 			if (co_result(f) < 0) { /* the stop was faster: the command ends here */
@@ -122,7 +129,7 @@ static int keys_fn(co_frame *f)
 			}
 			c->where = c->owner;
 		}
-		command_run_key(c, c->cur, c->h);
+		command_run_key(c, c->cur);
 	}
 	if (c->where != c->home->idx) {
 		CO_AWAIT(f, co_transfer_to(&c->tr, &srv.s.ctx[c->home->idx]));
@@ -155,12 +162,17 @@ static int conn_fn(co_frame *f)
 		if (took == 0)
 			continue;
 		conn_active(c);
-		if (command_start(c) && srv.threads == 1) {
-			while ((c->cur = command_key(c)) != 0) /* one shard: no moves */
-				command_run_key(c, c->cur, hash_key(arg_p(c, c->cur), arg_n(c, c->cur)));
-		} else if (c->cmd) { /* keys to visit, on several shards */
-			co_init(&c->keys, keys_fn);
-			CO_AWAIT(f, &c->keys);
+		command_start(c);
+		while (c->cmd && (c->ki != 0 || c->blocked)) {
+			if (srv.threads == 1) { /* one shard: no moves */
+				while ((c->cur = command_next(c, &c->owner)) != 0)
+					command_run_key(c, c->cur);
+			} else if (c->ki != 0) { /* keys to visit, on several shards */
+				co_init(&c->keys, keys_fn);
+				CO_AWAIT(f, &c->keys);
+			}
+			if (c->blocked) /* BLPOP, BRPOP, BLMOVE: the wait (blocking.c) */
+				CO_AWAIT(f, block_wait(c));
 		}
 		command_finish(c);
 		if (c->olen >= OUT_FLUSH) {
@@ -191,6 +203,8 @@ static void conn_start(struct ctx *x, int fd)
 		close(fd);
 		return;
 	}
+	co_event_init(&c->wake, 0);
+	c->id = atomic_fetch_add(&srv.next_id, 1) + 1;
 	c->fd = fd;
 	c->home = x;
 	c->where = x->idx;
@@ -283,6 +297,7 @@ static int quiesce_fn(co_frame *f)
 	for (c = q->x->conns; c; c = c->next)
 		shutdown(c->fd, SHUT_RD);
 	pthread_mutex_unlock(&q->x->lock);
+	block_wake_all(q->x); /* and those that wait in BLPOP answer a nil */
 	CO_END(f);
 }
 
@@ -357,6 +372,7 @@ int server_run(void)
 	struct stopper st = { 0 };
 	int err;
 
+	srv.start_ms = now_ms();
 	if ((err = co_event_init(&srv.all_closed, 0)) < 0 || (err = setup_contexts()) < 0 ||
 	    (err = co_sched_init(&srv.s, &o)) < 0) {
 		fprintf(stderr, "kv_server: start: %s\n", strerror(-err));

@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmd_sets.c - sets, hashes and sorted sets, the commands redis-benchmark
+ * runs and their neighbours: SADD, SREM, SPOP, SMEMBERS, SCARD, SISMEMBER;
+ * HSET, HGET, HGETALL, HDEL, HLEN; ZADD (NX, XX, GT, LT, CH, INCR),
+ * ZPOPMIN, ZRANGE (by index, REV, WITHSCORES), ZCARD, ZSCORE. A set or a
+ * hash is a dict of members (a field's value after its name); a sorted
+ * set is a dict plus its members in order (store.c). A key whose set,
+ * hash or sorted set becomes empty is removed, as in Redis.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kv.h"
+
+/* The members' table of a set, a hash or a sorted set key. */
+static struct dict *members(struct item *e)
+{
+	return e->type == T_ZSET ? &((struct zset *)e->obj)->d : e->obj;
+}
+
+/* Key i of the command's type (its table's type: sets, hashes, sorted
+ * sets), created when create is set; NULL: none (or WRONGTYPE answered,
+ * *wrong; or no memory, answered). */
+static struct item *get_agg(struct conn *c, struct shard *sh, unsigned i, uint64_t h, int type,
+			    int create, int *wrong)
+{
+	struct item *e = lookup_typed(c, sh, i, h, type, wrong);
+
+	if (e == NULL && !*wrong && create &&
+	    (e = db_add_obj(sh, arg_p(c, i), arg_n(c, i), h, type)) == NULL) {
+		reply_oom(c);
+		*wrong = 1;
+	}
+	return e;
+}
+
+static void drop_if_empty(struct shard *sh, struct item *e)
+{
+	if (members(e)->count == 0)
+		db_delete(sh, db_slot(sh, e->kv, e->klen, e->hash));
+}
+
+static struct item **member_slot(struct item *e, const char *p, size_t n)
+{
+	return dict_find(members(e), p, n, hash_key(p, n));
+}
+
+/* Add member (and a value) to a set's or a hash's table: 1 if it is new,
+ * 0 if it was there (a hash's value replaced), -1 no memory. */
+static int member_put(struct item *e, const char *p, size_t n, const char *v, size_t vn)
+{
+	struct item **pe = member_slot(e, p, n), *m;
+
+	if (*pe && e->type == T_SET)
+		return 0;
+	if ((m = item_new(p, n, v, vn)) == NULL)
+		return -1;
+	if ((m = dict_put(members(e), pe, m)) != NULL) {
+		free(m);
+		return 0;
+	}
+	return 1;
+}
+
+/* ---- sets ------------------------------------------------------------------------------------- */
+
+/* SADD key member [member ...]; HSET key field value [field value ...] */
+static void add_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong, hash = c->cmd->step == 2, r;
+	struct item *e = get_agg(c, sh, i, h, hash ? T_HASH : T_SET, 1, &wrong);
+	long long added = 0;
+
+	if (wrong)
+		return;
+	for (unsigned k = 2; k < c->argc; k += hash ? 2 : 1) {
+		if ((r = member_put(e, arg_p(c, k), arg_n(c, k), hash ? arg_p(c, k + 1) : NULL,
+				    hash ? arg_n(c, k + 1) : 0)) < 0) {
+			reply_oom(c);
+			drop_if_empty(sh, e);
+			return;
+		}
+		added += r;
+	}
+	out_num(c, ':', added);
+}
+
+/* SREM key member [member ...]; HDEL key field [field ...] */
+static void rem_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, arg_is(c, 0, "hdel") ? T_HASH : T_SET, 0, &wrong);
+	long long removed = 0;
+
+	if (wrong)
+		return;
+	for (unsigned k = 2; e && k < c->argc; k++) {
+		struct item **pe = member_slot(e, arg_p(c, k), arg_n(c, k));
+
+		if (*pe) {
+			free(dict_take(members(e), pe));
+			removed++;
+		}
+	}
+	out_num(c, ':', removed);
+	if (e)
+		drop_if_empty(sh, e);
+}
+
+/* SCARD, HLEN, ZCARD */
+static void card_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong, type = c->cmd->name[0] == 's' ? T_SET : c->cmd->name[0] == 'h' ? T_HASH : T_ZSET;
+	struct item *e = get_agg(c, sh, i, h, type, 0, &wrong);
+
+	if (!wrong)
+		out_num(c, ':', e ? (long long)members(e)->count : 0);
+}
+
+static void sismember_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_SET, 0, &wrong);
+
+	if (!wrong)
+		out_add(c, e && *member_slot(e, arg_p(c, 2), arg_n(c, 2)) ? ":1\r\n" : ":0\r\n", 4);
+}
+
+struct walk {
+	struct conn *c;
+	int values;                   /* HGETALL: each field's value after it */
+};
+
+static void reply_member(void *arg, struct item *m)
+{
+	struct walk *w = arg;
+
+	reply_bulk(w->c, m->kv, m->klen);
+	if (w->values)
+		reply_bulk(w->c, item_val(m), m->vlen);
+}
+
+/* SMEMBERS key, HGETALL key: every member (field and value) */
+static void members_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong, hash = arg_is(c, 0, "hgetall");
+	struct item *e = get_agg(c, sh, i, h, hash ? T_HASH : T_SET, 0, &wrong);
+	struct walk w = { c, hash };
+	uint64_t v = 0;
+
+	if (wrong)
+		return;
+	out_num(c, '*', e ? (long long)members(e)->count * (hash ? 2 : 1) : 0);
+	if (e == NULL)
+		return;
+	do
+		v = dict_scan(members(e), v, reply_member, &w);
+	while (v != 0);
+}
+
+/* SPOP key [count]; ZPOPMIN key [count] */
+static int count_begin(struct conn *c)
+{
+	c->num = -1;
+	if (c->argc > 3) {
+		reply_syntax(c);
+		return 1;
+	}
+	if (c->argc == 3 && (!arg_ll(c, 2, &c->num) || c->num < 0)) {
+		reply_error(c, "ERR value is out of range, must be positive");
+		return 1;
+	}
+	return 0;
+}
+
+static void spop_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_SET, 0, &wrong);
+	long long n = c->num < 0 ? 1 : c->num;
+
+	if (wrong)
+		return;
+	if (e == NULL) {
+		out_add(c, c->num < 0 ? "$-1\r\n" : "*0\r\n", c->num < 0 ? 5 : 4);
+		return;
+	}
+	if (n > (long long)members(e)->count)
+		n = (long long)members(e)->count;
+	if (c->num >= 0)
+		out_num(c, '*', n);
+	for (; n > 0; n--) {
+		struct item *m = dict_random(members(e));
+
+		reply_bulk(c, m->kv, m->klen);
+		free(dict_take(members(e), member_slot(e, m->kv, m->klen)));
+	}
+	drop_if_empty(sh, e);
+}
+
+/* ---- hashes ----------------------------------------------------------------------------------- */
+
+static int hset_begin(struct conn *c)
+{
+	if (c->argc % 2 != 0) {
+		reply_error(c, "ERR wrong number of arguments for 'hset' command");
+		return 1;
+	}
+	return 0;
+}
+
+static void hget_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_HASH, 0, &wrong), *m;
+
+	if (wrong)
+		return;
+	m = e ? *member_slot(e, arg_p(c, 2), arg_n(c, 2)) : NULL;
+	if (m)
+		reply_bulk(c, item_val(m), m->vlen);
+	else
+		reply_nil(c);
+}
+
+/* ---- sorted sets ------------------------------------------------------------------------------ */
+
+static void reply_score(struct conn *c, double v)
+{
+	char num[40];
+
+	reply_bulk(c, num, fmt_double(num, v));
+}
+
+enum { Z_NX = 1, Z_XX = 2, Z_GT = 4, Z_LT = 8, Z_CH = 16, Z_INCR = 32 };
+
+/* ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member [score member ...] */
+static int zadd_begin(struct conn *c)
+{
+	static const char *const opts[] = { "NX", "XX", "GT", "LT", "CH", "INCR" };
+	unsigned i = 2;
+	double d;
+
+	c->flags = 0;
+	for (; i < c->argc; i++) {
+		int k = 0;
+
+		while (k < 6 && !arg_is(c, i, opts[k]))
+			k++;
+		if (k == 6)
+			break;
+		c->flags |= 1 << k;
+	}
+	c->num = i; /* the first score */
+	if (i == c->argc || (c->argc - i) % 2 != 0) {
+		reply_syntax(c);
+		return 1;
+	}
+	if ((c->flags & Z_NX) && (c->flags & Z_XX)) {
+		reply_error(c, "ERR XX and NX options at the same time are not compatible");
+		return 1;
+	}
+	if (((c->flags & Z_GT) && (c->flags & (Z_LT | Z_NX))) || ((c->flags & Z_LT) && (c->flags & Z_NX))) {
+		reply_error(c, "ERR GT, LT, and/or NX options at the same time are not compatible");
+		return 1;
+	}
+	if ((c->flags & Z_INCR) && c->argc - i != 2) {
+		reply_error(c, "ERR INCR option supports a single increment-element pair");
+		return 1;
+	}
+	for (; i < c->argc; i += 2)
+		if (!arg_double(c, i, &d)) {
+			reply_error(c, "ERR value is not a valid float");
+			return 1;
+		}
+	return 0;
+}
+
+/* One score and member into z: 1 added, 2 changed, 3 the same score, 0
+ * left out (NX, XX, GT, LT), -1 no memory, -2 NaN (INCR). *score: the
+ * member's score after. */
+static int zadd_one(struct conn *c, struct zset *z, unsigned k, double *score)
+{
+	struct item **pe = dict_find(&z->d, arg_p(c, k + 1), arg_n(c, k + 1),
+				     hash_key(arg_p(c, k + 1), arg_n(c, k + 1)));
+	struct item *m = *pe;
+	double s;
+
+	arg_double(c, k, &s);
+	if ((m && c->flags & Z_NX) || (!m && c->flags & Z_XX))
+		return 0;
+	if (m && c->flags & Z_INCR)
+		s += m->score;
+	if (isnan(s))
+		return -2;
+	*score = s;
+	if (m && ((c->flags & Z_GT && s <= m->score) || (c->flags & Z_LT && s >= m->score)))
+		return 0;
+	if (m && s == m->score)
+		return 3;
+	if (m) { /* a new score: a new place */
+		zset_remove(z, m);
+		m->score = s;
+		return zset_insert(z, m) < 0 ? (free(m), -1) : 2;
+	}
+	if ((m = item_new(arg_p(c, k + 1), arg_n(c, k + 1), NULL, 0)) == NULL)
+		return -1;
+	m->score = s;
+	return zset_insert(z, m) < 0 ? (free(m), -1) : 1;
+}
+
+static void zadd_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong, r = 0;
+	struct item *e = get_agg(c, sh, i, h, T_ZSET, !(c->flags & Z_XX), &wrong);
+	long long added = 0, changed = 0;
+	double score = 0;
+
+	if (wrong)
+		return;
+	for (unsigned k = (unsigned)c->num; e && k < c->argc && r >= 0; k += 2) {
+		r = zadd_one(c, e->obj, k, &score);
+		added += r == 1;
+		changed += r == 1 || r == 2;
+	}
+	if (r == -2)
+		reply_error(c, "ERR resulting score is not a number (NaN)");
+	else if (r == -1)
+		reply_oom(c);
+	else if (c->flags & Z_INCR && r == 0)
+		reply_nil(c);
+	else if (c->flags & Z_INCR)
+		reply_score(c, score);
+	else
+		out_num(c, ':', c->flags & Z_CH ? changed : added);
+	if (e)
+		drop_if_empty(sh, e);
+}
+
+static void zpopmin_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong);
+	struct zset *z;
+	long long n = c->num < 0 ? 1 : c->num;
+
+	if (wrong)
+		return;
+	if (e == NULL) {
+		out_add(c, "*0\r\n", 4);
+		return;
+	}
+	z = e->obj;
+	if (n > (long long)z->n)
+		n = (long long)z->n;
+	out_num(c, '*', n * 2);
+	for (; n > 0; n--) {
+		struct item *m = z->order[0];
+
+		reply_bulk(c, m->kv, m->klen);
+		reply_score(c, m->score);
+		zset_remove(z, m);
+		free(m);
+	}
+	drop_if_empty(sh, e);
+}
+
+/* ZRANGE key start stop [REV] [WITHSCORES]: by index */
+static int zrange_begin(struct conn *c)
+{
+	c->flags = 0;
+	for (unsigned i = 4; i < c->argc; i++) {
+		if (arg_is(c, i, "WITHSCORES"))
+			c->flags |= 1;
+		else if (arg_is(c, i, "REV"))
+			c->flags |= 2;
+		else {
+			reply_syntax(c);
+			return 1;
+		}
+	}
+	if (!arg_ll(c, 2, &c->num) || !arg_ll(c, 3, &c->num2)) {
+		reply_not_int(c);
+		return 1;
+	}
+	return 0;
+}
+
+static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong);
+	long long start = c->num, stop = c->num2, len = e ? (long long)((struct zset *)e->obj)->n : 0;
+
+	if (wrong)
+		return;
+	if (start < 0)
+		start += len;
+	if (stop < 0)
+		stop += len;
+	if (start < 0)
+		start = 0;
+	if (start > stop || start >= len) {
+		out_add(c, "*0\r\n", 4);
+		return;
+	}
+	if (stop >= len)
+		stop = len - 1;
+	out_num(c, '*', (stop - start + 1) * (c->flags & 1 ? 2 : 1));
+	for (; start <= stop; start++) {
+		struct item *m = ((struct zset *)e->obj)->order[c->flags & 2 ? len - 1 - start : start];
+
+		reply_bulk(c, m->kv, m->klen);
+		if (c->flags & 1)
+			reply_score(c, m->score);
+	}
+}
+
+static void zscore_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
+{
+	int wrong;
+	struct item *e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong), *m;
+
+	if (wrong)
+		return;
+	m = e ? *member_slot(e, arg_p(c, 2), arg_n(c, 2)) : NULL;
+	if (m)
+		reply_score(c, m->score);
+	else
+		reply_nil(c);
+}
+
+const struct command set_commands[] = {
+	{ "sadd", -3, 1, 1, 1, 0, NULL, add_key, NULL },
+	{ "srem", -3, 1, 1, 1, 0, NULL, rem_key, NULL },
+	{ "spop", -2, 1, 1, 1, 0, count_begin, spop_key, NULL },
+	{ "smembers", 2, 1, 1, 1, 0, NULL, members_key, NULL },
+	{ "scard", 2, 1, 1, 1, 0, NULL, card_key, NULL },
+	{ "sismember", 3, 1, 1, 1, 0, NULL, sismember_key, NULL },
+	{ "hset", -4, 1, 1, 2, 0, hset_begin, add_key, NULL },
+	{ "hget", 3, 1, 1, 1, 0, NULL, hget_key, NULL },
+	{ "hgetall", 2, 1, 1, 1, 0, NULL, members_key, NULL },
+	{ "hdel", -3, 1, 1, 1, 0, NULL, rem_key, NULL },
+	{ "hlen", 2, 1, 1, 1, 0, NULL, card_key, NULL },
+	{ "zadd", -4, 1, 1, 1, 0, zadd_begin, zadd_key, NULL },
+	{ "zpopmin", -2, 1, 1, 1, 0, count_begin, zpopmin_key, NULL },
+	{ "zrange", -4, 1, 1, 1, 0, zrange_begin, zrange_key, NULL },
+	{ "zcard", 2, 1, 1, 1, 0, NULL, card_key, NULL },
+	{ "zscore", 3, 1, 1, 1, 0, NULL, zscore_key, NULL },
+	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
+};
