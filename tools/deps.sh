@@ -8,8 +8,10 @@ test)  want="$common libcmocka-dev clang llvm lld gcc-arm-none-eabi libnewlib-ar
        # the application's test against the real clients (test_kv_server redis_tools)
        want="$want redis-tools" ;;
 bench) want="$common g++ python3 wrk gnuplot-nox strace util-linux fio valgrind gcc-arm-none-eabi qemu-user golang-go"
-       # the peers of bench/peers/ (libuv, Boost.Asio headers, nginx) and of the application (redis)
-       want="$want libuv1-dev libboost-dev nginx-light redis-server redis-tools" ;;
+       # the peers of bench/peers/ (libuv, Boost.Asio headers, nginx; Go's net and net/http
+       # with golang-go above; tokio, built offline from Debian's crates) and of the
+       # application (redis)
+       want="$want libuv1-dev libboost-dev nginx-light cargo librust-tokio-dev redis-server redis-tools" ;;
 # the pictures of docs/tracing.md (tools/trace_pictures.sh)
 docs)  want="$common libcmocka-dev python3 binutils graphviz gnuplot-nox" ;;
 *) echo "usage: $0 test|bench|docs" >&2; exit 2 ;;

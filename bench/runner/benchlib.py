@@ -17,16 +17,17 @@ class BenchError(Exception):
 
 
 # The folder of bench/ whose meson.build lists each program: where it is
-# built, under the build dir's bench/ (handoff_go: where bench/runner/run.py
-# builds the Go peer of the hand-off section)
+# built, under the build dir's bench/ (the Go and tokio peers, echo_go,
+# http_go, echo_tokio, handoff_go, handoff_tokio: where bench/runner/peers.py
+# builds them, beside their sources' folder)
 FOLDERS = {"echo": ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot",
                     "echo_load"],
            "http": ["http_coring", "http_coring_stream", "http_epoll"],
            "files": ["fileio"],
-           "contexts": ["handoff", "handoff_pthread", "handoff_go", "sync", "xsubmit", "dispatch"],
+           "contexts": ["handoff", "handoff_pthread", "handoff_go", "handoff_tokio", "sync", "xsubmit", "dispatch"],
            "coroutine": ["switch", "memory"],
            "trace": ["trace_cost"],
-           "peers": ["echo_libuv", "echo_asio", "http_nginx"]}
+           "peers": ["echo_libuv", "echo_asio", "http_nginx", "echo_go", "http_go", "echo_tokio"]}
 FOLDER = {name: folder for folder, names in FOLDERS.items() for name in names}
 
 
