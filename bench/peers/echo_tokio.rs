@@ -15,8 +15,9 @@
 //! accept loop and every connection on one thread, as one coring context;
 //! --threads N > 1 runs the multi-thread runtime with N workers (tokio
 //! spreads the tasks over them itself; one listener serves them all, where
-//! the other servers open one SO_REUSEPORT listener per thread). The listen
-//! backlog is tokio's (1024). 127.0.0.1, "port=P" on stdout once listening
+//! the other servers open one SO_REUSEPORT listener per thread). The
+//! listener is a tokio TcpSocket with SO_REUSEADDR and the other servers'
+//! backlog (4096; TcpListener::bind would take 1024). 127.0.0.1, "port=P" on stdout once listening
 //! (--port 0: a free port), SIGINT/SIGTERM: exit 0.
 //!
 //! bench/runner/run.py builds it offline with Debian's cargo and the
@@ -25,7 +26,7 @@
 use std::process::exit;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::signal::unix::{signal, SignalKind};
 
 const BUF_SIZE: usize = 16384;
@@ -67,8 +68,15 @@ async fn serve(mut socket: TcpStream) {
     }
 }
 
+fn listen(port: u16) -> std::io::Result<TcpListener> {
+    let socket = TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))?;
+    socket.listen(4096)
+}
+
 async fn run(port: u16, threads: usize) {
-    let listener = match TcpListener::bind(("127.0.0.1", port)).await {
+    let listener = match listen(port) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("echo_tokio: listen: {}", e);

@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import benchlib
+import peers
 from benchlib import BenchError
 
 MODES = {
@@ -37,20 +38,24 @@ NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round nois
 RETRIES = 2             # repeats of a noisy round
 
 ECHO_SERVERS = ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot"] + \
-    ["echo_libuv", "echo_asio"]
-HTTP_SERVERS = ["http_coring", "http_coring_stream", "http_epoll", "http_nginx"]
+    ["echo_libuv", "echo_asio", "echo_go", "echo_tokio"]
+HTTP_SERVERS = ["http_coring", "http_coring_stream", "http_epoll", "http_nginx", "http_go"]
 SHORT = {"echo_coring": "coring", "echo_coring_stream": "stream", "echo_epoll": "epoll",
          "echo_uring": "uring", "echo_uring_mshot": "mshot", "http_coring": "coring",
          "http_coring_stream": "stream", "http_epoll": "epoll",
-         "echo_libuv": "libuv", "echo_asio": "asio", "http_nginx": "nginx"}
+         "echo_libuv": "libuv", "echo_asio": "asio", "http_nginx": "nginx",
+         "echo_go": "go", "http_go": "go", "echo_tokio": "tokio"}
 TITLE = {"coring": "coring", "stream": "co stream", "epoll": "epoll", "uring": "raw uring",
-         "mshot": "raw mshot", "libuv": "libuv", "asio": "Asio", "nginx": "nginx"}
-ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot", "libuv", "asio"]  # table and chart order
-HTTP_SHORT = ["coring", "stream", "epoll", "nginx"]
-CHART_SHORT = ECHO_SHORT + ["nginx"]  # the chart's bars: echo and HTTP
+         "mshot": "raw mshot", "libuv": "libuv", "asio": "Asio", "nginx": "nginx", "go": "Go",
+         "tokio": "tokio"}
+ECHO_SHORT = ["coring", "stream", "epoll", "uring", "mshot", "libuv", "asio", "go", "tokio"]  # table and chart order
+HTTP_SHORT = ["coring", "stream", "epoll", "nginx", "go"]
+CHART_SHORT = ECHO_SHORT + ["nginx"]  # the chart's bars: echo and HTTP (Go's HTTP server in Go's bar)
 # The peers (bench/peers/, built where their library is installed): what
-# installs them
-PEERS = {"echo_libuv": "libuv1-dev", "echo_asio": "libboost-dev and g++", "http_nginx": "nginx-light"}
+# installs them. meson builds the C and C++ ones; the runner builds Go's and
+# tokio's (bench/runner/peers.py) when a section first needs them.
+PEERS = {"echo_libuv": "libuv1-dev", "echo_asio": "libboost-dev and g++", "http_nginx": "nginx-light",
+         "echo_go": "golang-go", "http_go": "golang-go", "echo_tokio": "cargo and librust-tokio-dev"}
 
 
 class Core:
@@ -89,6 +94,7 @@ class Core:
         self.per_round = {}     # (bench, conns, size, server) or ("file", depth, engine): values by round
         self.servers = []       # started, for the cleanup
         self.said_missing = set()  # peers not built, said once
+        self.peer_builds = {}      # the runner-built peers (peers.py): name -> path, or None
         self.hz = os.sysconf("SC_CLK_TCK")
 
     # ---- output -----------------------------------------------------------
@@ -117,6 +123,10 @@ class Core:
         peer not built is said once, and its columns show "-")."""
         out = {}
         for n in names:
+            if peers.built_here(n):
+                if self.peer_program(n):
+                    out[n] = self.start(n)
+                continue
             if n in PEERS and not os.access(benchlib.program(self.bench, n), os.X_OK):
                 if n not in self.said_missing:
                     self.said_missing.add(n)
@@ -125,6 +135,26 @@ class Core:
                 continue
             out[n] = self.start(n)
         return out
+
+    def peer_program(self, name):
+        """A Go or tokio peer (bench/runner/peers.py), built into the build
+        dir the first time the run needs it: its path, or None. Either way
+        said once: what built it, or in one line why it could not be built
+        (then its columns show "-" and the section goes on)."""
+        if name in self.peer_builds:
+            return self.peer_builds[name]
+        kind = "tokio" if "tokio" in name else "Go"
+        what = "cargo and librust-tokio-dev" if kind == "tokio" else "golang-go"
+        self.progress(f"(building {name})\n")
+        path, why = peers.build(self.build, name)
+        self.peer_builds[name] = path
+        if path is None:
+            self.say(f"bench: {name} not built ({why}): its columns skipped "
+                     f"(make bench installs {what}: tools/deps.sh bench)")
+        elif kind not in self.said_missing:
+            self.said_missing.add(kind)
+            self.say(f"({kind} peers: {peers.versions(self.build, name)})")
+        return path
 
     def stop(self, s):
         self.servers.remove(s)

@@ -5,6 +5,7 @@ cargo, both offline and inside the build directory (caches, GOPATH,
 CARGO_HOME, target dir: nothing written to the source tree or $HOME).
 
     build(build_dir, name) -> (path, None) or (None, why not, in a few words)
+    missing(name) -> why its tools or crates are not there, or None
 
 Go: bench/peers/echo_go.go, http_go.go and bench/contexts/handoff.go, the
 standard library only (GOPROXY=off, GOTOOLCHAIN=local). tokio:
@@ -78,9 +79,9 @@ def last_line(log):
 
 
 def build_go(build, name):
+    if missing(name):
+        return None, missing(name)
     go = shutil.which("go")
-    if not go:
-        return None, "go not found (golang-go missing)"
     gdir = os.path.join(os.path.abspath(build), "go")
     os.makedirs(gdir, exist_ok=True)
     exe = os.path.abspath(benchlib.program(os.path.join(build, "bench"), name))
@@ -104,10 +105,8 @@ def tokio_in_registry():
 
 def build_tokio(build):
     """Both tokio binaries: ({name: path}, None) or (None, why not)."""
-    if not (os.access(CARGO, os.X_OK) and os.access(RUSTC, os.X_OK)):
-        return None, f"{CARGO} or {RUSTC} not found (Debian's cargo missing)"
-    if not tokio_in_registry():
-        return None, f"no tokio crate under {REGISTRY} (librust-tokio-dev missing)"
+    if missing(TOKIO_BINS[0]):
+        return None, missing(TOKIO_BINS[0])
     tdir = os.path.join(os.path.abspath(build), "tokio")
     home = os.path.join(tdir, "cargo-home")
     os.makedirs(home, exist_ok=True)
@@ -143,6 +142,18 @@ def build_tokio(build):
         os.replace(tmp, exe)  # a running copy is not overwritten in place
         out[name] = exe
     return out, None
+
+
+def missing(name):
+    """Why the peer name cannot be built on this machine (its tools or
+    crates are not installed), or None."""
+    if name in GO_SOURCES:
+        return None if shutil.which("go") else "go not found (golang-go missing)"
+    if not (os.access(CARGO, os.X_OK) and os.access(RUSTC, os.X_OK)):
+        return f"{CARGO} or {RUSTC} not found (Debian's cargo missing)"
+    if not tokio_in_registry():
+        return f"no tokio crate under {REGISTRY} (librust-tokio-dev missing)"
+    return None
 
 
 def build(build_dir, name):

@@ -66,8 +66,9 @@ class Chart:
             def plot(spec):
                 return f"plot {spec}" if spec else "set multiplot next"
             colors = ['"#1b9e77"', '"#66a61e"', '"#d95f02"', '"#7570b3"', '"#e7298a"']
-            # the echo servers, then the peers (libuv, Asio; nginx in the HTTP bars)
-            ecolors = colors + ['"#e6ab02"', '"#a6761d"', '"#666666"']
+            # the echo servers, then the peers (libuv, Asio, Go, tokio; nginx in the HTTP
+            # bars, Go's net/http in Go's)
+            ecolors = colors + ['"#e6ab02"', '"#a6761d"', '"#1f78b4"', '"#b15928"', '"#666666"']
             names = [TITLE[s] for s in CHART_SHORT]
             fnames = ["coring", "coring, 1 read/enter", "fio io_uring", "fio io_uring fixed", "fio psync"]
 
@@ -89,7 +90,7 @@ set output "{png}"
 set datafile missing "-"
 set grid ytics
 set key top right
-set multiplot layout 4,2 title "coring vs epoll, raw liburing, libuv, Asio, nginx; file reads vs fio; hand-off vs Go ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
+set multiplot layout 4,2 title "coring vs epoll, raw liburing, libuv, Asio, Go, tokio, nginx; file reads vs fio; hand-off vs Go, tokio ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.85 border -1

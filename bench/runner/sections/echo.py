@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Section "echo": the echo servers (coring, epoll, raw liburing, the
-peers) under echo_load, every connection count and message size of the
+peers: libuv, Asio, Go, tokio) under echo_load, every connection count and message size of the
 mode; and the rows of latest.csv that the echo, curve and HTTP sections
 record, with their table."""
 
@@ -65,7 +65,8 @@ class Echo:
             self.add_row(bench, conns, size, n, res[n], calls)
 
     def echo(self):
-        self.say("== echo: coring vs epoll vs raw liburing (simple and multishot) vs libuv and Boost.Asio")
+        self.say("== echo: coring vs epoll vs raw liburing (simple and multishot) vs libuv, Boost.Asio, "
+                 "Go's net and tokio")
         servers = self.start_all(ECHO_SERVERS)
         for c in self.m["conns"]:
             for z in self.m["sizes"]:
@@ -89,9 +90,10 @@ class Echo:
         rows = self.by(bench)
         servers = ECHO_SHORT if bench == "echo" else HTTP_SHORT
         ratios = [("coring", "epoll"), ("coring", "uring"), ("coring", "mshot"), ("stream", "uring"),
-                  ("stream", "mshot"), ("coring", "libuv"), ("coring", "asio")] \
+                  ("stream", "mshot"), ("coring", "libuv"), ("coring", "asio"), ("coring", "go"),
+                  ("coring", "tokio")] \
             if bench == "echo" else [("coring", "epoll"), ("stream", "epoll"), ("coring", "nginx"),
-                                     ("stream", "nginx")]
+                                     ("stream", "nginx"), ("coring", "go")]
         metrics = [("rps_median", "req/s", "{:.0f}"), ("cpu_us_per_req", "CPU us/req", "{:.2f}"),
                    ("syscalls_per_req", "syscalls/req", "{:.2f}"), ("p99_us", "p99 us", "{:.0f}"),
                    ("spread_pct", "spread %", "{:.1f}")]

@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: MIT
 """Section "handoff": hand-off between contexts, coring
-(bench/contexts/handoff.c) against two pthreads (handoff_pthread.c) and Go
-(handoff.go, built here when go is found); handoff.csv, its table, its
-targets and its two chart panels."""
+(bench/contexts/handoff.c) against two pthreads (handoff_pthread.c), Go
+(handoff.go) and tokio (handoff_tokio.rs), the last two built by
+bench/runner/peers.py when go and Debian's cargo and tokio are there;
+handoff.csv, its table, its targets and its two chart panels."""
 
 import os
-import subprocess
 import time
 
 import benchlib
 from benchlib import BenchError, median, spread_pct
 from core import RETRIES
 
-# bench/, the source folder this runner is in
-BENCH_SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-# The hand-off section (bench/contexts/handoff.c, handoff_pthread.c, handoff.go): the
+# The hand-off section (bench/contexts/handoff.c, handoff_pthread.c, handoff.go,
+# handoff_tokio.rs): the
 # counts and time bound of each shape, per mode (each shape stops at its
 # count or its time, whichever comes first)
 HANDOFF_MODES = {
@@ -29,19 +27,22 @@ HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16",
                              "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"],
                   "pthread": ["spin", "cond", "mutex"]}
 HANDOFF_SHAPES["go"] = HANDOFF_SHAPES["coring"]
+# tokio has no transfer (a task cannot be moved to a thread) and no channel of
+# capacity 0 (Go's stand-in)
+HANDOFF_SHAPES["tokio"] = [s for s in HANDOFF_SHAPES["coring"] if s != "transfer"]
 # the table's rows: shape, label, the pthread limit's shape, the condition variable's
 HANDOFF_ROWS = [
     ("pingpong", "channel ping-pong, capacity 1, round trip", "spin", "cond"),
     ("transfer", "co_transfer_to 0 -> 1 -> 0 (Go: unbuffered hop)", "spin", "cond"),
-    ("spawn", "co_spawn_on round trip (Go: go func)", "spin", "cond"),
+    ("spawn", "co_spawn_on round trip (Go: go func; tokio: spawn)", "spin", "cond"),
     ("chan1", "channel 8 B items, capacity 1", None, None),
     ("chan16", "channel 8 B items, capacity 16", None, None),
     ("chan256", "channel 8 B items, capacity 256", None, None),
-    ("chan16_many", "capacity 16, recv_many (Go: one per receive)", None, None),
-    ("chan256_many", "capacity 256, recv_many (Go: one per receive)", None, None),
-    ("pingpong_one", "ping-pong, one context (Go: GOMAXPROCS=1)", None, None),
-    ("chan16_one", "capacity 16, one context (Go: GOMAXPROCS=1)", None, None),
-    ("chan256_one", "capacity 256, one context (Go: GOMAXPROCS=1)", None, None),
+    ("chan16_many", "capacity 16, recv_many (Go, tokio: one per receive)", None, None),
+    ("chan256_many", "capacity 256, recv_many (Go, tokio: one per receive)", None, None),
+    ("pingpong_one", "ping-pong, one context (GOMAXPROCS=1; current_thread)", None, None),
+    ("chan16_one", "capacity 16, one context (GOMAXPROCS=1; current_thread)", None, None),
+    ("chan256_one", "capacity 256, one context (GOMAXPROCS=1; current_thread)", None, None),
     ("mutex1", "mutex, 1 coroutine per context", "mutex", None),
     ("mutex32", "mutex, 32 coroutines per context", "mutex", None),
     ("idle", "idle, from 1 ms after a burst", None, None),
@@ -57,6 +58,10 @@ HANDOFF_GOALS = [
     ("transfer", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
     ("chan16", "go", "chan16", "items/s coring/Go", ">=", 0.5),
     ("chan256", "go", "chan256", "items/s coring/Go", ">=", 0.5),
+    ("pingpong", "tokio", "pingpong", "round trip coring/tokio's channel round trip", "<=", 2),
+    ("transfer", "tokio", "pingpong", "round trip coring/tokio's channel round trip", "<=", 2),
+    ("chan16", "tokio", "chan16", "items/s coring/tokio", ">=", 0.5),
+    ("chan256", "tokio", "chan256", "items/s coring/tokio", ">=", 0.5),
     ("mutex1", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
     ("mutex32", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
 ]
@@ -67,27 +72,6 @@ HANDOFF_COLUMNS = ["shape", "peer", "value_median", "value_min", "value_max", "u
 
 class Handoff:
     """The hand-off section: the runs, the table, the targets, the chart's panels."""
-
-    def handoff_go(self):
-        """Build bench/contexts/handoff.go into the build dir (offline: its cache and
-        GOPATH there, no module proxy); its path, or None without go."""
-        if not self.have("go", "the Go column of the hand-off section"):
-            return None
-        gdir = os.path.join(os.path.abspath(self.build), "go")
-        exe = benchlib.program(self.bench, "handoff_go")
-        src = os.path.join(BENCH_SRC, "contexts", "handoff.go")
-        env = dict(os.environ, GOCACHE=os.path.join(gdir, "cache"), GOPATH=os.path.join(gdir, "path"),
-                   GOFLAGS="-mod=mod", GOPROXY="off", GOENV="off")
-        try:
-            p = subprocess.run(["go", "build", "-o", exe, src], env=env, capture_output=True, text=True,
-                               timeout=600)
-        except subprocess.TimeoutExpired:
-            raise BenchError("go build of bench/contexts/handoff.go did not finish in 600 s")
-        if p.returncode != 0:
-            raise BenchError(f"go build of bench/contexts/handoff.go failed:\n{p.stdout}{p.stderr}")
-        v = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
-        self.say(f"({v}, GOMAXPROCS=2; 1 in the one-context rows)")
-        return exe
 
     def handoff_round(self, peer, argv):
         """One run of a hand-off program: {shape: result line}, noisy flag."""
@@ -113,15 +97,22 @@ class Handoff:
         if os.environ.get("SECONDS_PER_ROUND"):
             hm["seconds"] = float(os.environ["SECONDS_PER_ROUND"])
         rounds = self.m["rounds"]
-        self.say(f"== hand-off between contexts: coring (a scheduler of 2 contexts) vs Go vs two pthreads "
-                 f"(unpinned; median of {rounds} round(s), each shape at most {hm['seconds']:g} s)")
+        self.say(f"== hand-off between contexts: coring (a scheduler of 2 contexts) vs Go vs tokio vs two "
+                 f"pthreads (unpinned; median of {rounds} round(s), each shape at most {hm['seconds']:g} s)")
         args = ["--rt", str(hm["rt"]), "--items", str(hm["items"]), "--ops", str(hm["ops"]),
                 "--seconds", str(hm["seconds"]), "--idle-ms", str(hm["idle_ms"])]
         progs = {"coring": [benchlib.program(self.bench, "handoff")] + args,
                  "pthread": [benchlib.program(self.bench, "handoff_pthread")] + args}
-        go = self.handoff_go()
+        # the peers built here (bench/runner/peers.py); one not built: said, its column "-"
+        go = self.peer_program("handoff_go")
         if go:
+            self.say("(Go: GOMAXPROCS=2; 1 in the one-context rows)")
             progs["go"] = ["env", "GOMAXPROCS=2", go] + args
+        tokio = self.peer_program("handoff_tokio")
+        if tokio:
+            self.say("(tokio: a multi-thread runtime of 2 workers; the current-thread runtime in the "
+                     "one-context rows)")
+            progs["tokio"] = [tokio] + args
         res = {p: [] for p in progs}
         self.progress(f"{'handoff':<18}")
         for r in range(rounds):
@@ -157,21 +148,22 @@ class Handoff:
                     "per_s")
 
     def handoff_table(self):
-        cols = ["coring", "Go", "pthread limit", "pthread cond"]
-        lines = [f"{'shape':<48} {'unit':<10}" + "".join(f"{c:>14}" for c in cols) +
-                 f"{'coring/Go':>11}{'coring/limit':>14}{'spread %':>10}"]
+        cols = ["coring", "Go", "tokio", "pthread limit", "pthread cond"]
+        lines = [f"{'shape':<56} {'unit':<10}" + "".join(f"{c:>14}" for c in cols) +
+                 f"{'coring/Go':>11}{'coring/tokio':>14}{'coring/limit':>14}{'spread %':>10}"]
 
         def fmt(v):
             return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
         for shape, label, limit, cond in HANDOFF_ROWS:
             unit = HANDOFF_UNITS[self.handoff_unit(shape)]
             c, g = self.handoff_value("coring", shape), self.handoff_value("go", shape)
+            t = self.handoff_value("tokio", shape)
             lim = self.handoff_value("pthread", limit) if limit else None
             slp = self.handoff_value("pthread", cond) if cond else None
-            rat = [f"{c / b:.2f}" if c is not None and b else "-" for b in (g, lim)]
+            rat = [f"{c / b:.2f}" if c is not None and b else "-" for b in (g, t, lim)]
             spread = [r["spread_pct"] for r in self.handoff_rows if r["peer"] == "coring" and r["shape"] == shape]
-            lines.append(f"{label:<48} {unit:<10}" + "".join(f"{fmt(v):>14}" for v in (c, g, lim, slp)) +
-                         f"{rat[0]:>11}{rat[1]:>14}{spread[0] if spread else '-':>10}")
+            lines.append(f"{label:<56} {unit:<10}" + "".join(f"{fmt(v):>14}" for v in (c, g, t, lim, slp)) +
+                         f"{rat[0]:>11}{rat[1]:>14}{rat[2]:>14}{spread[0] if spread else '-':>10}")
         noisy = sum(r["noisy_rounds"] for r in self.handoff_rows if r["shape"] in ("pingpong", "spin"))
         lines.append("(ratios of the figures shown: for round trips lower is better, for rates higher; "
                      "limit: two threads spinning on one cache line, or on a pthread_mutex; cond: two threads "
@@ -200,9 +192,9 @@ class Handoff:
         """Two chart panels: round trips and rates (empty without data)."""
         if not self.handoff_rows:
             return "set multiplot next\nset multiplot next"
-        peers = [("coring", None), ("go", None), ("pthread", "limit"), ("pthread", "cond")]
-        titles = ["coring", "Go", "2 threads: limit", "2 threads: cond. var."]
-        colors = ['"#1b9e77"', '"#7570b3"', '"#d95f02"', '"#e7298a"']
+        peers = [("coring", None), ("go", None), ("tokio", None), ("pthread", "limit"), ("pthread", "cond")]
+        titles = ["coring", "Go", "tokio", "2 threads: limit", "2 threads: cond. var."]
+        colors = ['"#1b9e77"', '"#7570b3"', '"#a6761d"', '"#d95f02"', '"#e7298a"']
         rt, rate = os.path.join(tmp, "handoff_rt.dat"), os.path.join(tmp, "handoff_rate.dat")
         with open(rt, "w") as f_rt, open(rate, "w") as f_rate:
             for shape, label, limit, cond in HANDOFF_ROWS:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Section "http": the HTTP servers (coring, epoll, nginx) under wrk; the
+"""Section "http": the HTTP servers (coring, epoll, nginx, Go's net/http) under wrk; the
 rows go to latest.csv and the table is the echo section's
 (sections/echo.py)."""
 
@@ -46,7 +46,7 @@ class Http:
         return r
 
     def http(self):
-        self.say("== HTTP via wrk: coring vs epoll vs nginx (headline: server CPU per request)")
+        self.say("== HTTP via wrk: coring vs epoll vs nginx vs Go's net/http (headline: server CPU per request)")
         if not self.have("wrk", "HTTP rows"):
             return
         servers = self.start_all(HTTP_SERVERS)

@@ -101,21 +101,24 @@ class Targets:
         return f" [rounds' ratios {min(r):.2f}-{max(r):.2f}]"
 
     def peer_targets(self, echo, http, verdict):
-        """coring against the peers: CPU per request <= 1.00x libuv and Asio
-        at 50 x 64 B and 500 x 1 KiB echo, <= 0.90x nginx for HTTP."""
+        """coring against the peers: CPU per request <= 1.00x libuv and Asio,
+        and (a line of their own) Go's net and tokio, at 50 x 64 B and
+        500 x 1 KiB echo; <= 0.90x nginx, and Go's net/http, for HTTP."""
         out = []
         for c, z in ((50, 64), (500, 1024)):
             a = echo.get((c, z, "coring"))
-            peers = {p: echo.get((c, z, p)) for p in ("libuv", "asio") if echo.get((c, z, p))}
-            if a and peers:
-                r = {p: a["cpu_us_per_req"] / row["cpu_us_per_req"] for p, row in peers.items()}
-                out.append(f"echo {c:3d}c {z:4d}B: CPU/req " +
-                           ", ".join(f"coring/{TITLE[p]} {v:.2f}" for p, v in r.items()) +
-                           f" (<= 1.00: {verdict(all(v <= 1.0 for v in r.values()))})")
+            for group in (("libuv", "asio"), ("go", "tokio")):
+                peers = {p: echo.get((c, z, p)) for p in group if echo.get((c, z, p))}
+                if a and peers:
+                    r = {p: a["cpu_us_per_req"] / row["cpu_us_per_req"] for p, row in peers.items()}
+                    out.append(f"echo {c:3d}c {z:4d}B: CPU/req " +
+                               ", ".join(f"coring/{TITLE[p]} {v:.2f}" for p, v in r.items()) +
+                               f" (<= 1.00: {verdict(all(v <= 1.0 for v in r.values()))})")
         for c in self.m["http_conns"]:
-            a, b = http.get((c, 0, "coring")), http.get((c, 0, "nginx"))
-            if a and b:
-                r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
-                out.append(f"http {c:3d}c (wrk): CPU/req coring/nginx {r:.2f} (<= 0.90: {verdict(r <= 0.9)}); "
-                           f"req/s {a['rps_median'] / b['rps_median']:.2f}")
+            for peer in ("nginx", "go"):
+                a, b = http.get((c, 0, "coring")), http.get((c, 0, peer))
+                if a and b:
+                    r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
+                    out.append(f"http {c:3d}c (wrk): CPU/req coring/{TITLE[peer]} {r:.2f} "
+                               f"(<= 0.90: {verdict(r <= 0.9)}); req/s {a['rps_median'] / b['rps_median']:.2f}")
         return out
