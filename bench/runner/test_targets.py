@@ -94,7 +94,25 @@ def main():
         expect(got, "coring/raw 0.83 (<= 1.00: met)")
         if "rounds' ratios" in got:
             fail(f"a bracket from one round: {got}")
-    print("ok: echo and file targets judge the defaults, with the rounds' range")
+
+        # a CPU per request read 0 (a QUICK round on a busy machine: under a
+        # clock tick) leaves that target without a verdict, and the run goes on
+        r3 = run.Run(build)
+        r3.say = lambda text="": r3.lines.append(text)
+        for a, cpu in (("echo_coring", 5.0), ("echo_uring", 6.0), ("echo_epoll", 0.0),
+                       ("echo_uring_mshot", 6.0), ("echo_libuv", 6.0), ("echo_go", 0.0),
+                       ("echo_tokio", 6.0)):
+            r3.add_row("echo", 50, 64, a, echo_rounds([cpu]))
+        for a, cpu in (("http_coring", 5.0), ("http_epoll", 6.0), ("http_go", 0.0)):
+            r3.add_row("http", 50, 0, a, echo_rounds([cpu]))
+        got = targets(r3)
+        line(got, "echo  50c   64B: no verdict: CPU/req of epoll read 0")
+        line(got, "echo  50c   64B: no verdict: CPU/req of Go read 0")
+        expect(line(got, "echo  50c   64B: CPU/req coring/libuv"), "coring/libuv 0.83 (<= 1.00: met)")
+        line(got, "http  50c (wrk): no verdict: CPU/req of Go read 0")
+        expect(line(got, "http  50c (wrk): CPU/req coring/epoll"), "0.83 (<= 0.95: met)")
+    print("ok: echo and file targets judge the defaults, with the rounds' range; a CPU read 0 "
+          "leaves its target without a verdict")
 
 
 if __name__ == "__main__":

@@ -22,13 +22,16 @@ class Targets:
                 if not all(g.values()) or c == 1:
                     continue
                 cpu = {s: g[s]["cpu_us_per_req"] for s in g}
+                if not all(cpu.values()):
+                    out.append(self.no_cpu(f"echo {c:3d}c {z:4d}B", cpu))
+                    continue
                 # the default server no dearer than raw liburing (the hand-off work's line)
                 r = cpu["coring"] / cpu["uring"]
                 line = (f"echo {c:3d}c {z:4d}B: CPU/req coring/raw {r:.2f} (<= 1.00: {verdict(r <= 1.0)})"
                         f"{self.paired(('echo', c, z, 'coring'), ('echo', c, z, 'uring'))}, "
                         f"coring/epoll {cpu['coring'] / cpu['epoll']:.2f}, coring/mshot {cpu['coring'] / cpu['mshot']:.2f}")
                 st = echo.get((c, z, "stream"))
-                if st:  # coring's best: the streaming server
+                if st and st["cpu_us_per_req"]:  # coring's best: the streaming server
                     cpu["stream"] = st["cpu_us_per_req"]
                     line += (f", stream/raw {cpu['stream'] / cpu['uring']:.2f}, "
                              f"stream/mshot {cpu['stream'] / cpu['mshot']:.2f}")
@@ -40,12 +43,15 @@ class Targets:
         http = self.by("http")
         for c in self.m["http_conns"]:
             a, b = http.get((c, 0, "coring")), http.get((c, 0, "epoll"))
-            if a and b:
+            if a and b and not (a["cpu_us_per_req"] and b["cpu_us_per_req"]):
+                out.append(self.no_cpu(f"http {c:3d}c (wrk)", {"coring": a["cpu_us_per_req"],
+                                                              "epoll": b["cpu_us_per_req"]}))
+            elif a and b:
                 r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
                 line = (f"http {c:3d}c (wrk): CPU/req coring/epoll {r:.2f} (<= 0.95: {verdict(r <= 0.95)}); "
                         f"req/s {a['rps_median'] / b['rps_median']:.2f}")
                 st = http.get((c, 0, "stream"))
-                if st:
+                if st and st["cpu_us_per_req"]:
                     line += f"; stream/epoll CPU/req {st['cpu_us_per_req'] / b['cpu_us_per_req']:.2f}"
                 out.append(line)
         out += self.peer_targets(echo, http, verdict)
@@ -91,6 +97,14 @@ class Targets:
                 self.say(line)
             self.say()
 
+    @staticmethod
+    def no_cpu(what, cpu):
+        """The line of a target left without a verdict: a server's CPU per
+        request read 0 (less than a clock tick over its window: on a machine
+        this busy, a QUICK round's window is too short to judge)."""
+        zero = ", ".join(s for s, v in cpu.items() if not v)
+        return f"{what}: no verdict: CPU/req of {zero} read 0 (under a clock tick in the window)"
+
     def paired(self, a, b):
         """The range of a/b over the rounds (a and b ran in the same rounds,
         in turn): how far one round's ratio strays from the medians'."""
@@ -109,7 +123,12 @@ class Targets:
             a = echo.get((c, z, "coring"))
             for group in (("libuv", "asio"), ("go", "tokio")):
                 peers = {p: echo.get((c, z, p)) for p in group if echo.get((c, z, p))}
-                if a and peers:
+                zero = {TITLE[p]: 0 for p, row in peers.items() if not row["cpu_us_per_req"]}
+                if a and not a["cpu_us_per_req"]:
+                    zero["coring"] = 0
+                if a and peers and zero:
+                    out.append(self.no_cpu(f"echo {c:3d}c {z:4d}B", zero))
+                elif a and peers:
                     r = {p: a["cpu_us_per_req"] / row["cpu_us_per_req"] for p, row in peers.items()}
                     out.append(f"echo {c:3d}c {z:4d}B: CPU/req " +
                                ", ".join(f"coring/{TITLE[p]} {v:.2f}" for p, v in r.items()) +
@@ -117,7 +136,10 @@ class Targets:
         for c in self.m["http_conns"]:
             for peer in ("nginx", "go"):
                 a, b = http.get((c, 0, "coring")), http.get((c, 0, peer))
-                if a and b:
+                if a and b and not (a["cpu_us_per_req"] and b["cpu_us_per_req"]):
+                    out.append(self.no_cpu(f"http {c:3d}c (wrk)", {"coring": a["cpu_us_per_req"],
+                                                                  TITLE[peer]: b["cpu_us_per_req"]}))
+                elif a and b:
                     r = a["cpu_us_per_req"] / b["cpu_us_per_req"]
                     out.append(f"http {c:3d}c (wrk): CPU/req coring/{TITLE[peer]} {r:.2f} "
                                f"(<= 0.90: {verdict(r <= 0.9)}); req/s {a['rps_median'] / b['rps_median']:.2f}")
