@@ -253,25 +253,79 @@ static int engine_slept(co_engine *e, int ret)
 	return ret;
 }
 
+/* liburing's own flag (INT_FLAG_REG_RING) in io_uring.int_flags: the ring
+ * fd is registered (io_uring_register_ring_fd, at the first run), and
+ * enter_ring_fd is its index */
+#define LIBURING_REG_RING 1u
+
+/*
+ * Submit what is queued and wait for a completion, or until *ts (NULL: no
+ * limit), in one io_uring_enter. liburing's submit-and-wait does the same
+ * and more: with a timeout it peeks at the CQ before and after the call,
+ * which the loop's reap does anyway. Where the kernel takes no timeout
+ * argument (no EXT_ARG) or its own thread submits (SQPOLL), liburing's.
+ */
+static int enter_wait(co_engine *e, struct __kernel_timespec *ts)
+{
+	struct io_uring *ring = &e->ring;
+	struct io_uring_sq *sq = &ring->sq;
+	struct io_uring_getevents_arg arg = { .ts = (uint64_t)(uintptr_t)ts };
+	unsigned tail = sq->sqe_tail, flags = IORING_ENTER_GETEVENTS;
+
+	if (co__unlikely(ring->flags & IORING_SETUP_SQPOLL) ||
+	    (ts && !(ring->features & IORING_FEAT_EXT_ARG))) {
+		struct io_uring_cqe *cqe;
+
+		return ts ? io_uring_submit_and_wait_timeout(ring, &cqe, 1, ts, NULL)
+			  : io_uring_submit_and_wait(ring, 1);
+	}
+	/* liburing's flush: the kernel sees the SQEs handed out up to tail */
+	if (sq->sqe_head != tail) {
+		sq->sqe_head = tail;
+		io_uring_smp_store_release(sq->ktail, tail);
+	}
+	if (ring->int_flags & LIBURING_REG_RING)
+		flags |= IORING_ENTER_REGISTERED_RING;
+	if (ts == NULL) /* io_uring_enter2 answers -errno */
+		return io_uring_enter2((unsigned)ring->enter_ring_fd, tail - *sq->khead, 1, flags,
+				       NULL, _NSIG / 8);
+	return io_uring_enter2((unsigned)ring->enter_ring_fd, tail - *sq->khead, 1,
+			       flags | IORING_ENTER_EXT_ARG, (sigset_t *)&arg, sizeof arg);
+}
+
+/* RUNNING_ON_VALGRIND, asked once: a dozen instructions (a client
+ * request) that the sleep of every turn would pay. 0 not asked yet, 1 no,
+ * 2 yes. */
+static int under_valgrind(void)
+{
+	static _Atomic int known;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+
+	if (co__unlikely(v == 0)) {
+		v = co__under_valgrind() ? 2 : 1;
+		atomic_store_explicit(&known, v, memory_order_relaxed);
+	}
+	return v == 2;
+}
+
 /* valgrind 3.19 holds its lock through io_uring_enter: no other thread of
  * the process runs while this one waits there, not even the one that
  * would stop or wake it. With nothing in flight the engine waits in ppoll
- * instead, which valgrind knows (lib/engine/engine_wait.c); with I/O in flight it
- * waits in io_uring_enter as natively (so callgrind counts the native
- * path) but for a slice at most, and yields valgrind's lock when a slice
- * ends with nothing. */
+ * instead, which valgrind knows (co__engine_idle_sleep, above); with I/O
+ * in flight it waits in the native path's io_uring_enter (so callgrind
+ * counts that path, plus the timeout argument) but for a slice at most,
+ * and yields valgrind's lock when a slice ends with nothing. */
 static int valgrind_sleep(co_engine *e, uint64_t ns, int idle)
 {
 	static const struct __kernel_timespec slice = { 0, VALGRIND_SLICE_NS };
 	struct __kernel_timespec ts = slice;
-	struct io_uring_cqe *cqe;
 	int sliced = ns == 0 || ns > VALGRIND_SLICE_NS, ret;
 
 	if (idle)
 		return co__engine_idle_sleep(e, ns);
 	if (!sliced)
 		co__ns_to_ts(&ts, ns);
-	ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+	ret = enter_wait(e, &ts);
 	if (sliced && ret == -ETIME) {
 		sched_yield(); /* valgrind hands its lock on here */
 		ret = 0;
@@ -301,15 +355,15 @@ int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 		return 0;
 	}
 	e->stats.waits++;
-	if (co__unlikely(co__under_valgrind()))
+	if (co__unlikely(under_valgrind()))
 		return engine_slept(e, valgrind_sleep(e, ns, idle));
 	if (ns) {
 		struct __kernel_timespec ts;
-		struct io_uring_cqe *cqe;
+
 		co__ns_to_ts(&ts, ns);
-		ret = io_uring_submit_and_wait_timeout(&e->ring, &cqe, 1, &ts, NULL);
+		ret = enter_wait(e, &ts);
 	} else {
-		ret = io_uring_submit_and_wait(&e->ring, 1);
+		ret = enter_wait(e, NULL);
 	}
 	return engine_slept(e, ret);
 }
