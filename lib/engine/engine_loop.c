@@ -3,7 +3,9 @@
  * The loop (docs/engine.md, "The loop", "Turns and ticks"): each turn
  * takes in what other threads sent, runs the ready frames, submits, waits
  * and dispatches the completions; a tick is one turn that never sleeps.
- * The hot path: what it calls for every frame is inline in engine_impl.h.
+ * The hot path: what it calls for every frame is inline in engine_impl.h,
+ * and the turn's own steps (run_ready, reap_all) are inline in the loop:
+ * as calls, their saved registers cost a turn some 35 instructions.
  */
 
 #include <errno.h>
@@ -78,7 +80,7 @@ static void submit_soon(co_engine *e)
 /* Resume up to max ready frames; a yield waits for the next turn (the
  * later list). Under a cancel stop, every frame resumed is marked
  * cancelled first. */
-static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
+static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
 {
 	co_frame *f;
 
@@ -129,7 +131,7 @@ static void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max)
  * LIBURING_UDATA_TIMEOUT (all ones) liburing's own timeout on kernels
  * without EXT_ARG: ud + 1 <= CO_IO_TAG_MASK + 1 tells both in one test.
  */
-static unsigned reap(co_engine *e)
+static co__inline unsigned reap(co_engine *e)
 {
 	struct io_uring_cq *cq = &e->ring.cq;
 	unsigned head = *cq->khead, tail, n = 0, mask = cq->ring_mask, shift = e->cqe_shift;
@@ -154,7 +156,7 @@ static unsigned reap(co_engine *e)
 	return n;
 }
 
-static void reap_all(co_engine *e)
+static co__inline void reap_all(co_engine *e)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
