@@ -4,11 +4,14 @@
 server ends (stopped, killed, failing to start, exiting with an error), its
 directory for stdout and stderr is removed, and an error message still
 quotes the server's stderr. Each server is a shell that ends within 30 s
-on its own; the test leaves TMPDIR as it found it.
+on its own. The servers' directories go to a directory of the test's own
+(tempfile.tempdir), so a bench running beside it cannot be taken for a
+leak; it is removed at the end.
 """
 
 import glob
 import os
+import shutil
 import sys
 import tempfile
 
@@ -43,6 +46,16 @@ def expect_error(start, words, before):
 
 
 def main():
+    own = tempfile.mkdtemp(prefix="coring-bench-test-")
+    tempfile.tempdir = own  # benchlib's TemporaryDirectory goes here
+    try:
+        run()
+    finally:
+        tempfile.tempdir = None
+        shutil.rmtree(own, ignore_errors=True)
+
+
+def run():
     before = dirs()
     kept = []  # referenced to the end: a directory must go with the server, not the object
 
