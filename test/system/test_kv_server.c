@@ -1020,6 +1020,1101 @@ static void test_redis_tools(void **state)
 	assert_int_equal(server_stop(&s, SIGTERM), 0);
 }
 
+/* ---- each family as Redis 7.0 answers (the replies: redis-server 7.0's) ------------------ */
+
+/* the string commands (every reply here is redis-server's) */
+static void test_strings_redis7(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	/* SET and its options */
+	EXPECT(c, "+OK", "SET", "k", "v");
+	EXPECT(c, "$-1", "SET", "k", "v", "NX");
+	EXPECT(c, "$v", "SET", "k", "v2", "XX", "GET");
+	EXPECT(c, "$v2", "SET", "k", "v3", "NX", "GET");
+	EXPECT(c, "$-1", "SET", "nk", "v", "XX", "GET");
+	EXPECT(c, "$v2", "GET", "k");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "EX", "10", "PX", "10");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "KEEPTTL", "EX", "10");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "EX", "10", "EXAT", "10");
+	EXPECT(c, "-ERR invalid expire time in 'set' command", "SET", "k", "v", "EX", "0");
+	EXPECT(c, "-ERR invalid expire time in 'set' command", "SET", "k", "v", "PX", "-1");
+	EXPECT(c, "-ERR value is not an integer or out of range", "SET", "k", "v", "EX", "foo");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "EX", "foo", "NX", "XX");
+	EXPECT(c, "-ERR invalid expire time in 'set' command",
+	       "SET", "k", "v", "EX", "9223372036854775");
+	EXPECT(c, "-ERR invalid expire time in 'set' command",
+	       "SET", "k", "v", "EX", "9223372036854776");
+	EXPECT(c, "-ERR invalid expire time in 'set' command",
+	       "SET", "k", "v", "PX", "9223372036854775807");
+	EXPECT(c, "-ERR invalid expire time in 'set' command",
+	       "SET", "k", "v", "EXAT", "9223372036854775807");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "EX", "100", "NX", "XX");
+	EXPECT(c, "$v2", "SET", "k", "v", "GET", "GET");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "EX");
+	EXPECT(c, "-ERR syntax error", "SET", "k", "v", "FOO");
+	EXPECT(c, "+OK", "SET", "k", "v", "EXAT", "1");
+	EXPECT(c, "$-1", "GET", "k");
+	EXPECT(c, "+OK", "SET", "k", "v", "PXAT", "1");
+	EXPECT(c, ":0", "EXISTS", "k");
+	EXPECT(c, "+OK", "SET", "k", "v", "PXAT", "99999999999999");
+	EXPECT(c, "+OK", "SET", "k", "v2", "KEEPTTL");
+	EXPECT(c, ":100000000000", "EXPIRETIME", "k");
+	EXPECT(c, "+OK", "SET", "k", "v3");
+	EXPECT(c, ":-1", "EXPIRETIME", "k");
+	/* GETEX */
+	EXPECT(c, "$v3", "GETEX", "k");
+	EXPECT(c, "$v3", "GETEX", "k", "EX", "100");
+	EXPECT(c, "$v3", "GETEX", "k", "PERSIST");
+	EXPECT(c, ":-1", "EXPIRETIME", "k");
+	EXPECT(c, "$v3", "GETEX", "k", "EXAT", "99999999999");
+	EXPECT(c, ":99999999999", "EXPIRETIME", "k");
+	EXPECT(c, "-ERR syntax error", "GETEX", "k", "EX", "10", "PX", "10");
+	EXPECT(c, "-ERR syntax error", "GETEX", "k", "PERSIST", "EX", "10");
+	EXPECT(c, "-ERR syntax error", "GETEX", "k", "FOO");
+	EXPECT(c, "-ERR invalid expire time in 'getex' command", "GETEX", "k", "EX", "0");
+	EXPECT(c, "-ERR invalid expire time in 'getex' command", "GETEX", "k", "EX", "-5");
+	EXPECT(c, "-ERR value is not an integer or out of range", "GETEX", "k", "EX", "x");
+	EXPECT(c, "-ERR invalid expire time in 'getex' command",
+	       "GETEX", "k", "EX", "9223372036854776");
+	EXPECT(c, "$v3", "GETEX", "k", "PXAT", "1");
+	EXPECT(c, "$-1", "GET", "k");
+	EXPECT(c, "$-1", "GETEX", "nokey", "EX", "10");
+	/* GETDEL, GETSET, SETEX, PSETEX, SETNX */
+	EXPECT(c, "+OK", "SET", "k", "hello");
+	EXPECT(c, "$hello", "GETDEL", "k");
+	EXPECT(c, "$-1", "GETDEL", "k");
+	EXPECT(c, "$-1", "GETSET", "k", "a");
+	EXPECT(c, "$a", "GETSET", "k", "b");
+	EXPECT(c, "+OK", "SETEX", "k", "10", "v");
+	EXPECT(c, "-ERR invalid expire time in 'setex' command", "SETEX", "k", "0", "v");
+	EXPECT(c, "-ERR invalid expire time in 'setex' command", "SETEX", "k", "-1", "v");
+	EXPECT(c, "-ERR value is not an integer or out of range", "SETEX", "k", "x", "v");
+	EXPECT(c, "-ERR invalid expire time in 'setex' command",
+	       "SETEX", "k", "9223372036854776", "v");
+	EXPECT(c, "-ERR invalid expire time in 'psetex' command", "PSETEX", "k", "0", "v");
+	EXPECT(c, "-ERR invalid expire time in 'psetex' command",
+	       "PSETEX", "k", "9223372036854775807", "v");
+	EXPECT(c, ":0", "SETNX", "k", "v");
+	EXPECT(c, ":1", "SETNX", "k2", "v");
+	EXPECT(c, "$v", "GET", "k2");
+	/* MSET, MSETNX, MGET */
+	EXPECT(c, "+OK", "MSET", "a", "1", "b", "2");
+	EXPECT(c, "-ERR wrong number of arguments for 'mset' command", "MSET", "a", "1", "b");
+	EXPECT(c, ":0", "MSETNX", "a", "1", "c", "3");
+	EXPECT(c, ":1", "MSETNX", "c", "3", "d", "4");
+	EXPECT(c, ":1", "MSETNX", "e", "5", "e", "6");
+	EXPECT(c, "*6 $1 $2 $3 $4 $6 $-1", "MGET", "a", "b", "c", "d", "e", "nope");
+	/* APPEND, STRLEN, GETRANGE, SETRANGE */
+	EXPECT(c, ":5", "APPEND", "ap", "hello");
+	EXPECT(c, ":11", "APPEND", "ap", " world");
+	EXPECT(c, "$hello world", "GET", "ap");
+	EXPECT(c, ":11", "STRLEN", "ap");
+	EXPECT(c, ":0", "STRLEN", "nope");
+	EXPECT(c, "$hell", "GETRANGE", "ap", "0", "3");
+	EXPECT(c, "$rld", "GETRANGE", "ap", "-3", "-1");
+	EXPECT(c, "$hello world", "GETRANGE", "ap", "0", "-1");
+	EXPECT(c, "$", "GETRANGE", "ap", "5", "2");
+	EXPECT(c, "$", "GETRANGE", "ap", "-1", "-5");
+	EXPECT(c, "$", "GETRANGE", "ap", "100", "200");
+	EXPECT(c, "$h", "GETRANGE", "ap", "-100", "-50");
+	EXPECT(c, "$hello world", "GETRANGE", "ap", "0", "9223372036854775807");
+	EXPECT(c, "$hello world", "GETRANGE", "ap", "-9223372036854775808", "9223372036854775807");
+	EXPECT(c, "$", "GETRANGE", "nope", "0", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range", "GETRANGE", "ap", "x", "1");
+	EXPECT(c, ":7", "SETRANGE", "sr", "5", "hi");
+	EXPECT(c, "$hi", "GETRANGE", "sr", "5", "6"); /* (after 5 zero bytes) */
+	EXPECT(c, ":7", "STRLEN", "sr");
+	EXPECT(c, ":7", "SETRANGE", "sr", "0", "HELLO");
+	EXPECT(c, "-ERR offset is out of range", "SETRANGE", "sr", "-1", "x");
+	EXPECT(c, "-ERR value is not an integer or out of range", "SETRANGE", "sr", "x", "x");
+	EXPECT(c, "-ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+	       "SETRANGE", "sr", "536870912", "x");
+	EXPECT(c, "-ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+	       "SETRANGE", "sr", "9223372036854775807", "x");
+	EXPECT(c, ":0", "SETRANGE", "nope2", "0", "");
+	EXPECT(c, ":0", "EXISTS", "nope2");
+	EXPECT(c, ":7", "SETRANGE", "sr", "100", "");
+	EXPECT(c, ":7", "STRLEN", "sr");
+	EXPECT(c, ":7", "APPEND", "sr", "");
+	/* counters */
+	EXPECT(c, ":1", "INCR", "i");
+	EXPECT(c, ":11", "INCRBY", "i", "10");
+	EXPECT(c, ":10", "DECR", "i");
+	EXPECT(c, ":5", "DECRBY", "i", "5");
+	EXPECT(c, "-ERR increment or decrement would overflow", "INCRBY", "i", "9223372036854775807");
+	EXPECT(c, ":-9223372036854775803", "INCRBY", "i", "-9223372036854775808");
+	EXPECT(c, "-ERR decrement would overflow", "DECRBY", "i", "-9223372036854775808");
+	EXPECT(c, "-ERR increment or decrement would overflow", "DECRBY", "i", "9223372036854775807");
+	EXPECT(c, "+OK", "SET", "i", "9223372036854775807");
+	EXPECT(c, ":9223372036854775807", "INCRBY", "i", "0");
+	EXPECT(c, "-ERR increment or decrement would overflow", "INCR", "i");
+	EXPECT(c, "+OK", "SET", "i", "-9223372036854775808");
+	EXPECT(c, "-ERR increment or decrement would overflow", "DECR", "i");
+	EXPECT(c, "-ERR value is not an integer or out of range", "INCRBY", "i", "x");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "INCRBY", "i", "18446744073709551615");
+	EXPECT(c, "+OK", "SET", "i", " 1");
+	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "i");
+	EXPECT(c, "+OK", "SET", "i", "01");
+	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "i");
+	EXPECT(c, "+OK", "SET", "f", "10.50");
+	EXPECT(c, "$10.6", "INCRBYFLOAT", "f", "0.1");
+	EXPECT(c, "$-4989.39999999999999991", "INCRBYFLOAT", "f", "-5.0e3");
+	EXPECT(c, "$10.60000000000000009", "INCRBYFLOAT", "f", "5.0e3");
+	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "f", "abc");
+	EXPECT(c, "-ERR increment would produce NaN or Infinity", "INCRBYFLOAT", "f", "inf");
+	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "f", " 1");
+	EXPECT(c, "$3", "INCRBYFLOAT", "nf", "3");
+	EXPECT(c, "$153", "INCRBYFLOAT", "nf", "1.5e2");
+	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "ap", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "ap");
+	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "f");
+	/* arity */
+	EXPECT(c, "-ERR wrong number of arguments for 'get' command", "GET");
+	EXPECT(c, "-ERR wrong number of arguments for 'set' command", "SET", "k");
+	EXPECT(c, "-ERR wrong number of arguments for 'getex' command", "GETEX");
+	EXPECT(c, "-ERR wrong number of arguments for 'incrby' command", "INCRBY", "k");
+	EXPECT(c, "-ERR wrong number of arguments for 'mget' command", "MGET");
+	EXPECT(c, "-ERR wrong number of arguments for 'append' command", "APPEND", "k");
+	EXPECT(c, "-ERR wrong number of arguments for 'getrange' command", "GETRANGE", "k", "0");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* times: relative and absolute, NX/XX/GT/LT, and the ones that overflow
+ * (refused, the time unchanged) */
+static void test_expiry_times(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	/* a time that overflows is refused and changes nothing */
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	EXPECT(c, ":1", "PEXPIREAT", "foo", "99999999999999");
+	EXPECT(c, "-ERR invalid expire time in 'expire' command", "EXPIRE", "foo", "9223370399119966");
+	EXPECT(c, ":99999999999999", "PEXPIRETIME", "foo");
+	EXPECT(c, "-ERR invalid expire time in 'expire' command", "EXPIRE", "foo", "9223372036854775");
+	EXPECT(c, "-ERR invalid expire time in 'expire' command", "EXPIRE", "foo", "9223372036854776");
+	EXPECT(c, "-ERR invalid expire time in 'expire' command",
+	       "EXPIRE", "foo", "-9223372036854776");
+	EXPECT(c, "-ERR invalid expire time in 'pexpire' command",
+	       "PEXPIRE", "foo", "9223372036854775807");
+	EXPECT(c, "-ERR invalid expire time in 'expireat' command",
+	       "EXPIREAT", "foo", "9223372036854776");
+	EXPECT(c, "-ERR invalid expire time in 'expireat' command",
+	       "EXPIREAT", "foo", "9223372036854775807");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "EXPIRE", "foo", "18446744073709551615");
+	EXPECT(c, ":99999999999999", "PEXPIRETIME", "foo");
+	EXPECT(c, ":1", "EXPIRE", "foo", "-9223372036854775");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	/* absolute times, and what they answer */
+	EXPECT(c, ":1", "PEXPIREAT", "foo", "9223372036854775807");
+	EXPECT(c, ":9223372036854775807", "PEXPIRETIME", "foo");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "9223372036854775");
+	EXPECT(c, ":9223372036854775", "EXPIRETIME", "foo");
+	EXPECT(c, ":1", "PERSIST", "foo");
+	EXPECT(c, ":0", "PERSIST", "foo");
+	EXPECT(c, ":-1", "EXPIRETIME", "foo");
+	EXPECT(c, ":-1", "PEXPIRETIME", "foo");
+	EXPECT(c, ":-2", "EXPIRETIME", "nokey");
+	EXPECT(c, ":-2", "PEXPIRETIME", "nokey");
+	EXPECT(c, ":-2", "TTL", "nokey");
+	EXPECT(c, ":-2", "PTTL", "nokey");
+	EXPECT(c, ":-1", "TTL", "foo");
+	EXPECT(c, ":-1", "PTTL", "foo");
+	/* NX, XX, GT, LT (no time: GT never passes, LT always) */
+	EXPECT(c, ":0", "EXPIREAT", "foo", "100000000000", "XX");
+	EXPECT(c, ":0", "EXPIREAT", "foo", "100000000000", "GT");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "100000000000", "NX");
+	EXPECT(c, ":0", "EXPIREAT", "foo", "100000000000", "NX");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "100000000000", "XX");
+	EXPECT(c, ":0", "EXPIREAT", "foo", "90000000000", "GT");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "110000000000", "GT");
+	EXPECT(c, ":0", "EXPIREAT", "foo", "120000000000", "LT");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "80000000000", "LT");
+	EXPECT(c, ":80000000000", "EXPIRETIME", "foo");
+	EXPECT(c, ":0", "PEXPIREAT", "foo", "80000000000000", "LT");
+	EXPECT(c, ":0", "PEXPIREAT", "foo", "80000000000000", "GT");
+	EXPECT(c, ":80000000000000", "PEXPIRETIME", "foo");
+	EXPECT(c, "-ERR NX and XX, GT or LT options at the same time are not compatible",
+	       "EXPIREAT", "foo", "10", "NX", "XX");
+	EXPECT(c, "-ERR GT and LT options at the same time are not compatible",
+	       "EXPIREAT", "foo", "10", "GT", "LT");
+	EXPECT(c, "-ERR NX and XX, GT or LT options at the same time are not compatible",
+	       "EXPIREAT", "foo", "10", "NX", "GT");
+	EXPECT(c, "-ERR NX and XX, GT or LT options at the same time are not compatible",
+	       "EXPIREAT", "foo", "10", "NX", "LT");
+	EXPECT(c, "-ERR Unsupported option FOO", "EXPIREAT", "foo", "10", "FOO");
+	EXPECT(c, "-ERR value is not an integer or out of range", "EXPIRE", "foo", "abc");
+	EXPECT(c, "-ERR Unsupported option FOO", "EXPIRE", "foo", "abc", "FOO");
+	EXPECT(c, "-ERR value is not an integer or out of range", "EXPIRE", "foo", "1.5");
+	EXPECT(c, ":0", "EXPIREAT", "foo", "80000000000", "xx", "lt");
+	EXPECT(c, ":80000000000", "EXPIRETIME", "foo");
+	EXPECT(c, ":1", "PERSIST", "foo");
+	EXPECT(c, ":1", "EXPIRE", "foo", "10", "LT");
+	EXPECT(c, ":10", "TTL", "foo");
+	EXPECT(c, ":1", "PERSIST", "foo");
+	EXPECT(c, ":0", "EXPIRE", "foo", "10", "GT");
+	EXPECT(c, ":0", "PEXPIRE", "foo", "10", "GT");
+	/* a time gone: the key goes */
+	EXPECT(c, ":1", "PEXPIRE", "foo", "0");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "1");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	EXPECT(c, ":1", "PEXPIREAT", "foo", "1");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	EXPECT(c, ":1", "EXPIRE", "foo", "-1");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, "+OK", "SET", "foo", "bar");
+	EXPECT(c, ":1", "EXPIREAT", "foo", "0");
+	EXPECT(c, ":0", "EXISTS", "foo");
+	EXPECT(c, ":0", "EXPIRE", "nokey", "10");
+	EXPECT(c, ":0", "PEXPIRE", "nokey", "10");
+	EXPECT(c, ":0", "EXPIREAT", "nokey", "10");
+	EXPECT(c, ":0", "PERSIST", "nokey");
+	/* arity */
+	EXPECT(c, "-ERR wrong number of arguments for 'expire' command", "EXPIRE", "foo");
+	EXPECT(c, "-ERR wrong number of arguments for 'pexpireat' command", "PEXPIREAT", "foo");
+	EXPECT(c, "-ERR wrong number of arguments for 'ttl' command", "TTL");
+	EXPECT(c, "-ERR wrong number of arguments for 'pttl' command", "PTTL", "a", "b");
+	EXPECT(c, "-ERR wrong number of arguments for 'persist' command", "PERSIST");
+	EXPECT(c, "-ERR wrong number of arguments for 'expiretime' command", "EXPIRETIME");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* keys whatever their type, over four shards: RENAME, COPY, KEYS, SCAN ...
+ * (two answers differ from a default redis-server's: there is one database) */
+static void test_keyspace(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, "+OK", "MSET", "a", "1", "b", "2", "c", "3", "d", "4", "e", "5");
+	EXPECT(c, ":2", "DEL", "a", "b", "nope");
+	EXPECT(c, ":1", "UNLINK", "c", "nope");
+	EXPECT(c, ":3", "EXISTS", "a", "b", "c", "d", "e", "d");
+	EXPECT(c, "+string", "TYPE", "d");
+	EXPECT(c, "+none", "TYPE", "nope");
+	EXPECT(c, ":1", "LPUSH", "l", "x");
+	EXPECT(c, ":1", "SADD", "s", "x");
+	EXPECT(c, ":1", "HSET", "h", "f", "v");
+	EXPECT(c, ":1", "ZADD", "z", "1", "m");
+	EXPECT(c, "+list", "TYPE", "l");
+	EXPECT(c, "+set", "TYPE", "s");
+	EXPECT(c, "+hash", "TYPE", "h");
+	EXPECT(c, "+zset", "TYPE", "z");
+	/* RENAME, RENAMENX (keys on different shards) */
+	EXPECT(c, "+OK", "RENAME", "d", "d2");
+	EXPECT(c, "$4", "GET", "d2");
+	EXPECT(c, "-ERR no such key", "RENAME", "nope", "x");
+	EXPECT(c, "+OK", "RENAME", "d2", "d2");
+	EXPECT(c, "-ERR no such key", "RENAME", "nope", "nope");
+	EXPECT(c, "+OK", "RENAME", "e", "d2");
+	EXPECT(c, "$5", "GET", "d2");
+	EXPECT(c, ":0", "EXISTS", "e");
+	EXPECT(c, ":1", "RENAMENX", "d2", "e");
+	EXPECT(c, ":1", "RENAMENX", "e", "d2");
+	EXPECT(c, "+OK", "SET", "e", "1");
+	EXPECT(c, ":0", "RENAMENX", "e", "d2");
+	EXPECT(c, "$1", "GET", "e");
+	EXPECT(c, ":0", "RENAMENX", "d2", "d2");
+	EXPECT(c, "-ERR no such key", "RENAMENX", "nope", "x");
+	EXPECT(c, "+OK", "RENAME", "l", "l2");
+	EXPECT(c, "*1 $x", "LRANGE", "l2", "0", "-1");
+	EXPECT(c, ":0", "EXISTS", "l");
+	EXPECT(c, "+OK", "SET", "t", "v");
+	EXPECT(c, ":1", "PEXPIREAT", "t", "99999999999999");
+	EXPECT(c, "+OK", "RENAME", "t", "t2");
+	EXPECT(c, ":99999999999999", "PEXPIRETIME", "t2");
+	/* COPY */
+	EXPECT(c, ":1", "COPY", "t2", "t3");
+	EXPECT(c, ":99999999999999", "PEXPIRETIME", "t3");
+	EXPECT(c, "$v", "GET", "t3");
+	EXPECT(c, ":0", "COPY", "t2", "t3");
+	EXPECT(c, "+OK", "SET", "t2", "new");
+	EXPECT(c, ":1", "COPY", "t2", "t3", "REPLACE");
+	EXPECT(c, "$new", "GET", "t3");
+	EXPECT(c, "-ERR source and destination objects are the same", "COPY", "t2", "t2");
+	EXPECT(c, ":0", "COPY", "nope", "x");
+	EXPECT(c, ":1", "COPY", "t2", "t4", "DB", "0");
+	EXPECT(c, "-ERR DB index is out of range", "COPY", "t2", "t5", "DB", "1"); /* one database */
+	EXPECT(c, "-ERR syntax error", "COPY", "t2", "t6", "FOO");
+	EXPECT(c, "-ERR value is not an integer or out of range", "COPY", "t2", "t7", "DB", "x");
+	EXPECT(c, "-ERR syntax error", "COPY", "t2", "t8", "DB");
+	EXPECT(c, ":1", "COPY", "l2", "l3");
+	EXPECT(c, ":2", "LPUSH", "l3", "y");
+	EXPECT(c, "*2 $y $x", "LRANGE", "l3", "0", "-1");
+	EXPECT(c, "*1 $x", "LRANGE", "l2", "0", "-1");
+	EXPECT(c, ":1", "COPY", "s", "s2");
+	EXPECT(c, "*1 $x", "SMEMBERS", "s2");
+	EXPECT(c, ":1", "COPY", "h", "h2");
+	EXPECT(c, "*2 $f $v", "HGETALL", "h2");
+	EXPECT(c, ":1", "COPY", "z", "z2");
+	EXPECT(c, "*2 $m $1", "ZRANGE", "z2", "0", "-1", "WITHSCORES");
+	/* every shard: KEYS, DBSIZE, FLUSHDB, RANDOMKEY, SCAN */
+	EXPECT(c, ":13", "DBSIZE");
+	EXPECT(c, "*0", "KEYS", "nomatch*");
+	EXPECT(c, "*1 $t4", "KEYS", "t[4-4]");
+	EXPECT(c, "*1 $l3", "KEYS", "[l]3");
+	EXPECT(c, "*1 $l3", "KEYS", "l[^2]");
+	EXPECT(c, "*1 $h2", "KEYS", "h2");
+	EXPECT(c, "+OK", "SELECT", "0");
+	EXPECT(c, "-ERR DB index is out of range", "SELECT", "1"); /* one database */
+	EXPECT(c, "-ERR value is not an integer or out of range", "SELECT", "x");
+	EXPECT(c, "-ERR syntax error", "FLUSHDB", "FOO");
+	EXPECT(c, "+OK", "FLUSHDB");
+	EXPECT(c, ":0", "DBSIZE");
+	EXPECT(c, "$-1", "RANDOMKEY");
+	EXPECT(c, "*0", "KEYS", "*");
+	EXPECT(c, "*2 $0 *0", "SCAN", "0");
+	EXPECT(c, "+OK", "SET", "only", "1");
+	EXPECT(c, "$only", "RANDOMKEY");
+	EXPECT(c, "*1 $only", "KEYS", "*");
+	EXPECT(c, "*2 $0 *1 $only", "SCAN", "0");
+	EXPECT(c, "+OK", "FLUSHALL", "ASYNC");
+	EXPECT(c, ":0", "DBSIZE");
+	EXPECT(c, "-ERR invalid cursor", "SCAN", "x");
+	EXPECT(c, "*2 $0 *0", "SCAN", "-1");
+	EXPECT(c, "-ERR syntax error", "SCAN", "0", "COUNT", "0");
+	EXPECT(c, "-ERR value is not an integer or out of range", "SCAN", "0", "COUNT", "x");
+	EXPECT(c, "-ERR syntax error", "SCAN", "0", "MATCH");
+	EXPECT(c, "-ERR syntax error", "SCAN", "0", "FOO", "bar");
+	EXPECT(c, "-ERR wrong number of arguments for 'del' command", "DEL");
+	EXPECT(c, "-ERR wrong number of arguments for 'rename' command", "RENAME", "a");
+	EXPECT(c, "-ERR wrong number of arguments for 'copy' command", "COPY", "a");
+	EXPECT(c, "-ERR wrong number of arguments for 'type' command", "TYPE");
+	EXPECT(c, "-ERR wrong number of arguments for 'dbsize' command", "DBSIZE", "x");
+	EXPECT(c, "-ERR wrong number of arguments for 'keys' command", "KEYS");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* lists: ranges past the end, negative counts, LMOVE between shards, the
+ * blocking pops that need not wait */
+static void test_lists(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, ":5", "RPUSH", "l", "a", "b", "c", "d", "e");
+	EXPECT(c, ":6", "LPUSH", "l", "z");
+	EXPECT(c, ":6", "LLEN", "l");
+	EXPECT(c, "*6 $z $a $b $c $d $e", "LRANGE", "l", "0", "-1");
+	EXPECT(c, "*6 $z $a $b $c $d $e", "LRANGE", "l", "-100", "100");
+	EXPECT(c, "*0", "LRANGE", "l", "5", "2");
+	EXPECT(c, "*2 $d $e", "LRANGE", "l", "-2", "-1");
+	EXPECT(c, "*0", "LRANGE", "l", "10", "20");
+	EXPECT(c, "*6 $z $a $b $c $d $e", "LRANGE", "l", "0", "9223372036854775807");
+	EXPECT(c, "*1 $z", "LRANGE", "l", "-9223372036854775808", "0");
+	EXPECT(c, "-ERR value is not an integer or out of range", "LRANGE", "l", "x", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "LRANGE", "l", "0", "18446744073709551615");
+	EXPECT(c, "*0", "LRANGE", "nope", "0", "-1");
+	EXPECT(c, "$z", "LINDEX", "l", "0");
+	EXPECT(c, "$e", "LINDEX", "l", "-1");
+	EXPECT(c, "$-1", "LINDEX", "l", "100");
+	EXPECT(c, "$-1", "LINDEX", "l", "-100");
+	EXPECT(c, "$-1", "LINDEX", "l", "-9223372036854775808");
+	EXPECT(c, "-ERR value is not an integer or out of range", "LINDEX", "l", "x");
+	EXPECT(c, "$-1", "LINDEX", "nope", "0");
+	EXPECT(c, "+OK", "LSET", "l", "0", "Z");
+	EXPECT(c, "+OK", "LSET", "l", "-1", "E");
+	EXPECT(c, "-ERR index out of range", "LSET", "l", "100", "x");
+	EXPECT(c, "-ERR index out of range", "LSET", "l", "-9223372036854775808", "x");
+	EXPECT(c, "-ERR no such key", "LSET", "nope", "0", "x");
+	EXPECT(c, "-ERR value is not an integer or out of range", "LSET", "l", "x", "y");
+	EXPECT(c, "*6 $Z $a $b $c $d $E", "LRANGE", "l", "0", "-1");
+	/* LPOP, RPOP with counts */
+	EXPECT(c, "$Z", "LPOP", "l");
+	EXPECT(c, "$E", "RPOP", "l");
+	EXPECT(c, "*2 $a $b", "LPOP", "l", "2");
+	EXPECT(c, "*0", "RPOP", "l", "0");
+	EXPECT(c, "-ERR value is out of range, must be positive", "LPOP", "l", "-1");
+	EXPECT(c, "-ERR value is out of range, must be positive", "LPOP", "l", "x");
+	EXPECT(c, "-ERR wrong number of arguments for 'lpop' command", "LPOP", "l", "1", "2");
+	EXPECT(c, "$-1", "LPOP", "nope");
+	EXPECT(c, "*-1", "LPOP", "nope", "2");
+	EXPECT(c, "*-1", "RPOP", "nope", "0");
+	EXPECT(c, "*2 $c $d", "LPOP", "l", "9223372036854775807");
+	EXPECT(c, ":0", "EXISTS", "l");
+	/* LREM, LTRIM */
+	EXPECT(c, ":7", "RPUSH", "r", "a", "b", "a", "c", "a", "d", "a");
+	EXPECT(c, ":2", "LREM", "r", "2", "a");
+	EXPECT(c, "*5 $b $c $a $d $a", "LRANGE", "r", "0", "-1");
+	EXPECT(c, ":1", "LREM", "r", "-1", "a");
+	EXPECT(c, "*4 $b $c $a $d", "LRANGE", "r", "0", "-1");
+	EXPECT(c, ":1", "LREM", "r", "0", "a");
+	EXPECT(c, "*3 $b $c $d", "LRANGE", "r", "0", "-1");
+	EXPECT(c, ":0", "LREM", "r", "0", "zz");
+	EXPECT(c, "-ERR value is not an integer or out of range", "LREM", "r", "x", "a");
+	EXPECT(c, ":0", "LREM", "nope", "0", "a");
+	EXPECT(c, ":1", "LREM", "r", "-9223372036854775808", "b");
+	EXPECT(c, "*2 $c $d", "LRANGE", "r", "0", "-1");
+	EXPECT(c, ":6", "RPUSH", "t", "1", "2", "3", "4", "5", "6");
+	EXPECT(c, "+OK", "LTRIM", "t", "1", "-2");
+	EXPECT(c, "*4 $2 $3 $4 $5", "LRANGE", "t", "0", "-1");
+	EXPECT(c, "+OK", "LTRIM", "t", "-100", "100");
+	EXPECT(c, "*4 $2 $3 $4 $5", "LRANGE", "t", "0", "-1");
+	EXPECT(c, "+OK", "LTRIM", "t", "5", "1");
+	EXPECT(c, ":0", "EXISTS", "t");
+	EXPECT(c, "+OK", "LTRIM", "nope", "0", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range", "LTRIM", "t", "x", "1");
+	/* LMOVE (src and dst on different shards, and the same key) */
+	EXPECT(c, ":3", "RPUSH", "src", "1", "2", "3");
+	EXPECT(c, "$1", "LMOVE", "src", "dst", "LEFT", "RIGHT");
+	EXPECT(c, "$3", "LMOVE", "src", "dst", "RIGHT", "LEFT");
+	EXPECT(c, "*1 $2", "LRANGE", "src", "0", "-1");
+	EXPECT(c, "*2 $3 $1", "LRANGE", "dst", "0", "-1");
+	EXPECT(c, "$2", "LMOVE", "src", "src", "LEFT", "RIGHT");
+	EXPECT(c, "$-1", "LMOVE", "nope", "dst", "LEFT", "LEFT");
+	EXPECT(c, "-ERR syntax error", "LMOVE", "src", "dst", "UP", "LEFT");
+	EXPECT(c, "$2", "LMOVE", "src", "dst", "left", "right");
+	EXPECT(c, "+OK", "SET", "str", "v");
+	EXPECT(c, "$-1", "LMOVE", "src", "str", "LEFT", "LEFT");
+	EXPECT(c, "*0", "LRANGE", "src", "0", "-1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LMOVE", "str", "dst", "LEFT", "LEFT");
+	EXPECT(c, "$-1", "LMOVE", "nope", "str", "LEFT", "LEFT");
+	EXPECT(c, "*3 $3 $1 $2", "LRANGE", "dst", "0", "-1");
+	EXPECT(c, "$2", "LMOVE", "dst", "dst2", "RIGHT", "RIGHT");
+	EXPECT(c, "$1", "LMOVE", "dst", "dst2", "RIGHT", "RIGHT");
+	EXPECT(c, "$3", "LMOVE", "dst", "dst2", "RIGHT", "RIGHT");
+	EXPECT(c, "$-1", "LMOVE", "dst", "dst2", "RIGHT", "RIGHT");
+	EXPECT(c, ":0", "EXISTS", "dst");
+	EXPECT(c, "*3 $2 $1 $3", "LRANGE", "dst2", "0", "-1");
+	/* blocking pops that need not wait, and their errors */
+	EXPECT(c, "*-1", "BLPOP", "nope", "0.01");
+	EXPECT(c, "*-1", "BRPOP", "nope", "0.001");
+	EXPECT(c, "-ERR timeout is negative", "BLPOP", "nope", "-1");
+	EXPECT(c, "-ERR timeout is not a float or out of range", "BLPOP", "nope", "x");
+	EXPECT(c, "-ERR timeout is negative", "BLPOP", "nope", "inf");
+	EXPECT(c, "-ERR timeout is negative", "BLPOP", "nope", "1e100");
+	EXPECT(c, "-ERR timeout is not a float or out of range", "BLPOP", "nope", " 1");
+	EXPECT(c, "*-1", "BLMOVE", "nope", "dst", "LEFT", "LEFT", "0.01");
+	EXPECT(c, "-ERR timeout is negative", "BLMOVE", "src", "dst", "LEFT", "LEFT", "-1");
+	EXPECT(c, "-ERR syntax error", "BLMOVE", "src", "dst", "UP", "LEFT", "1");
+	EXPECT(c, ":3", "RPUSH", "bl", "x", "y", "z");
+	EXPECT(c, "*2 $bl $x", "BLPOP", "nope", "bl", "1");
+	EXPECT(c, "*2 $bl $z", "BRPOP", "bl", "1");
+	EXPECT(c, "$y", "BLMOVE", "bl", "dst3", "LEFT", "LEFT", "1");
+	EXPECT(c, "*1 $y", "LRANGE", "dst3", "0", "-1");
+	EXPECT(c, ":0", "EXISTS", "bl");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLPOP", "str", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLPOP", "nope", "str", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLMOVE", "str", "dst", "LEFT", "LEFT", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLMOVE", "dst2", "str", "LEFT", "LEFT", "1");
+	EXPECT(c, "*3 $2 $1 $3", "LRANGE", "dst2", "0", "-1");
+	EXPECT(c, "-ERR wrong number of arguments for 'lpush' command", "LPUSH");
+	EXPECT(c, "-ERR wrong number of arguments for 'rpush' command", "RPUSH", "k");
+	EXPECT(c, "-ERR wrong number of arguments for 'lpop' command", "LPOP");
+	EXPECT(c, "-ERR wrong number of arguments for 'lrange' command", "LRANGE", "k", "0");
+	EXPECT(c, "-ERR wrong number of arguments for 'blpop' command", "BLPOP", "k");
+	EXPECT(c, "-ERR wrong number of arguments for 'blmove' command",
+	       "BLMOVE", "a", "b", "LEFT", "LEFT");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* sets, hashes and sorted sets */
+static void test_sets_hashes_zsets(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, ":3", "SADD", "s", "a", "b", "c", "a");
+	EXPECT(c, ":1", "SADD", "s", "d");
+	EXPECT(c, ":4", "SCARD", "s");
+	EXPECT(c, ":1", "SISMEMBER", "s", "a");
+	EXPECT(c, ":0", "SISMEMBER", "s", "zz");
+	EXPECT(c, ":0", "SISMEMBER", "nope", "a");
+	EXPECT(c, ":1", "SREM", "s", "a", "zz");
+	EXPECT(c, ":2", "SREM", "s", "b", "c");
+	EXPECT(c, "*1 $d", "SMEMBERS", "s");
+	EXPECT(c, ":0", "SCARD", "nope");
+	EXPECT(c, "*0", "SMEMBERS", "nope");
+	EXPECT(c, "$-1", "SPOP", "nope");
+	EXPECT(c, "*0", "SPOP", "nope", "2");
+	EXPECT(c, "*0", "SPOP", "s", "0");
+	EXPECT(c, "-ERR value is out of range, must be positive", "SPOP", "s", "-1");
+	EXPECT(c, "-ERR value is out of range, must be positive", "SPOP", "s", "x");
+	EXPECT(c, "-ERR syntax error", "SPOP", "s", "1", "2");
+	EXPECT(c, "*1 $d", "SPOP", "s", "10");
+	EXPECT(c, ":0", "EXISTS", "s");
+	EXPECT(c, ":1", "SADD", "s1", "x");
+	EXPECT(c, "$x", "SPOP", "s1");
+	EXPECT(c, ":0", "EXISTS", "s1");
+	EXPECT(c, ":0", "SREM", "nope", "a");
+	/* hashes */
+	EXPECT(c, ":2", "HSET", "h", "f1", "v1", "f2", "v2");
+	EXPECT(c, ":1", "HSET", "h", "f1", "V1", "f3", "v3");
+	EXPECT(c, "-ERR wrong number of arguments for 'hset' command", "HSET", "h", "f1");
+	EXPECT(c, "-ERR wrong number of arguments for 'hset' command", "HSET", "h", "f1", "v1", "f2");
+	EXPECT(c, "$V1", "HGET", "h", "f1");
+	EXPECT(c, "$-1", "HGET", "h", "nope");
+	EXPECT(c, "$-1", "HGET", "nope", "f");
+	EXPECT(c, ":3", "HLEN", "h");
+	EXPECT(c, ":0", "HLEN", "nope");
+	EXPECT(c, ":1", "HDEL", "h", "f1", "nope");
+	EXPECT(c, ":2", "HDEL", "h", "f2", "f3");
+	EXPECT(c, ":0", "EXISTS", "h");
+	EXPECT(c, ":0", "HDEL", "nope", "f");
+	EXPECT(c, "*0", "HGETALL", "nope");
+	EXPECT(c, ":1", "HSET", "h2", "a", "1");
+	EXPECT(c, "*2 $a $1", "HGETALL", "h2");
+	/* sorted sets */
+	EXPECT(c, ":3", "ZADD", "z", "1", "a", "2", "b", "3", "c");
+	EXPECT(c, ":0", "ZADD", "z", "1.5", "a");
+	EXPECT(c, ":1", "ZADD", "z", "NX", "5", "a", "4", "d");
+	EXPECT(c, ":0", "ZADD", "z", "XX", "6", "a", "5", "e");
+	EXPECT(c, ":2", "ZADD", "z", "CH", "7", "a", "5", "e");
+	EXPECT(c, ":0", "ZADD", "z", "GT", "1", "a");
+	EXPECT(c, ":1", "ZADD", "z", "GT", "CH", "8", "a");
+	EXPECT(c, ":0", "ZADD", "z", "LT", "CH", "9", "a");
+	EXPECT(c, "$4", "ZADD", "z", "INCR", "2", "b");
+	EXPECT(c, "$-1", "ZADD", "z", "INCR", "NX", "2", "b");
+	EXPECT(c, "$-1", "ZADD", "z", "GT", "INCR", "-1", "b");
+	EXPECT(c, "$-1", "ZADD", "z", "GT", "INCR", "0", "b");
+	EXPECT(c, "$4", "ZADD", "z", "INCR", "0", "b");
+	EXPECT(c, "-ERR INCR option supports a single increment-element pair",
+	       "ZADD", "z", "INCR", "2", "b", "3", "c");
+	EXPECT(c, "-ERR XX and NX options at the same time are not compatible",
+	       "ZADD", "z", "NX", "XX", "1", "a");
+	EXPECT(c, "-ERR GT, LT, and/or NX options at the same time are not compatible",
+	       "ZADD", "z", "NX", "GT", "1", "a");
+	EXPECT(c, "-ERR GT, LT, and/or NX options at the same time are not compatible",
+	       "ZADD", "z", "GT", "LT", "1", "a");
+	EXPECT(c, "-ERR syntax error", "ZADD", "z", "1", "a", "2");
+	EXPECT(c, "-ERR wrong number of arguments for 'zadd' command", "ZADD", "z", "NX");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "z", "x", "a");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "z", "nan", "a");
+	EXPECT(c, ":2", "ZADD", "z", "inf", "i", "-inf", "ni");
+	EXPECT(c, ":1", "ZADD", "z", "0.1", "p");
+	EXPECT(c, "$0.10000000000000001", "ZSCORE", "z", "p");
+	EXPECT(c, "$inf", "ZSCORE", "z", "i");
+	EXPECT(c, "$-inf", "ZSCORE", "z", "ni");
+	EXPECT(c, "$-1", "ZSCORE", "z", "nope");
+	EXPECT(c, "$-1", "ZSCORE", "nope", "a");
+	EXPECT(c, "-ERR resulting score is not a number (NaN)", "ZADD", "z", "INCR", "inf", "ni");
+	EXPECT(c, ":1", "ZADD", "z", "1e300", "big");
+	EXPECT(c, "$1.0000000000000001e+300", "ZSCORE", "z", "big");
+	EXPECT(c, ":1", "ZADD", "z", "9223372036854775807", "ll");
+	EXPECT(c, "$9.2233720368547758e+18", "ZSCORE", "z", "ll");
+	EXPECT(c, ":10", "ZCARD", "z");
+	EXPECT(c, ":0", "ZCARD", "nope");
+	EXPECT(c, "*10 $ni $p $c $b $d $e $a $ll $big $i", "ZRANGE", "z", "0", "-1");
+	EXPECT(c, "*20 $ni $-inf $p $0.10000000000000001 $c $3 $b $4 $d $4 $e $5 $a $8"
+		  " $ll $9.2233720368547758e+18 $big $1.0000000000000001e+300 $i $inf",
+	       "ZRANGE", "z", "0", "-1", "WITHSCORES");
+	EXPECT(c, "*10 $i $big $ll $a $e $d $b $c $p $ni", "ZRANGE", "z", "0", "-1", "REV");
+	EXPECT(c, "*4 $p $0.10000000000000001 $ni $-inf",
+	       "ZRANGE", "z", "-2", "-1", "WITHSCORES", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "5", "2");
+	EXPECT(c, "*10 $ni $p $c $b $d $e $a $ll $big $i", "ZRANGE", "z", "-100", "100");
+	EXPECT(c, "-ERR value is not an integer or out of range", "ZRANGE", "z", "x", "1");
+	EXPECT(c, "*0", "ZRANGE", "nope", "0", "-1");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "0", "1", "FOO");
+	EXPECT(c, "*2 $ni $-inf", "ZPOPMIN", "z");
+	EXPECT(c, "*4 $p $0.10000000000000001 $c $3", "ZPOPMIN", "z", "2");
+	EXPECT(c, "*0", "ZPOPMIN", "z", "0");
+	EXPECT(c, "-ERR value is out of range, must be positive", "ZPOPMIN", "z", "-1");
+	EXPECT(c, "-ERR syntax error", "ZPOPMIN", "z", "1", "2");
+	EXPECT(c, "*0", "ZPOPMIN", "nope");
+	EXPECT(c, "*0", "ZPOPMIN", "nope", "2");
+	EXPECT(c, "*14 $b $4 $d $4 $e $5 $a $8 $ll $9.2233720368547758e+18 $big"
+		  " $1.0000000000000001e+300 $i $inf",
+	       "ZPOPMIN", "z", "9223372036854775807");
+	EXPECT(c, ":0", "EXISTS", "z");
+	EXPECT(c, ":0", "ZADD", "z", "XX", "1", "a");
+	EXPECT(c, ":0", "EXISTS", "z");
+	EXPECT(c, "$-1", "ZADD", "z", "XX", "INCR", "1", "a");
+	EXPECT(c, "-ERR wrong number of arguments for 'sadd' command", "SADD");
+	EXPECT(c, "-ERR wrong number of arguments for 'hget' command", "HGET", "h");
+	EXPECT(c, "-ERR wrong number of arguments for 'zadd' command", "ZADD", "z");
+	EXPECT(c, "-ERR wrong number of arguments for 'zscore' command", "ZSCORE", "z");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* every command on a key of another type: WRONGTYPE, nothing changed */
+static void test_wrongtype(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, "+OK", "SET", "str", "v");
+	EXPECT(c, ":1", "RPUSH", "list", "a");
+	EXPECT(c, ":1", "SADD", "set", "a");
+	EXPECT(c, ":1", "HSET", "hash", "f", "v");
+	EXPECT(c, ":1", "ZADD", "zset", "1", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value", "GET", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "GETEX", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "GETDEL", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "GETSET", "list", "v");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SET", "list", "v", "GET");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "APPEND", "list", "x");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "STRLEN", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "GETRANGE", "list", "0", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SETRANGE", "list", "0", "x");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "INCR", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "DECRBY", "list", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "INCRBYFLOAT", "list", "1");
+	EXPECT(c, "*2 $-1 $v", "MGET", "list", "str");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LPUSH", "str", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "RPUSH", "set", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value", "LPOP", "str");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "RPOP", "hash", "2");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LLEN", "zset");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LRANGE", "str", "0", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LINDEX", "str", "0");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LSET", "str", "0", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LREM", "str", "0", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LTRIM", "str", "0", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LMOVE", "str", "list", "LEFT", "LEFT");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "LMOVE", "list", "str", "LEFT", "LEFT");
+	EXPECT(c, "*1 $a", "LRANGE", "list", "0", "-1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLPOP", "str", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BRPOP", "nope", "set", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "BLMOVE", "str", "list", "LEFT", "LEFT", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SADD", "str", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SREM", "list", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SPOP", "hash");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SMEMBERS", "zset");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SCARD", "str");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "SISMEMBER", "list", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "HSET", "str", "f", "v");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "HGET", "list", "f");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "HGETALL", "set");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "HDEL", "zset", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value", "HLEN", "str");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZADD", "str", "1", "a");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZPOPMIN", "list");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZRANGE", "set", "0", "1");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZCARD", "hash");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZSCORE", "str", "a");
+	EXPECT(c, "+string", "TYPE", "str");
+	EXPECT(c, "+list", "TYPE", "list");
+	EXPECT(c, "+set", "TYPE", "set");
+	EXPECT(c, "+hash", "TYPE", "hash");
+	EXPECT(c, "+zset", "TYPE", "zset");
+	EXPECT(c, "+OK", "SET", "list", "v");
+	EXPECT(c, "+string", "TYPE", "list");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* HELLO, TIME, INFO, SELECT, and what is out of scope */
+static void test_server_commands(void **state)
+{
+	struct server s = server_start("--threads", "2", NULL);
+	struct client *c = client_open(s.port), *d;
+	char got[4096];
+	long long t;
+
+	(void)state;
+	send_str(c, "*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n");
+	read_reply(c, got, sizeof got);
+	assert_true(strncmp(got, "*14 $server $redis $version $7.0.0 $proto :2 $id :", 50) == 0);
+	assert_non_null(strstr(got, " $mode $standalone $role $master $modules *0"));
+	send_str(c, "*1\r\n$5\r\nHELLO\r\n");
+	read_reply(c, got, sizeof got);
+	assert_true(strncmp(got, "*14 $server $redis", 18) == 0);
+	EXPECT(c, "-NOPROTO unsupported protocol version", "HELLO", "3");
+	EXPECT(c, "-NOPROTO unsupported protocol version", "HELLO", "1");
+	EXPECT(c, "-ERR Protocol version is not an integer or out of range", "HELLO", "x");
+	EXPECT(c, "-ERR Syntax error in HELLO option 'FOO'", "HELLO", "2", "FOO");
+	EXPECT(c, "-WRONGPASS invalid username-password pair or user is disabled.", "HELLO", "2",
+	       "AUTH", "bob", "pw");
+	send_str(c, "*1\r\n$4\r\nTIME\r\n");
+	read_reply(c, got, sizeof got);
+	assert_int_equal(sscanf(got, "*2 $%lld", &t), 1);
+	assert_true(t > 1700000000 && llabs(t - (long long)time(NULL)) <= 2);
+	EXPECT(c, "-ERR wrong number of arguments for 'time' command", "TIME", "x");
+	EXPECT(c, "+OK", "SELECT", "0");
+	EXPECT(c, "-ERR value is not an integer or out of range", "SELECT", "x");
+	/* INFO: its sections; the keyspace counted over both shards */
+	EXPECT(c, "$# Keyspace\r\n", "INFO", "keyspace");
+	EXPECT(c, "+OK", "MSET", "a", "1", "b", "2", "c", "3", "d", "4");
+	EXPECT(c, ":1", "EXPIRE", "a", "100");
+	EXPECT(c, "$# Keyspace\r\ndb0:keys=4,expires=1,avg_ttl=0\r\n", "INFO", "KEYSPACE");
+	EXPECT(c, "$", "INFO", "nosuchsection");
+	send_str(c, "*1\r\n$4\r\nINFO\r\n");
+	read_reply(c, got, sizeof got);
+	assert_non_null(strstr(got, "# Server\r\nredis_version:7.0.0\r\n"));
+	assert_non_null(strstr(got, "\r\n# Clients\r\nconnected_clients:1\r\nblocked_clients:0\r\n"));
+	assert_non_null(strstr(got, "\r\n# Memory\r\nused_memory:"));
+	assert_non_null(strstr(got, "\r\n# Keyspace\r\ndb0:keys=4,expires=1"));
+	/* a waiting BLPOP counts as a blocked client */
+	d = client_open(s.port);
+	send_str(d, "*3\r\n$5\r\nBLPOP\r\n$5\r\nqueue\r\n$1\r\n0\r\n");
+	for (;;) { /* (a hang guard, no verdict by time) */
+		send_str(c, "*2\r\n$4\r\nINFO\r\n$7\r\nclients\r\n");
+		read_reply(c, got, sizeof got);
+		if (strstr(got, "blocked_clients:1\r\n"))
+			break;
+		usleep(1000);
+	}
+	assert_non_null(strstr(got, "connected_clients:2\r\n"));
+	EXPECT(c, ":1", "RPUSH", "queue", "x");
+	expect_reply(d, "*2 $queue $x");
+	client_close(d);
+	/* persistence, transactions, scripting, pub/sub: Redis's unknown command */
+	EXPECT(c, "-ERR unknown command 'MULTI', with args beginning with: ", "MULTI");
+	EXPECT(c, "-ERR unknown command 'EVAL', with args beginning with: 'return 1' '0' ", "EVAL",
+	       "return 1", "0");
+	EXPECT(c, "-ERR unknown command 'SUBSCRIBE', with args beginning with: 'ch' ", "SUBSCRIBE",
+	       "ch");
+	EXPECT(c, "-ERR unknown command 'BGSAVE', with args beginning with: ", "BGSAVE");
+	EXPECT(c, "-ERR unknown command 'REPLICAOF', with args beginning with: 'no' 'one' ",
+	       "REPLICAOF", "no", "one");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* ---- blocking pops ------------------------------------------------------------------------------ */
+
+/* Send a command without waiting for its answer. */
+static void send_cmd(struct client *c, int argc, ...)
+{
+	char req[1024];
+	size_t n = (size_t)snprintf(req, sizeof req, "*%d\r\n", argc);
+	va_list ap;
+
+	va_start(ap, argc);
+	for (int i = 0; i < argc; i++) {
+		const char *a = va_arg(ap, const char *);
+
+		n += (size_t)snprintf(req + n, sizeof req - n, "$%zu\r\n%s\r\n", strlen(a), a);
+	}
+	va_end(ap);
+	send_raw(c, req, n);
+}
+
+#define SEND(c, ...) \
+	send_cmd((c), (int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(const char *)), \
+		 __VA_ARGS__)
+
+/* Wait until the server counts n connections blocked (INFO clients). */
+static void wait_blocked(struct client *c, int n)
+{
+	char got[4096], want[64];
+
+	snprintf(want, sizeof want, "blocked_clients:%d\r\n", n);
+	for (;;) { /* (a hang guard, no verdict by time) */
+		send_str(c, "*2\r\n$4\r\nINFO\r\n$7\r\nclients\r\n");
+		read_reply(c, got, sizeof got);
+		if (strstr(got, want))
+			return;
+		usleep(1000);
+	}
+}
+
+/* Blocked clients served by pushes from other connections, first blocked
+ * first served; BLMOVE; the time limit; several keys on several shards. */
+static void test_blocking_pops_served(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port), *w[4];
+	long long t0;
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		w[i] = client_open(s.port);
+	/* first blocked, first served, whichever shard each lives on */
+	for (int i = 0; i < 3; i++) {
+		SEND(w[i], i == 1 ? "BRPOP" : "BLPOP", "q", "0");
+		wait_blocked(c, i + 1);
+	}
+	EXPECT(c, ":1", "RPUSH", "q", "one");
+	expect_reply(w[0], "*2 $q $one");
+	EXPECT(c, ":2", "RPUSH", "q", "two", "three"); /* (the length before it serves) */
+	expect_reply(w[1], "*2 $q $three");            /* BRPOP: from the right */
+	expect_reply(w[2], "*2 $q $two");
+	EXPECT(c, ":0", "EXISTS", "q");
+	/* several keys (on several shards): the first with an element */
+	SEND(w[0], "BLPOP", "k1", "k2", "k3", "k4", "k5", "k6", "0");
+	wait_blocked(c, 1);
+	EXPECT(c, ":1", "LPUSH", "k5", "five");
+	expect_reply(w[0], "*2 $k5 $five");
+	EXPECT(c, ":1", "LPUSH", "k6", "six"); /* nobody waits on k6 any more */
+	wait_blocked(c, 0);
+	EXPECT(c, ":1", "LLEN", "k6");
+	EXPECT(c, "*2 $k6 $six", "BLPOP", "k1", "k6", "0"); /* (no wait) */
+	/* BLMOVE: served, then pushed on its destination's shard */
+	SEND(w[1], "BLMOVE", "from", "to", "RIGHT", "LEFT", "0");
+	wait_blocked(c, 1);
+	EXPECT(c, ":1", "RPUSH", "from", "x");
+	expect_reply(w[1], "$x");
+	EXPECT(c, "*1 $x", "LRANGE", "to", "0", "-1");
+	EXPECT(c, ":0", "EXISTS", "from");
+	/* LMOVE and RENAME serve waiting clients too */
+	SEND(w[2], "BLPOP", "dst", "0");
+	wait_blocked(c, 1);
+	EXPECT(c, "$x", "LMOVE", "to", "dst", "LEFT", "LEFT");
+	expect_reply(w[2], "*2 $dst $x");
+	SEND(w[3], "BRPOP", "renamed", "0");
+	wait_blocked(c, 1);
+	EXPECT(c, ":2", "RPUSH", "orig", "a", "b");
+	EXPECT(c, "+OK", "RENAME", "orig", "renamed");
+	expect_reply(w[3], "*2 $renamed $b");
+	EXPECT(c, "*1 $a", "LRANGE", "renamed", "0", "-1");
+	/* the time limit: nil, no sooner */
+	t0 = now_ms();
+	EXPECT(c, "*-1", "BLPOP", "none1", "none2", "0.2");
+	assert_true(now_ms() - t0 >= 190);
+	EXPECT(c, "*-1", "BLMOVE", "none1", "to", "LEFT", "LEFT", "0.05");
+	wait_blocked(c, 0);
+	/* a WRONGTYPE among the keys ends the wait before it begins */
+	EXPECT(c, "+OK", "SET", "str", "v");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value", "BLPOP",
+	       "none1", "str", "0");
+	wait_blocked(c, 0);
+	for (int i = 0; i < 4; i++)
+		client_close(w[i]);
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+#define RACE_KEYS 6
+#define RACE_PUSHERS 4
+#define RACE_POPPERS 6
+#define RACE_EACH 400
+
+static int race_port;
+static atomic_int race_got[RACE_PUSHERS * RACE_EACH];
+static atomic_int race_total;
+static atomic_int race_pushers_done;
+static atomic_int race_stop_sent;
+
+/* Send, as send_raw, but a connection the stop closed is not an error:
+ * 0, or -1 once it is closed. */
+static int send_or_closed(struct client *c, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Push RACE_EACH elements "P.N", each to a key of its own choice, from a
+ * connection of its own. */
+static void *race_pusher(void *arg)
+{
+	struct client *c = client_open(race_port);
+	long id = (long)arg;
+	char key[16], el[32];
+
+	for (int n = 0; n < RACE_EACH; n++) {
+		char req[128], got[64];
+		int len;
+
+		snprintf(key, sizeof key, "rk%d", (int)((id * 7 + n) % RACE_KEYS));
+		snprintf(el, sizeof el, "%ld.%d", id, n);
+		len = snprintf(req, sizeof req, "%s %s %s\r\n", n % 2 ? "RPUSH" : "LPUSH", key, el);
+		if (send_or_closed(c, req, (size_t)len) < 0 || next_byte(c) < 0)
+			break; /* (the stop closed it) */
+		c->head--;
+		read_reply(c, got, sizeof got);
+		assert_int_equal(got[0], ':');
+	}
+	atomic_fetch_add(&race_pushers_done, 1);
+	client_close(c);
+	return NULL;
+}
+
+/* BLPOP or BRPOP over every key until the pushers are done and a wait
+ * times out, or the connection ends (the stop); each element counted. */
+static void *race_popper(void *arg)
+{
+	struct client *c = client_open(race_port);
+	long id = (long)arg;
+	char req[512], got[256];
+	size_t n;
+	long p, e;
+
+	for (;;) {
+		n = (size_t)sprintf(req, "%s", id % 2 ? "BRPOP" : "BLPOP");
+		for (int k = 0; k < RACE_KEYS; k++)
+			n += (size_t)sprintf(req + n, " rk%d", (int)((id + k) % RACE_KEYS));
+		n += (size_t)sprintf(req + n, " %s\r\n", atomic_load(&race_stop_sent) ? "0" : "0.2");
+		if (send_or_closed(c, req, n) < 0 || next_byte(c) < 0) /* the stop closed it */
+			break;
+		c->head--;
+		read_reply(c, got, sizeof got);
+		if (strcmp(got, "*-1") == 0) {
+			if (atomic_load(&race_pushers_done) == RACE_PUSHERS || atomic_load(&race_stop_sent))
+				break;
+			continue;
+		}
+		assert_int_equal(sscanf(got, "*2 $rk%*d $%ld.%ld", &p, &e), 2);
+		assert_true(p >= 0 && p < RACE_PUSHERS && e >= 0 && e < RACE_EACH);
+		assert_int_equal(atomic_fetch_add(&race_got[p * RACE_EACH + e], 1), 0); /* not twice */
+		atomic_fetch_add(&race_total, 1);
+	}
+	client_close(c);
+	return NULL;
+}
+
+static void race_start(pthread_t *th)
+{
+	memset(race_got, 0, sizeof race_got);
+	atomic_store(&race_total, 0);
+	atomic_store(&race_pushers_done, 0);
+	for (long i = 0; i < RACE_POPPERS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, race_popper, (void *)i), 0);
+	for (long i = 0; i < RACE_PUSHERS; i++)
+		assert_int_equal(pthread_create(&th[RACE_POPPERS + i], NULL, race_pusher, (void *)i), 0);
+}
+
+/* Poppers blocked on six keys over four shards, raced by pushers on other
+ * connections: every element popped once, none lost (the lists end
+ * empty). */
+static void test_blocking_pops_raced(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	pthread_t th[RACE_POPPERS + RACE_PUSHERS];
+	struct client *c;
+	char key[16];
+
+	(void)state;
+	race_port = s.port;
+	atomic_store(&race_stop_sent, 0);
+	race_start(th);
+	for (int i = 0; i < RACE_POPPERS + RACE_PUSHERS; i++)
+		pthread_join(th[i], NULL);
+	c = client_open(s.port);
+	for (int k = 0; k < RACE_KEYS; k++) { /* what no popper took is still there */
+		char got[64];
+
+		snprintf(key, sizeof key, "rk%d", k);
+		for (;;) {
+			SEND(c, "LPOP", key);
+			read_reply(c, got, sizeof got);
+			if (strcmp(got, "$-1") == 0)
+				break;
+			atomic_fetch_add(&race_total, 1);
+		}
+	}
+	assert_int_equal(atomic_load(&race_total), RACE_PUSHERS * RACE_EACH);
+	wait_blocked(c, 0);
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* The same race, cut by SIGTERM: the poppers that wait answer a nil and
+ * close, no element is given twice, the server exits 0. */
+static void test_blocking_pops_and_stop(void **state)
+{
+	struct server s = server_start("--threads", "4", NULL);
+	pthread_t th[RACE_POPPERS + RACE_PUSHERS];
+
+	(void)state;
+	race_port = s.port;
+	atomic_store(&race_stop_sent, 0);
+	race_start(th);
+	usleep(20000);
+	atomic_store(&race_stop_sent, 1);
+	kill(s.pid, SIGTERM);
+	for (int i = 0; i < RACE_POPPERS + RACE_PUSHERS; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+	assert_true(atomic_load(&race_total) <= RACE_PUSHERS * RACE_EACH);
+}
+
+/* ---- redis-benchmark's default tests -------------------------------------------------------------- */
+
+static void test_redis_benchmark_defaults(void **state)
+{
+	static const char *const tests[] = {
+		"PING_INLINE:", "PING_MBULK:", "SET:", "GET:", "INCR:", "LPUSH:", "RPUSH:", "LPOP:",
+		"RPOP:", "SADD:", "HSET:", "SPOP:", "ZADD:", "ZPOPMIN:",
+		"LPUSH (needed to benchmark LRANGE):", "LRANGE_100 (first 100 elements):",
+		"LRANGE_300 (first 300 elements):", "LRANGE_500 (first 500 elements):",
+		"LRANGE_600 (first 600 elements):", "MSET (10 keys):",
+	};
+	struct server s;
+	static char out[1 << 16];
+
+	(void)state;
+	if (system("command -v redis-benchmark >/dev/null 2>&1") != 0) {
+		printf("skipped: redis-benchmark is not installed (redis-tools)\n");
+		exit(77); /* (as redis_tools: meson's skip) */
+	}
+	s = server_start("--threads", "2", NULL);
+	assert_int_equal(run(out, sizeof out, "redis-benchmark -p %d -n 2000 -c 10 -q 2>&1 | "
+				"tr '\\r' '\\n'", s.port), 0);
+	print_message("%s\n", out);
+	assert_null(strstr(out, "ERR"));
+	assert_null(strstr(out, "rror"));
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
+		assert_non_null(strstr(out, tests[i]));
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_strings_and_counters),
 	cmocka_unit_test(test_expiry),
@@ -1034,6 +2129,17 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_view_on_sigusr1),
 	cmocka_unit_test(test_sharded_over_contexts),
 	cmocka_unit_test(test_redis_tools),
+	cmocka_unit_test(test_strings_redis7),
+	cmocka_unit_test(test_expiry_times),
+	cmocka_unit_test(test_keyspace),
+	cmocka_unit_test(test_lists),
+	cmocka_unit_test(test_sets_hashes_zsets),
+	cmocka_unit_test(test_wrongtype),
+	cmocka_unit_test(test_server_commands),
+	cmocka_unit_test(test_blocking_pops_served),
+	cmocka_unit_test(test_blocking_pops_raced),
+	cmocka_unit_test(test_blocking_pops_and_stop),
+	cmocka_unit_test(test_redis_benchmark_defaults),
 };
 
 CO_TEST_MAIN(tests, 1)

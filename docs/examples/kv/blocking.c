@@ -31,9 +31,9 @@ struct bqueue {
 };
 
 /* BLPOP's, BRPOP's, BLMOVE's timeout (argument i): seconds, a decimal,
- * taken in whole ms as Redis 7.0 takes it (0 waits for ever; a time too
- * large for a long long of ms is "negative" there, as it wraps). Begins
- * the wait's state. 0, or -1 after the error. */
+ * taken in whole ms, rounded up, as Redis 7.0 takes it (0 waits for
+ * ever; a time too large for a long long of ms is "negative" there, as it
+ * wraps). Begins the wait's state. 0, or -1 after the error. */
 int parse_timeout(struct conn *c, unsigned i)
 {
 	char buf[64], *end;
@@ -55,10 +55,19 @@ int parse_timeout(struct conn *c, unsigned i)
 		reply_error(c, "ERR timeout is negative");
 		return -1;
 	}
-	ms = (long long)(t * 1000);
+	ms = (long long)ceill(t * 1000);
 	if (ms > INT64_MAX - now_ms()) {
 		reply_error(c, "ERR timeout is out of range");
 		return -1;
+	}
+	if (c->bwcap < c->argc) { /* a node per key (nothing linked between waits) */
+		free(c->bw);
+		c->bwcap = 0;
+		if ((c->bw = calloc(c->argc, sizeof *c->bw)) == NULL) {
+			reply_oom(c);
+			return -1;
+		}
+		c->bwcap = c->argc;
 	}
 	c->block_ns = ms > 0 ? (uint64_t)ms * CO_MS : 0;
 	c->blocked = 1;
@@ -110,8 +119,7 @@ int block_on(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 	struct bwait *w;
 	struct bqueue *q;
 
-	if (atomic_load(&srv.stopping) || (c->bw == NULL &&
-	    (c->bw = calloc(c->argc, sizeof *c->bw)) == NULL)) {
+	if (atomic_load(&srv.stopping)) {
 		if (block_claim(c)) { /* (as a time limit that ran out) */
 			out_add(c, "*-1\r\n", 5);
 			c->answered = 1;

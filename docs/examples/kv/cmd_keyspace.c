@@ -8,6 +8,7 @@
  * low 8 bits), DBSIZE, RANDOMKEY, FLUSHDB, FLUSHALL. A command over
  * several shards is not atomic, as it would be in Redis.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -227,21 +228,22 @@ static void keys_end(struct conn *c)
 /* SCAN cursor [MATCH pattern] [COUNT n] [TYPE type] */
 static int scan_begin(struct conn *c)
 {
-	unsigned long long cur = 0;
+	unsigned long long cur;
+	char buf[32], *end;
 
 	c->num2 = 10; /* COUNT */
 	c->flags = -1; /* TYPE */
 	c->phase = 0; /* MATCH's argument */
-	for (size_t k = 0; k < arg_n(c, 1); k++) {
-		unsigned d = (unsigned)(arg_p(c, 1)[k] - '0');
-
-		if (d > 9 || cur > (ULLONG_MAX - d) / 10 || (k == 0 && d == 0 && arg_n(c, 1) > 1)) {
-			reply_error(c, "ERR invalid cursor");
-			return 1;
-		}
-		cur = cur * 10 + d;
+	/* the cursor as Redis reads it: strtoull's, whole (so "-1" wraps) */
+	if (arg_n(c, 1) >= sizeof buf) {
+		reply_error(c, "ERR invalid cursor");
+		return 1;
 	}
-	if (arg_n(c, 1) == 0) {
+	memcpy(buf, arg_p(c, 1), arg_n(c, 1));
+	buf[arg_n(c, 1)] = 0;
+	errno = 0;
+	cur = strtoull(buf, &end, 10);
+	if (isspace((unsigned char)buf[0]) || *end || errno == ERANGE) {
 		reply_error(c, "ERR invalid cursor");
 		return 1;
 	}

@@ -232,9 +232,11 @@ static void lrem_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
 	int wrong;
 	struct item *e = get_list(c, sh, i, h, &wrong);
-	long long removed = 0, want = c->num < 0 ? -c->num : c->num;
+	unsigned long long removed = 0, want = (unsigned long long)c->num;
 	struct list *l;
 
+	if (c->num < 0)
+		want = 0 - want; /* (LLONG_MIN too) */
 	if (wrong)
 		return;
 	if (e == NULL) {
@@ -253,7 +255,7 @@ static void lrem_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 			k++;
 		}
 	}
-	out_num(c, ':', removed);
+	out_num(c, ':', (long long)removed);
 	drop_if_empty(sh, e);
 }
 

@@ -95,7 +95,7 @@ static int time_begin(struct conn *c)
  * password (as Redis without one). */
 static int hello_begin(struct conn *c)
 {
-	static const char *const kv[] = { "server", "redis", "version", "7.0.0", "proto", "2",
+	static const char *const kv[] = { "server", "redis", "version", "7.0.0", "proto", NULL,
 					  "id", NULL, "mode", "standalone", "role", "master" };
 	long long ver;
 
@@ -124,8 +124,8 @@ static int hello_begin(struct conn *c)
 	}
 	out_add(c, "*14\r\n", 5);
 	for (size_t k = 0; k < sizeof kv / sizeof kv[0]; k++) {
-		if (kv[k] == NULL)
-			out_num(c, ':', (long long)c->id);
+		if (kv[k] == NULL) /* the protocol, the client's id: integers */
+			out_num(c, ':', k == 5 ? 2 : (long long)c->id);
 		else
 			reply_bulk(c, kv[k], strlen(kv[k]));
 	}

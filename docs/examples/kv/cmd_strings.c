@@ -260,7 +260,7 @@ static void append_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		out_num(c, ':', len);
 		return;
 	}
-	if (off + (long long)arg_n(c, v) > STRING_MAX) {
+	if (off > STRING_MAX - (long long)arg_n(c, v)) { /* (off + n could overflow) */
 		reply_error(c, "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
 		return;
 	}

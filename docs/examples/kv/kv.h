@@ -222,7 +222,7 @@ struct conn {
 	co_limit lim;
 	co_frame bf;                  /* the wait (block_fn) */
 	struct bwait *bw;             /* a node per key it waits on */
-	unsigned nbw, bi;
+	unsigned nbw, bwcap, bi;
 	int bend;                     /* the end it pops from */
 	int answered;                 /* it answered by itself (no wait) */
 	int nlinked;                  /* its nodes in queues */
