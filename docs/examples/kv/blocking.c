@@ -107,7 +107,7 @@ static void node_unlink(struct shard *sh, struct bwait *w)
 						       w->q->hash)));
 	}
 	w->q = NULL;
-	w->c->nlinked--;
+	atomic_fetch_sub(&w->c->nlinked, 1);
 }
 
 /* Wait on key i (of shard sh): the connection's node goes last in the
@@ -147,7 +147,7 @@ int block_on(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 	else
 		q->head = w;
 	q->tail = w;
-	c->nlinked++;
+	atomic_fetch_add(&c->nlinked, 1);
 	return 0;
 }
 
@@ -269,7 +269,7 @@ static void drop_queue(void *arg, struct item *qi)
 
 		q->head = w->next;
 		w->q = NULL;
-		if (--c->nlinked == 0 && c->orphan == 2)
+		if (atomic_fetch_sub(&c->nlinked, 1) == 1 && c->orphan == 2)
 			conn_free(c); /* a connection the cancel stop ended while it waited */
 	}
 	free(q);

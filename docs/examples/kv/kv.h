@@ -225,7 +225,7 @@ struct conn {
 	unsigned nbw, bwcap, bi;
 	int bend;                     /* the end it pops from */
 	int answered;                 /* it answered by itself (no wait) */
-	int nlinked;                  /* its nodes in queues */
+	atomic_int nlinked;           /* its nodes in queues (shards unlink them) */
 	int orphan;                   /* 1: nodes it could not take out; 2: and it ended */
 	unsigned served;              /* the argument of the key that served it (0: none) */
 	uint64_t block_ns;            /* its time limit (0: none) */

@@ -103,7 +103,7 @@ static void conn_done(co_frame *f)
 	struct conn *c = (struct conn *)f;
 
 	conn_unlink(c); /* (a frame the cancel stop finished before it ran) */
-	if (c->nlinked > 0) /* its nodes stay in their queues: blocked_free frees it */
+	if (atomic_load(&c->nlinked) > 0) /* nodes in queues still: blocked_free frees it */
 		c->orphan = 2;
 	else
 		conn_free(c);
