@@ -67,16 +67,11 @@ static void push_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 /* LPOP key [count], RPOP: a count answers an array (nil: no key) */
 static int pop_begin(struct conn *c)
 {
-	c->num = -1;
 	if (c->argc > 3) {
 		reply_error(c, "ERR wrong number of arguments for '%s' command", c->cmd->name);
 		return 1;
 	}
-	if (c->argc == 3 && (!arg_ll(c, 2, &c->num) || c->num < 0)) {
-		reply_error(c, "ERR value is out of range, must be positive");
-		return 1;
-	}
-	return 0;
+	return arg_count(c) < 0;
 }
 
 static void pop_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
@@ -114,31 +109,14 @@ static void llen_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		out_num(c, ':', e ? (long long)((struct list *)e->obj)->len : 0);
 }
 
-/* Two integer arguments (LRANGE, LTRIM, LREM's count, LINDEX, LSET) */
-static int ints_begin(struct conn *c)
+/* An index or a count (LINDEX, LSET, LREM) */
+static int int_begin(struct conn *c)
 {
-	if (!arg_ll(c, 2, &c->num) || (c->argc > 3 && !arg_is(c, 0, "lset") &&
-				       !arg_is(c, 0, "lrem") && !arg_ll(c, 3, &c->num2))) {
+	if (!arg_ll(c, 2, &c->num)) {
 		reply_not_int(c);
 		return 1;
 	}
 	return 0;
-}
-
-/* Redis's range of [start, stop] over len: 0 when it is empty. */
-static int clamp_range(long long len, long long *start, long long *stop)
-{
-	if (*start < 0)
-		*start += len;
-	if (*stop < 0)
-		*stop += len;
-	if (*start < 0)
-		*start = 0;
-	if (*start > *stop || *start >= len)
-		return 0;
-	if (*stop >= len)
-		*stop = len - 1;
-	return 1;
 }
 
 static void lrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
@@ -377,11 +355,11 @@ const struct command list_commands[] = {
 	{ "lpop", -2, 1, 1, 1, 0, pop_begin, pop_key, NULL },
 	{ "rpop", -2, 1, 1, 1, 0, pop_begin, pop_key, NULL },
 	{ "llen", 2, 1, 1, 1, 0, NULL, llen_key, NULL },
-	{ "lrange", 4, 1, 1, 1, 0, ints_begin, lrange_key, NULL },
-	{ "lindex", 3, 1, 1, 1, 0, ints_begin, lindex_key, NULL },
-	{ "lset", 4, 1, 1, 1, 0, ints_begin, lset_key, NULL },
-	{ "lrem", 4, 1, 1, 1, 0, ints_begin, lrem_key, NULL },
-	{ "ltrim", 4, 1, 1, 1, 0, ints_begin, ltrim_key, NULL },
+	{ "lrange", 4, 1, 1, 1, 0, range_begin, lrange_key, NULL },
+	{ "lindex", 3, 1, 1, 1, 0, int_begin, lindex_key, NULL },
+	{ "lset", 4, 1, 1, 1, 0, int_begin, lset_key, NULL },
+	{ "lrem", 4, 1, 1, 1, 0, int_begin, lrem_key, NULL },
+	{ "ltrim", 4, 1, 1, 1, 0, range_begin, ltrim_key, NULL },
 	{ "lmove", 5, 1, 2, 1, 0, lmove_begin, lmove_key, NULL },
 	{ "blmove", 6, 1, 2, 1, 0, lmove_begin, lmove_key, NULL },
 	{ "blpop", -3, 1, -2, 1, 0, bpop_begin, bpop_key, NULL },

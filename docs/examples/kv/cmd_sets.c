@@ -164,16 +164,11 @@ static void members_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h
 /* SPOP key [count]; ZPOPMIN key [count] */
 static int count_begin(struct conn *c)
 {
-	c->num = -1;
 	if (c->argc > 3) {
 		reply_syntax(c);
 		return 1;
 	}
-	if (c->argc == 3 && (!arg_ll(c, 2, &c->num) || c->num < 0)) {
-		reply_error(c, "ERR value is out of range, must be positive");
-		return 1;
-	}
-	return 0;
+	return arg_count(c) < 0;
 }
 
 static void spop_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
@@ -212,17 +207,24 @@ static int hset_begin(struct conn *c)
 	return 0;
 }
 
+/* HGET key field, ZSCORE key member: the member of argument 2 (NULL:
+ * none), *wrong after a WRONGTYPE */
+static struct item *member_arg(struct conn *c, struct shard *sh, unsigned i, uint64_t h,
+			       int type, int *wrong)
+{
+	struct item *e = get_agg(c, sh, i, h, type, 0, wrong);
+
+	return e ? *member_slot(e, arg_p(c, 2), arg_n(c, 2)) : NULL;
+}
+
 static void hget_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
 	int wrong;
-	struct item *e = get_agg(c, sh, i, h, T_HASH, 0, &wrong), *m;
+	struct item *m = member_arg(c, sh, i, h, T_HASH, &wrong);
 
-	if (wrong)
-		return;
-	m = e ? *member_slot(e, arg_p(c, 2), arg_n(c, 2)) : NULL;
 	if (m)
 		reply_bulk(c, item_val(m), m->vlen);
-	else
+	else if (!wrong)
 		reply_nil(c);
 }
 
@@ -382,11 +384,7 @@ static int zrange_begin(struct conn *c)
 			return 1;
 		}
 	}
-	if (!arg_ll(c, 2, &c->num) || !arg_ll(c, 3, &c->num2)) {
-		reply_not_int(c);
-		return 1;
-	}
-	return 0;
+	return range_begin(c);
 }
 
 static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
@@ -397,18 +395,10 @@ static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 
 	if (wrong)
 		return;
-	if (start < 0)
-		start += len;
-	if (stop < 0)
-		stop += len;
-	if (start < 0)
-		start = 0;
-	if (start > stop || start >= len) {
+	if (!clamp_range(len, &start, &stop)) {
 		out_add(c, "*0\r\n", 4);
 		return;
 	}
-	if (stop >= len)
-		stop = len - 1;
 	out_num(c, '*', (stop - start + 1) * (c->flags & 1 ? 2 : 1));
 	for (; start <= stop; start++) {
 		struct item *m = ((struct zset *)e->obj)->order[c->flags & 2 ? len - 1 - start : start];
@@ -422,14 +412,11 @@ static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 static void zscore_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
 	int wrong;
-	struct item *e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong), *m;
+	struct item *m = member_arg(c, sh, i, h, T_ZSET, &wrong);
 
-	if (wrong)
-		return;
-	m = e ? *member_slot(e, arg_p(c, 2), arg_n(c, 2)) : NULL;
 	if (m)
 		reply_score(c, m->score);
-	else
+	else if (!wrong)
 		reply_nil(c);
 }
 

@@ -136,15 +136,15 @@ static void set_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		reply_ok(c);
 }
 
-enum { GETEX_PERSIST = 32 };
+enum { GETEX_PERSIST = 32, GETEX_DEL = 64 };
 
-/* GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST] */
+/* GETEX key [EX s | PX ms | EXAT s | PXAT ms | PERSIST]; GETDEL key */
 static int getex_begin(struct conn *c)
 {
 	static const char *const times[] = { "EX", "PX", "EXAT", "PXAT" };
 	int t = -1;
 
-	c->flags = 0;
+	c->flags = arg_is(c, 0, "getdel") ? GETEX_DEL : 0;
 	if (c->argc == 2)
 		return 0;
 	for (int k = 0; k < 4; k++)
@@ -176,23 +176,10 @@ static void getex_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		return;
 	if (c->flags & GETEX_PERSIST)
 		(*pe)->expire_ms = 0;
-	else if (c->flags & SET_TIME && c->expire_ms <= now_ms())
+	else if (c->flags & GETEX_DEL || (c->flags & SET_TIME && c->expire_ms <= now_ms()))
 		db_delete(sh, pe);
 	else if (c->flags & SET_TIME)
 		(*pe)->expire_ms = c->expire_ms;
-}
-
-static void getdel_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
-{
-	struct item **pe = db_slot(sh, arg_p(c, i), arg_n(c, i), h);
-
-	if (*pe && (*pe)->type != T_STRING) {
-		reply_wrongtype(c);
-		return;
-	}
-	reply_value(c, *pe);
-	if (*pe)
-		db_delete(sh, pe);
 }
 
 /* MSET k v [k v ...], MSETNX: each pair set on its key's owner. MSETNX
@@ -300,15 +287,6 @@ static void strlen_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 }
 
 /* GETRANGE key start end: Redis's clamping, negative from the end */
-static int getrange_begin(struct conn *c)
-{
-	if (!arg_ll(c, 2, &c->num) || !arg_ll(c, 3, &c->num2)) {
-		reply_not_int(c);
-		return 1;
-	}
-	return 0;
-}
-
 static void getrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
 	int wrong;
@@ -440,14 +418,14 @@ const struct command string_commands[] = {
 	{ "mset", -3, 1, -1, 2, 0, mset_begin, mset_key, mset_end },
 	{ "msetnx", -3, 1, -1, 2, 0, mset_begin, mset_key, mset_end },
 	{ "getex", -2, 1, 1, 1, 0, getex_begin, getex_key, NULL },
-	{ "getdel", 2, 1, 1, 1, 0, NULL, getdel_key, NULL },
+	{ "getdel", 2, 1, 1, 1, 0, getex_begin, getex_key, NULL },
 	{ "getset", 3, 1, 1, 1, 0, set_begin, set_key, NULL },
 	{ "setex", 4, 1, 1, 1, 0, setex_begin, set_key, NULL },
 	{ "psetex", 4, 1, 1, 1, 0, setex_begin, set_key, NULL },
 	{ "setnx", 3, 1, 1, 1, 0, set_begin, set_key, NULL },
 	{ "append", 3, 1, 1, 1, 0, NULL, append_key, NULL },
 	{ "strlen", 2, 1, 1, 1, 0, NULL, strlen_key, NULL },
-	{ "getrange", 4, 1, 1, 1, 0, getrange_begin, getrange_key, NULL },
+	{ "getrange", 4, 1, 1, 1, 0, range_begin, getrange_key, NULL },
 	{ "setrange", 4, 1, 1, 1, 0, setrange_begin, append_key, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
 };

@@ -151,6 +151,46 @@ struct item *lookup_typed(struct conn *c, struct shard *sh, unsigned i, uint64_t
 	return e;
 }
 
+/* LPOP's, SPOP's, ZPOPMIN's optional count (argument 2): c->num, -1
+ * without one. 0, or -1 after the error. */
+int arg_count(struct conn *c)
+{
+	c->num = -1;
+	if (c->argc == 3 && (!arg_ll(c, 2, &c->num) || c->num < 0)) {
+		reply_error(c, "ERR value is out of range, must be positive");
+		return -1;
+	}
+	return 0;
+}
+
+/* A start and a stop (arguments 2 and 3: c->num, c->num2), as GETRANGE,
+ * LRANGE, LTRIM, ZRANGE take them. 0, or 1 after the error. */
+int range_begin(struct conn *c)
+{
+	if (!arg_ll(c, 2, &c->num) || !arg_ll(c, 3, &c->num2)) {
+		reply_not_int(c);
+		return 1;
+	}
+	return 0;
+}
+
+/* Redis's range of [start, stop] over len elements (negative: from the
+ * end; clamped): 0 when it is empty. */
+int clamp_range(long long len, long long *start, long long *stop)
+{
+	if (*start < 0)
+		*start += len;
+	if (*stop < 0)
+		*stop += len;
+	if (*start < 0)
+		*start = 0;
+	if (*start > *stop || *start >= len)
+		return 0;
+	if (*stop >= len)
+		*stop = len - 1;
+	return 1;
+}
+
 /* An array whose length is known at its end: its elements go to out
  * first, array_end puts "*N" before them. */
 void array_begin(struct conn *c)
