@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The example key-value server (docs/examples/kv/), run as a
- * process (CORING_KV_SERVER names it) and spoken to with a RESP client of
- * this file's own over blocking loopback sockets: every command and its
- * errors as Redis answers them, pipelining, inline commands, bad input,
- * the limits, the idle timeout, the stop on SIGTERM (the commands received
- * are answered, then the connections close, exit status 0), keys sharded
- * over four contexts under concurrent clients (every increment counted),
- * and redis-cli and redis-benchmark where they are installed (skipped, 77,
- * where not). Socket timeouts and waits are hang guards only.
+ * The example key-value server (docs/examples/kv/), run as a process
+ * (CORING_KV_SERVER names it) and spoken to with a RESP client of this
+ * file's own over blocking loopback sockets: every command and its errors
+ * as Redis 7.0 answers them, a case per family (the expected replies of
+ * those cases are what redis-server 7.0 answered to the same commands;
+ * where the example differs by design, a comment says so), pipelining,
+ * inline commands, bad input, the limits, the idle timeout, the stop on
+ * SIGTERM (the commands received are answered, then the connections
+ * close, exit status 0), keys sharded over four contexts under concurrent
+ * clients (every increment counted), blocking pops served across shards
+ * in order and raced by pushers and by the stop (every element popped
+ * once), and redis-cli and redis-benchmark where they are installed
+ * (skipped, 77, where not). Socket timeouts and waits are hang guards
+ * only.
  */
 #include <setjmp.h>
 #include <stdarg.h>
