@@ -1920,6 +1920,14 @@ static void test_blocking_pops_served(void **state)
 	EXPECT(c, "+OK", "RENAME", "orig", "renamed");
 	expect_reply(w[3], "*2 $renamed $b");
 	EXPECT(c, "*1 $a", "LRANGE", "renamed", "0", "-1");
+	/* a client that leaves while it waits is given nothing */
+	SEND(w[0], "BLPOP", "left", "0");
+	wait_blocked(c, 1);
+	client_close(w[0]);
+	wait_blocked(c, 0);
+	EXPECT(c, ":1", "RPUSH", "left", "kept");
+	EXPECT(c, "*1 $kept", "LRANGE", "left", "0", "-1");
+	w[0] = client_open(s.port);
 	/* the time limit: nil, no sooner */
 	t0 = now_ms();
 	EXPECT(c, "*-1", "BLPOP", "none1", "none2", "0.2");

@@ -13,12 +13,14 @@
  * element it was given is then its answer: it is never popped without a
  * connection that answers it (the stop too lets the served answer).
  *
- * A client that closes its connection while it waits is noticed at the
- * end of the wait (a served element then goes with it, as in Redis when a
- * client disconnects with its answer unread).
+ * The wait is two children under co_when_any: the event within the time
+ * limit, and a peek at the socket, so that a client that closes its
+ * connection while it waits stops waiting at once (no element is popped
+ * for it afterwards).
  */
 #include <errno.h>
 #include <math.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -180,6 +182,36 @@ void serve_blocked(struct shard *sh, struct item *key)
 
 /* ---- the wait ------------------------------------------------------------------------------ */
 
+/* One side of the wait: the event (a serve, the stop) within the time
+ * limit. */
+static int served_fn(co_frame *f)
+{
+	struct waitkid *k = (struct waitkid *)f;
+
+	CO_BEGIN(f);
+	if (k->c->block_ns)
+		CO_AWAIT(f, co_timeout(&k->lim, co_event_wait(&k->w, &k->c->wake), k->c->block_ns));
+	else
+		CO_AWAIT(f, co_event_wait(&k->w, &k->c->wake));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+/* The other: the client's end of the connection (a peek that reads 0),
+ * noticed while it waits, as Redis notices it; bytes it sends meanwhile
+ * (pipelined commands) wait for the answer, so this side waits on. */
+static int peer_fn(co_frame *f)
+{
+	struct waitkid *k = (struct waitkid *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_recv(&k->io, k->c->fd, &k->byte, 1, MSG_PEEK));
+	if (co_result(f) > 0)
+		CO_AWAIT(f, co_event_wait(&k->w, &k->c->wake));
+	CO_RETURN(f, -EPIPE);
+	CO_END(f);
+}
+
 static struct conn *conn_of_bf(co_frame *f)
 {
 	return (struct conn *)(void *)((char *)f - offsetof(struct conn, bf));
@@ -198,12 +230,14 @@ static int block_fn(co_frame *f)
 
 	CO_BEGIN(f);
 	c->wait_err = 0;
-	if (atomic_load(&c->claimed) == 0) {
+	if (atomic_load(&c->claimed) == 0) { /* served, timed out, or the client left */
 		atomic_fetch_add(&srv.nblocked, 1);
-		if (c->block_ns)
-			CO_AWAIT(f, co_timeout(&c->lim, co_event_wait(&c->w, &c->wake), c->block_ns));
-		else
-			CO_AWAIT(f, co_event_wait(&c->w, &c->wake));
+		for (int k = 0; k < 2; k++) {
+			co_init(&c->wk[k].co, k == 0 ? served_fn : peer_fn);
+			c->wk[k].c = c;
+			c->kids[k] = &c->wk[k].co;
+		}
+		CO_AWAIT(f, co_when_any(&c->when, c->kids, 2));
 		c->wait_err = co_result(f);
 		atomic_fetch_sub(&srv.nblocked, 1);
 	}

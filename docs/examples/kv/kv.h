@@ -218,9 +218,17 @@ struct conn {
 	int blocked;                  /* it waits (once its keys were visited) */
 	atomic_int claimed;           /* 0 while waiting; 1 once served, stopped or timed out */
 	co_event wake;
-	co_waiter w;
-	co_limit lim;
 	co_frame bf;                  /* the wait (block_fn) */
+	struct waitkid {              /* its two sides: served or timed out; the peer gone */
+		co_frame co;
+		co_waiter w;
+		co_limit lim;
+		co_io io;
+		struct conn *c;
+		char byte;
+	} wk[2];
+	co_frame *kids[2];
+	co_when when;
 	struct bwait *bw;             /* a node per key it waits on */
 	unsigned nbw, bwcap, bi;
 	int bend;                     /* the end it pops from */
