@@ -16,7 +16,7 @@ git-ignored build directory, never in the source tree):
     fileio.csv     file reads: coring against fio
     callgrind.csv  user-space instructions per request
     firmware.csv   co.h on Cortex-M4: frame bytes, code bytes, instructions per resume
-    handoff.csv    hand-off between contexts: coring, Go, two pthreads
+    handoff.csv    hand-off between contexts: coring, Go, tokio, two pthreads
     kv.csv         the application: kv_server against redis-server
     latest.txt     everything printed
     latest.png     the chart (gnuplot)
@@ -34,7 +34,9 @@ only wrk timeouts). Syscalls per request come from a separate short round under
 strace, never from a measured round.
 
 Each section is a module of sections/, named after it, with a class of the
-section's methods; core.py holds what they all use. Run below is the
+section's methods; core.py holds what they all use; peers.py builds the Go
+and tokio peers into BUILD_DIR when a section first needs them (offline;
+one not built is said in one line and left out). Run below is the
 sections together; it runs them in the order of core.SECTIONS, then the
 targets, the files and the chart.
 """
