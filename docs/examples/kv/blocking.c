@@ -229,7 +229,6 @@ static int block_fn(co_frame *f)
 	struct conn *c = conn_of_bf(f);
 
 	CO_BEGIN(f);
-	c->wait_err = 0;
 	if (atomic_load(&c->claimed) == 0) { /* served, timed out, or the client left */
 		atomic_fetch_add(&srv.nblocked, 1);
 		for (int k = 0; k < 2; k++) {
@@ -238,7 +237,6 @@ static int block_fn(co_frame *f)
 			c->kids[k] = &c->wk[k].co;
 		}
 		CO_AWAIT(f, co_when_any(&c->when, c->kids, 2));
-		c->wait_err = co_result(f);
 		atomic_fetch_sub(&srv.nblocked, 1);
 	}
 	block_claim(c); /* nobody serves it from now on */

@@ -208,7 +208,6 @@ struct conn {
 	unsigned cur, owner;          /* the key being run, its context */
 	uint64_t h;                   /* its hash */
 	long long num, num2;          /* its numbers (a count, a time, an index) */
-	double dnum;
 	int64_t expire_ms;
 	int flags, phase;
 	size_t mark;                  /* where its array's elements begin in out */
@@ -237,7 +236,6 @@ struct conn {
 	int orphan;                   /* 1: nodes it could not take out; 2: and it ended */
 	unsigned served;              /* the argument of the key that served it (0: none) */
 	uint64_t block_ns;            /* its time limit (0: none) */
-	int wait_err;
 };
 
 /* A connection waiting on a key: in the shard's queue for that key. */
