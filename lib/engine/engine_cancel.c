@@ -135,6 +135,8 @@ void co__engine_settle_finishes(co_engine *e)
 			next = f->cancel_next;
 			if (!(co__cx_load(f) & CO__CX_FINISHED)) { /* for the owner's next turn */
 				co__lifo_push(&e->cancels, f, offsetof(co_frame, cancel_next));
+				/* as every push: epoch tells the turn to look */
+				atomic_fetch_add_explicit(&e->epoch, 1, memory_order_relaxed);
 				continue;
 			}
 			__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_QUEUED, __ATOMIC_SEQ_CST);

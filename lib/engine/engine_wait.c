@@ -337,8 +337,13 @@ static int valgrind_sleep(co_engine *e, uint64_t ns, int idle)
 
 /*
  * Sleep in the kernel until a completion arrives (submitting what is
- * queued in the same call), unless another thread changed something since
- * the turn began (snap) or work is queued. With ns > 0 it returns -ETIME
+ * queued in the same call), unless something changed since the turn began
+ * (snap). epoch says it all: the loop comes here with its own queues
+ * empty (it just looked; local_n, two instructions, is looked at again
+ * as a guard), and every push onto the lists other threads fill is
+ * followed by a bump of epoch, then, from another thread, a look at
+ * sleeping (invariant 1: that thread then wakes us, or we see the bump).
+ * With ns > 0 it returns -ETIME
  * when nothing came in time (under valgrind, 0 after a slice: the loop
  * then turns again).
  */
@@ -352,7 +357,7 @@ int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	if (idle)
 		co__engine_quiet_set(e, snap);
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || co__engine_ready_nonempty(e)) {
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || e->local_n != 0) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
