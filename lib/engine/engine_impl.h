@@ -12,7 +12,7 @@
  *   engine_cancel.c  cancel requests, finishing frames
  *   engine_stop_list.c    the cancel stop's list of parked waits
  *   engine_stop.c    the stop
- *   engine_turn.c    waits for the next turn, a frame's resume
+ *   engine_turn.c    waits for the next turn
  *   engine_move.c    stealing and transfers
  *   engine_view.c    a view's request
  *   engine_wait.c    waiting for work: polling, sleeping
@@ -199,9 +199,6 @@ static inline int co__engine_ready_nonempty(co_engine *e)
 
 /* A free SQE, submitting what is queued first if there is none. */
 struct io_uring_sqe *co__engine_sqe_get(co_engine *e);
-/* After a resume that left e->submit_soon set: submit now what should not
- * wait for the turn's end (docs/engine.md, "The loop"). */
-void co__engine_submit_soon(co_engine *e);
 
 /* ---- engine_visit.c: calls from other threads ----------------------------------- */
 
@@ -292,36 +289,6 @@ static co__inline uint64_t co__engine_stop_turn(co_engine *e, uint64_t *wait_ns)
 /* The turn begins: the later list's frames join the ready queue, but for
  * co_after_turns waits with turns left. */
 void co__engine_later_take(co_engine *e);
-
-/* Resume root f once, on the owner thread: from the ready queue
- * (run_ready, engine_loop.c) or from the completion walk
- * (co__engine_resume_direct). A yield waits for the next turn (the later
- * list). Inline: the loop's every resume. */
-static co__inline void co__engine_resume(co_engine *e, co_frame *f)
-{
-	e->stats.resumed++;
-#ifdef CO_WITH_VIEW
-	e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
-	e->running = f; /* a view from inside the frame (or its on_done) */
-#endif
-	CO__TRACE_RESUME(e, f);
-	switch (co_resume(f)) {
-	case CO_YIELDED:
-		CO__TRACE_YIELD(e, f);
-		co__engine_later(e, f); /* the next turn runs it */
-		break;
-	case CO_DONE:
-		co__engine_finish_frame(e, f);
-		break;
-	default: /* CO_WAITING: its awaiter wakes it */
-		CO__TRACE_WAIT(e, f);
-		break;
-	}
-	/* opts.submit_batch: the frame is suspended, so whatever it
-	 * prepared (an operation and a timeout linked to it) is whole */
-	if (co__unlikely(e->submit_soon))
-		co__engine_submit_soon(e);
-}
 
 /* ---- engine_view.c: a view's request --------------------------------------------- */
 

@@ -49,8 +49,6 @@ static inline int co__frame_fresh(const co_frame *f)
  * call): hidden, so the library reads it straight from its TLS block. */
 extern _Thread_local co_engine *co__tls_engine
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
-extern _Thread_local unsigned co__tls_direct
-	__attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 /*
  * The owner thread's fast paths, inlined into the layers that take SQEs
@@ -115,15 +113,10 @@ static inline void co__engine_push_owner(co_engine *e, co_frame *f)
 	co__engine_push_ring(e, f);
 }
 
-/* Resume root f of e from the loop's completion walk (engine_turn.c). */
-void co__engine_resume_direct(co_engine *e, co_frame *f);
-
 /* co_wake for a frame woken on e's own thread (a completion being
- * dispatched): a root that e runs is resumed at once while the loop's walk
- * allows it (co__tls_direct: nothing is queued ahead of it, see
- * engine_loop.c), or goes straight to its queue, without the runner's
- * indirect call and its thread check; any other (a frame driven by hand)
- * takes co_wake's path. */
+ * dispatched): a root that e runs goes straight to its queue, without the
+ * runner's indirect call and its thread check; any other (a frame driven
+ * by hand) takes co_wake's path. */
 static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 {
 	co_frame *r = co__wake_root(f);
@@ -134,11 +127,6 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	run = CO__LOAD_RELAXED(&r->runner);
 	if (co__likely(run == &e->runner)) {
 		CO__TRACE_WAKE(e, r); /* before the push: a thief may take it */
-		if (co__likely(co__tls_direct != 0)) {
-			co__tls_direct--;
-			co__engine_resume_direct(e, r);
-			return;
-		}
 		co__engine_push_owner(e, r);
 	} else if (run) {
 		run->wake(run, r);

@@ -63,6 +63,20 @@ void co__engine_wake_disarm(co_engine *e)
 	}
 }
 
+/* After a frame's resume, with SQEs that should not wait for the turn's
+ * end: a read or write prepared (submit_batch 0), or submit_batch of any
+ * kind waiting. */
+static void submit_soon(co_engine *e)
+{
+	unsigned want = e->submit_batch ? e->submit_batch : 1;
+
+	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
+	if (io_uring_sq_ready(&e->ring) >= want) {
+		io_uring_submit(&e->ring);
+		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
+	}
+}
+
 /* Resume up to max ready frames; a yield waits for the next turn (the
  * later list). Under a cancel stop, every frame resumed is marked
  * cancelled first. */
@@ -78,7 +92,28 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 			}
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
 		}
-		co__engine_resume(e, f);
+		e->stats.resumed++;
+#ifdef CO_WITH_VIEW
+		e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
+		e->running = f; /* a view from inside the frame (or its on_done) */
+#endif
+		CO__TRACE_RESUME(e, f);
+		switch (co_resume(f)) {
+		case CO_YIELDED:
+			CO__TRACE_YIELD(e, f);
+			co__engine_later(e, f); /* the next turn runs it */
+			break;
+		case CO_DONE:
+			co__engine_finish_frame(e, f);
+			break;
+		default: /* CO_WAITING: its awaiter wakes it */
+			CO__TRACE_WAIT(e, f);
+			break;
+		}
+		/* opts.submit_batch: the frame is suspended, so whatever it
+		 * prepared (an operation and a timeout linked to it) is whole */
+		if (co__unlikely(e->submit_soon))
+			submit_soon(e);
 	}
 #ifdef CO_WITH_VIEW
 	e->running = NULL; /* between two resumes it names the frame that ran,
@@ -89,14 +124,14 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 /*
  * Dispatch every CQE in the ring, in one batch. The tail is read once per
  * batch (callbacks may add CQEs: an early submit completes inline; the
- * next pass takes them, unless once: then the next turn does). A CQE without IORING_CQE_F_MORE is an operation's
+ * next pass takes them). A CQE without IORING_CQE_F_MORE is an operation's
  * last: it leaves the in-flight count (the wake read, which never entered
  * it, puts it back in co__engine_wake_done).
  * user_data 0-3 is a fire-and-forget SQE (no info, a tag at most) and
  * LIBURING_UDATA_TIMEOUT (all ones) liburing's own timeout on kernels
  * without EXT_ARG: ud + 1 <= CO_IO_TAG_MASK + 1 tells both in one test.
  */
-static co__inline unsigned reap(co_engine *e, int once)
+static co__inline unsigned reap(co_engine *e)
 {
 	struct io_uring_cq *cq = &e->ring.cq;
 	unsigned head = *cq->khead, tail, n = 0, mask = cq->ring_mask, shift = e->cqe_shift;
@@ -116,41 +151,19 @@ static co__inline unsigned reap(co_engine *e, int once)
 		} while (++head != tail);
 		/* release: the kernel may reuse the slots once it sees the head */
 		io_uring_smp_store_release(cq->khead, head);
-		if (once)
-			break;
 	}
 	e->stats.cqes += n;
 	return n;
 }
 
-/*
- * Dispatch the completions. With direct != 0, up to direct of the frames
- * they wake are resumed at once, from the walk (co__engine_wake_here): the
- * loop allows it when nothing is queued that would run before them. The
- * walk then takes only the CQEs there when it began: a frame it resumed
- * may see its next operation complete at once (an early submit), and
- * must not run twice in one turn. Returns how many it resumed.
- */
-static co__inline unsigned reap_all(co_engine *e, unsigned direct)
+static co__inline void reap_all(co_engine *e)
 {
-	if (direct) {
-		co__tls_direct = direct;
-		reap(e, 1);
-		direct -= co__tls_direct;
-		co__tls_direct = 0;
-		if (co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
-			e->stats.cq_overflow++;
-			io_uring_get_events(&e->ring); /* the next turn takes them */
-		}
-		return direct;
-	}
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
-	while (reap(e, 0) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
+	while (reap(e) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
 		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
 	}
-	return 0;
 }
 
 static int first_run(co_engine *e)
@@ -208,33 +221,16 @@ static co__inline void turn_ready(co_engine *e)
 		co__engine_ring_refill(e);
 }
 
-/*
- * A turn: what other threads sent (turn_begin), the completions, the
- * frames the last turn left for this one, the ready frames, then submit
- * and wait. The completions come first of the frames: a frame one wakes
- * runs ahead of what the turn queues next (the later list, the frames
- * that one wakes), as if it had been queued; so when nothing was left
- * queued when the last turn's frames had run (direct), and no cancel
- * stop marks each frame it resumes, the walk resumes it at once, without
- * a push and a pop, within the turn's batch.
- */
 static int loop(co_engine *e, int mode)
 {
 	int ret = 0;
-	int direct = 0;
 
 	for (;;) {
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
 		uint64_t wait_ns, cancel_deadline = turn_begin(e, snap, &wait_ns);
-		unsigned budget = e->batch;
 
-		if (co__likely(direct) && cancel_deadline == 0)
-			budget -= reap_all(e, budget);
-		else
-			reap_all(e, 0);
 		turn_ready(e);
-		run_ready(e, cancel_deadline, budget);
-		direct = e->local_n == 0 && !co__engine_stealable(e);
+		run_ready(e, cancel_deadline, e->batch);
 		if (e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
 		    (co__engine_stealable(e) && co__engine_ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
@@ -277,6 +273,7 @@ static int loop(co_engine *e, int mode)
 		    ret != -EBUSY)
 			break;
 		ret = 0;
+		reap_all(e);
 	}
 	return ret;
 }
@@ -303,7 +300,7 @@ static int tick(co_engine *e)
 	cancel_deadline = turn_begin(e, snap, &wait_ns);
 	if (e->inflight)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
-	reap_all(e, 0);
+	reap_all(e);
 	turn_ready(e);
 	run_ready(e, cancel_deadline, ready_count(e) + e->batch);
 	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)

@@ -62,20 +62,6 @@ struct io_uring_sqe *co__engine_sqe_get(co_engine *e)
 	return sqe;
 }
 
-/* After a frame's resume, with SQEs that should not wait for the turn's
- * end: a read or write prepared (submit_batch 0), or submit_batch of any
- * kind waiting. */
-void co__engine_submit_soon(co_engine *e)
-{
-	unsigned want = e->submit_batch ? e->submit_batch : 1;
-
-	e->submit_soon = e->submit_batch != 0; /* with submit_batch, after every resume */
-	if (io_uring_sq_ready(&e->ring) >= want) {
-		io_uring_submit(&e->ring);
-		e->last_info = NULL; /* its SQE is gone: nothing may link to it */
-	}
-}
-
 /* co__engine_sqe (engine_internal.h) found the SQ too full to keep room for a
  * linked timeout: submit what is queued, then take a slot. */
 struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)

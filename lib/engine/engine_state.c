@@ -14,9 +14,6 @@
 /* The engine running on this thread; the layers above read it directly
  * (engine_internal.h) rather than through co_engine_current's PLT call. */
 _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")));
-/* How many frames the completion walk running on this thread may still
- * resume at once (co__engine_wake_here); 0 outside the loop's walk. */
-_Thread_local unsigned co__tls_direct __attribute__((tls_model("initial-exec")));
 
 co_engine *co_engine_current(void)
 {

@@ -17,17 +17,6 @@ void co__engine_later(co_engine *e, co_frame *root)
 	co__fifo_push(&e->later_head, &e->later_tail, root, next);
 }
 
-/* A completion of the loop's walk woke f with nothing queued ahead of it
- * (co__engine_wake_here): it runs now, as the queue would have run it
- * next, without a push and a pop. */
-void co__engine_resume_direct(co_engine *e, co_frame *f)
-{
-	co__engine_resume(e, f);
-#ifdef CO_WITH_VIEW
-	e->running = NULL; /* the walk goes on: no frame runs */
-#endif
-}
-
 /*
  * The turn begins (owner thread): the turn waits whose last turn has come
  * (or that were cancelled) and every yielded frame join the ready queue;
