@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <sys/syscall.h>
 #include <cmocka.h>
 
 #include <coring/io.h>
@@ -399,9 +400,21 @@ static int count_threads(void)
 	return n;
 }
 
+/* Records its thread id in *arg. */
 static void *nothing(void *arg)
 {
-	return arg;
+	*(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+	return NULL;
+}
+
+/* A joined thread may still be listed in /proc/self/task for a moment
+ * (the kernel reaps it after the join returns): wait until tid is gone. */
+static int task_listed(pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+	return access(path, F_OK) == 0;
 }
 
 static void test_errors(void **state)
@@ -410,13 +423,15 @@ static void test_errors(void **state)
 	co_pool_job j;
 	struct runner a;
 	pthread_t t;
+	pid_t tid = 0;
 	int threads;
 	(void)state;
 
 	/* a first thread, so that a sanitizer's own helper thread is running
-	 * before the count is taken */
-	assert_int_equal(pthread_create(&t, NULL, nothing, NULL), 0);
+	 * before the count is taken; the count once it is reaped */
+	assert_int_equal(pthread_create(&t, NULL, nothing, &tid), 0);
 	pthread_join(t, NULL);
+	WAIT_UNTIL(!task_listed(tid));
 	threads = count_threads();
 
 	assert_int_equal(co_pool_init(NULL, 1), -EINVAL);
@@ -427,7 +442,7 @@ static void test_errors(void **state)
 	co__fault_arm(CO__FAULT_THREAD, 3, EAGAIN);
 	assert_int_equal(co_pool_init(&pool, 4), -EAGAIN);
 	co__fault_arm(CO__FAULT_THREAD, 0, 0);
-	assert_int_equal(count_threads(), threads);
+	WAIT_UNTIL(count_threads() == threads); /* a thread left running hangs here */
 	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM);
 	assert_int_equal(co_pool_init(&pool, 4), -ENOMEM);
 	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
@@ -437,7 +452,7 @@ static void test_errors(void **state)
 	assert_null(co_pool_run(&j, NULL, must_not_run, NULL));
 	assert_null(co_pool_run(&j, &pool, NULL, NULL));
 	assert_int_equal(co_pool_destroy(&pool), 0);
-	assert_int_equal(count_threads(), threads);
+	WAIT_UNTIL(count_threads() == threads);
 	runner_init(&a, &pool, must_not_run, 0);
 	co_test_run1(&a.co);
 	assert_int_equal(a.res, -ESHUTDOWN);
