@@ -78,7 +78,7 @@ typedef struct co_engine_opts {
 /* Counters, owned by the engine thread (read them from it, or after run). */
 typedef struct co_engine_stats {
 	uint64_t turns;        /* loop turns */
-	uint64_t waits;        /* turns that slept in io_uring_submit_and_wait */
+	uint64_t waits;        /* turns that slept (io_uring_enter, submit and wait) */
 	uint64_t cqes;         /* completions handled */
 	uint64_t resumed;      /* frames resumed */
 	uint64_t ops;          /* operations submitted whose CQE is awaited */
