@@ -146,7 +146,7 @@ struct server {
 	int port;
 	const char *bind;
 	uint64_t idle_ns, grace_ns;
-	size_t max_bulk, max_request;
+	size_t max_bulk, max_request, max_reply;
 	co_sched s;
 	struct ctx *ctx;
 	co_signals sigs;
@@ -201,6 +201,7 @@ struct conn {
 	size_t alen, acap;
 	char *out;                    /* answers not sent yet */
 	size_t olen, ocap;
+	int dropped;                  /* its answers passed --max-reply-buffer */
 	/* the command being run */
 	const struct command *cmd;
 	co_frame keys;                /* its key parts (keys_fn) */

@@ -4,7 +4,8 @@
  * redis-cli and redis-benchmark talk to it unchanged.
  *
  *   kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]
- *             [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]
+ *             [--max-bulk BYTES] [--max-request BYTES] [--max-reply-buffer BYTES]
+ *             [--stop-grace MS]
  *
  * Commands, answered as Redis 7.0 answers them (replies, errors, options):
  *   strings   GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), GETEX,
@@ -45,17 +46,36 @@
  * INFO's keyspace. A blocked BLPOP waits on its keys' shards and is served
  * by a push on any of them (blocking.c).
  *
- * Limits: a request line (an inline command, a count) of at most 64 KiB,
- * at most INT_MAX arguments, a bulk string of at most --max-bulk bytes
- * (default 1 MiB): past those the answer is Redis's protocol error and the
- * connection closes. A request of more than --max-request bytes (default
- * 16 MiB) closes the connection without an answer, as Redis does when a
- * client's query buffer passes its limit. --idle-timeout MS (default
- * 300000; 0: never): a connection on which no command completes and no
- * answer is sent for that long is closed, so a request that trickles in
- * is bounded too. A connection's activity is a stamp of its context's
- * tick, which a sweeper compares every 100 ms: no timer per request (a
- * time limit on each read would add a kernel timeout to every recv).
+ * Limits, each connection's, as Redis bounds a client (its query buffer
+ * limit, its output buffer limit), so that a client that sends too much,
+ * or asks for much and never reads, costs the server at most these:
+ *   - a request line (an inline command, a count) of at most 64 KiB;
+ *   - a bulk string of at most --max-bulk bytes (default 1 MiB), and no
+ *     more than --max-request: a longer length is refused as it is read,
+ *     before any of its bytes are, with Redis's "ERR Protocol error:
+ *     invalid bulk length", and the connection closes;
+ *   - an array of at most --max-request / 16 elements (each takes 16 bytes
+ *     of the request's accounting; and never more than INT_MAX): a larger
+ *     count is refused at once with "invalid multibulk length";
+ *   - a request of at most --max-request bytes (default 16 MiB): a bulk
+ *     length that would take it past that closes the connection without
+ *     an answer (as Redis does when a client's query buffer passes its
+ *     limit), checked when the length is read, so a client that sends a
+ *     large string slowly never has more than --max-request buffered;
+ *   - answers built and not sent yet of at most --max-reply-buffer bytes
+ *     (default 64 MiB), checked as each answer is built: an answer that
+ *     would pass it drops them all, frees their memory, and closes the
+ *     connection (as Redis does past client-output-buffer-limit), so an
+ *     MGET of many large values from a client that never reads cannot
+ *     grow the server past it;
+ *   - --idle-timeout MS (default 300000; 0: never): a connection on which
+ *     no command completes and no answer is sent for that long is closed,
+ *     so a request that trickles in is bounded too. A connection's
+ *     activity is a stamp of its context's tick, which a sweeper compares
+ *     every 100 ms: no timer per request (a time limit on each read would
+ *     add a kernel timeout to every recv).
+ * Large buffers are mapped apart (a fixed mmap threshold), so what a
+ * closed connection held goes back to the system, not only to the heap.
  *
  * SIGTERM or SIGINT: the listeners stop, every connection answers the
  * commands it has received and closes; after --stop-grace MS (default
@@ -80,6 +100,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +110,14 @@
 #include "kv.h"
 
 struct server srv = { .threads = 1, .bind = "127.0.0.1", .idle_ns = 300 * CO_S,
-		      .grace_ns = 5 * CO_S, .max_bulk = 1 << 20, .max_request = 16 << 20 };
+		      .grace_ns = 5 * CO_S, .max_bulk = 1 << 20, .max_request = 16 << 20,
+		      .max_reply = 64 << 20 };
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: kv_server [--port P] [--threads N] [--bind ADDR] [--idle-timeout MS]"
-			" [--max-bulk BYTES] [--max-request BYTES] [--stop-grace MS]\n");
+			" [--max-bulk BYTES] [--max-request BYTES] [--max-reply-buffer BYTES]"
+			" [--stop-grace MS]\n");
 	exit(2);
 }
 
@@ -124,6 +147,8 @@ static void parse_args(int argc, char **argv)
 			srv.max_bulk = (size_t)v;
 		else if (!strcmp(argv[i], "--max-request") && v >= 1)
 			srv.max_request = (size_t)v;
+		else if (!strcmp(argv[i], "--max-reply-buffer") && v >= 1)
+			srv.max_reply = (size_t)v;
 		else
 			usage();
 	}
@@ -135,6 +160,10 @@ int main(int argc, char **argv)
 	int err;
 
 	parse_args(argc, argv);
+	/* a fixed threshold: buffers of 128 KiB and more are mapped apart and
+	 * unmapped when freed (glibc would raise it to the largest freed, and
+	 * keep what a closed connection held in the heap) */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);

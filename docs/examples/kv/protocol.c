@@ -19,15 +19,30 @@
 /* ---- answers ----------------------------------------------------------------------------------- */
 
 /* Room for n more bytes of answers; NULL (and the connection closes) when
- * memory runs out. */
+ * memory runs out, or when the answers not sent yet would pass
+ * --max-reply-buffer: then they are dropped, their memory freed, and
+ * nothing more is buffered (as Redis closes a client past its output
+ * buffer limit). */
 char *out_room(struct conn *c, size_t n)
 {
+	if (c->dropped)
+		return NULL;
+	if (n > srv.max_reply || c->olen > srv.max_reply - n) {
+		free(c->out);
+		c->out = NULL;
+		c->olen = c->ocap = c->mark = 0;
+		c->dropped = 1;
+		c->closing = 1;
+		return NULL;
+	}
 	if (c->olen + n > c->ocap) {
 		size_t cap = c->ocap ? c->ocap : 4096;
 		char *p;
 
 		while (cap < c->olen + n)
 			cap *= 2;
+		if (cap > srv.max_reply && c->olen + n <= srv.max_reply)
+			cap = srv.max_reply;
 		if ((p = realloc(c->out, cap)) == NULL) {
 			c->closing = 1;
 			return NULL;
@@ -173,11 +188,18 @@ int arg_is(const struct conn *c, unsigned i, const char *word)
 
 /* ---- reading requests ----------------------------------------------------------------------------- */
 
+/* What the request holds once an argument of n more bytes is kept: its
+ * bytes and its arguments' entries, as --max-request counts them. */
+static size_t request_bytes(const struct conn *c, size_t n)
+{
+	return c->alen + n + (c->argc + 1) * sizeof(struct arg);
+}
+
 /* Keep n bytes at p as the next argument. 0, or -1 when the request is
  * over --max-request (or memory ran out): the connection closes. */
 static int arg_add(struct conn *c, const char *p, size_t n)
 {
-	if (c->alen + n + (c->argc + 1) * sizeof(struct arg) > srv.max_request)
+	if (request_bytes(c, n) > srv.max_request)
 		return -1;
 	if (c->argc == c->argcap) {
 		unsigned cap = c->argcap ? c->argcap * 2 : 8;
@@ -305,16 +327,22 @@ int request_take(struct conn *c, const char *p, size_t n)
 			c->closing = 1;
 			return -1;
 		}
-		if (!parse_ll(p + 1, n - 1, &v) || v < 0 || (size_t)v > srv.max_bulk) {
+		if (!parse_ll(p + 1, n - 1, &v) || v < 0 || (size_t)v > srv.max_bulk ||
+		    (size_t)v > srv.max_request) {
 			protocol_error(c, "invalid bulk length");
 			return -1;
 		}
+		/* checked before its bytes are read, not after: a string that
+		 * would take the request past --max-request closes it now */
+		if (request_bytes(c, (size_t)v) > srv.max_request)
+			return -1;
 		c->blen = (size_t)v;
 		c->state = ST_BULK;
 		return 0;
 	}
 	if (n > 0 && p[0] == '*') {
-		if (!parse_ll(p + 1, n - 1, &v) || v > ARGS_MAX) {
+		if (!parse_ll(p + 1, n - 1, &v) || v > ARGS_MAX ||
+		    (v > 0 && request_bytes(c, 0) + ((size_t)v - 1) * sizeof(struct arg) > srv.max_request)) {
 			protocol_error(c, "invalid multibulk length");
 			return -1;
 		}
