@@ -94,6 +94,15 @@ class Server:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
         self.port = None
+        try:
+            self._wait_up(port, start_timeout)
+        except BaseException:
+            # a signal (KeyboardInterrupt, the runner's SIGTERM) while the
+            # server starts: nobody holds this object yet to stop it
+            self.kill()
+            raise
+
+    def _wait_up(self, port, start_timeout):
         deadline = time.monotonic() + start_timeout
         while self.port is None:
             if port is not None:

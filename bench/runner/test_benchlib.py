@@ -12,6 +12,7 @@ leak; it is removed at the end.
 import glob
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -73,8 +74,26 @@ def run():
     kept.append(benchlib.Server(["sh", "-c", "echo port=1; echo bad stop >&2; "
                                  "trap 'kill $!; exit 4' TERM; sleep 30 & wait"], name="failing"))
     expect_error(kept[-1].stop, "bad stop", before)
+    # a signal while a server starts (the runner stopped from outside): the
+    # half-started server goes, though nobody holds its object yet
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        benchlib.Server(["sh", "-c", "exec sleep 30"], name="interrupted", start_timeout=20)
+        fail("the start was not interrupted")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    left = [x for x in benchlib.process_tree(os.getpid())[1:] if benchlib.alive(x)]
+    if left:
+        fail(f"a server interrupted while it started is still running: {left}")
     check_left(before)
-    print("ok: no directory left, errors quote stderr")
+    print("ok: no directory left, errors quote stderr, an interrupted start leaves nothing")
 
 
 if __name__ == "__main__":
