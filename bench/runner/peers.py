@@ -17,6 +17,7 @@ tokio and what it needs). Each binary is copied to where benchlib.program
 finds it (BUILD_DIR/bench/peers/, BUILD_DIR/bench/contexts/). A failed build
 leaves its output in BUILD_DIR/go/NAME.log or BUILD_DIR/tokio/build.log."""
 
+import fcntl
 import glob
 import os
 import re
@@ -157,11 +158,16 @@ def missing(name):
 
 
 def build(build_dir, name):
-    """Build the peer name into build_dir: (its path, None) or (None, why not)."""
-    if name in GO_SOURCES:
-        return build_go(build_dir, name)
-    got, why = build_tokio(build_dir)
-    return (got[name], None) if got else (None, why)
+    """Build the peer name into build_dir: (its path, None) or (None, why not).
+    One build at a time per build dir (tests that need a peer run side by
+    side under meson): the others wait, then find it built (a no-op build)."""
+    os.makedirs(build_dir, exist_ok=True)
+    with open(os.path.join(build_dir, "peers.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if name in GO_SOURCES:
+            return build_go(build_dir, name)
+        got, why = build_tokio(build_dir)
+        return (got[name], None) if got else (None, why)
 
 
 def versions(build_dir, name):
