@@ -24,7 +24,17 @@
 
 /* Run the case named argv[1] (every case without an argument). With
  * needs_uring, exit 77 (meson: skipped) when io_uring cannot be set up
- * here (no kernel support, disabled by policy, seccomp). */
+ * here (no kernel support, disabled by policy, seccomp). A single case
+ * that called skip() and did not fail exits 77 too, so that meson says
+ * SKIP, not OK (cmocka's own count of a run leaves skips out). */
+extern int co_test_skipped;
+#undef skip
+#define skip()                                  \
+	do {                                    \
+		co_test_skipped = 1;            \
+		_skip(__FILE__, __LINE__);      \
+	} while (0)
+
 int co_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_t n,
 		 int needs_uring);
 
