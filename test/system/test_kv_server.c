@@ -150,6 +150,9 @@ static void send_str(struct client *c, const char *s)
 	send_raw(c, s, strlen(s));
 }
 
+/* a string literal's bytes, zero bytes in it included */
+#define SEND_LITERAL(c, lit) send_raw((c), (lit), sizeof(lit) - 1)
+
 /* One more byte from the server; -1 at its end of file. */
 static int next_byte(struct client *c)
 {
@@ -1858,7 +1861,7 @@ static void test_sets_hashes_zsets(void **state)
 	EXPECT(c, "*10 $ni $p $c $b $d $e $a $ll $big $i", "ZRANGE", "z", "-100", "100");
 	EXPECT(c, "-ERR value is not an integer or out of range", "ZRANGE", "z", "x", "1");
 	EXPECT(c, "*0", "ZRANGE", "nope", "0", "-1");
-	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "0", "1", "FOO");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "0", "1", "FOO"); /* (options: zrange_options) */
 	EXPECT(c, "*2 $ni $-inf", "ZPOPMIN", "z");
 	EXPECT(c, "*4 $p $0.10000000000000001 $c $3", "ZPOPMIN", "z", "2");
 	EXPECT(c, "*0", "ZPOPMIN", "z", "0");
@@ -1877,6 +1880,189 @@ static void test_sets_hashes_zsets(void **state)
 	EXPECT(c, "-ERR wrong number of arguments for 'hget' command", "HGET", "h");
 	EXPECT(c, "-ERR wrong number of arguments for 'zadd' command", "ZADD", "z");
 	EXPECT(c, "-ERR wrong number of arguments for 'zscore' command", "ZSCORE", "z");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
+/* ZRANGE by score and by name, REV, LIMIT, WITHSCORES: every edge of
+ * Redis 7.0's ZRANGE (the replies: redis-server 7.0.15's) */
+static void test_zrange_options(void **state)
+{
+	static const char limit_err[] = "-ERR syntax error, LIMIT is only supported in "
+					"combination with either BYSCORE or BYLEX";
+	static const char lex_scores_err[] = "-ERR syntax error, WITHSCORES not supported in "
+					     "combination with BYLEX";
+	static const char not_float[] = "-ERR min or max is not a float";
+	static const char not_lex[] = "-ERR min or max not valid string range item";
+	static const char all[] = "*9 $ni $h $a $b $bb $c $d $e $pi";
+	static const char all_lex[] = "*11 $ $a $aa $ab $b $ba $c $d $e $f $g";
+	static const struct {
+		const char *reply, *min, *max;
+	} byscore[] = {
+		{ "*4 $a $b $bb $c", "1", "3" },
+		{ "*3 $b $bb $c", "(1", "3" },
+		{ "*3 $a $b $bb", "1", "(3" },
+		{ "*2 $b $bb", "(1", "(3" },
+		{ "*2 $b $bb", "2", "2" },
+		{ "*0", "(2", "2" },
+		{ "*0", "(2", "(2" },
+		{ "*0", "3", "1" },
+		{ "*9 $ni $h $a $b $bb $c $d $e $pi", "-inf", "+inf" },
+		{ "*7 $h $a $b $bb $c $d $e", "(-inf", "(+inf" },
+		{ "*5 $h $a $b $bb $c", "(", "3" }, /* (0 */
+		{ "*5 $h $a $b $bb $c", "", "3" },
+		{ "*4 $a $b $bb $c", " 1", "3" },
+		{ "*4 $a $b $bb $c", "0x1", "3" },
+		{ "*1 $pi", "1e400", "inf" },
+		{ "*1 $ni", "-1e400", "1e-400" },
+		{ "-ERR min or max is not a float", "x", "3" },
+		{ "-ERR min or max is not a float", "1", "x" },
+		{ "-ERR min or max is not a float", "nan", "3" },
+		{ "-ERR min or max is not a float", "1 ", "3" },
+		{ "-ERR min or max is not a float", "((1", "3" },
+	};
+	struct server s = server_start("--threads", "4", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, ":9", "ZADD", "z", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e", "-inf", "ni",
+	       "inf", "pi", "2", "bb", "0.5", "h");
+	/* BYSCORE: "(" excludes, -inf and +inf, numbers as strtod reads them */
+	for (size_t i = 0; i < sizeof byscore / sizeof byscore[0]; i++)
+		EXPECT(c, byscore[i].reply, "ZRANGE", "z", byscore[i].min, byscore[i].max, "BYSCORE");
+	EXPECT(c, "*18 $ni $-inf $h $0.5 $a $1 $b $2 $bb $2 $c $3 $d $4 $e $5 $pi $inf",
+	       "ZRANGE", "z", "-inf", "inf", "BYSCORE", "WITHSCORES");
+	/* REV: max first */
+	EXPECT(c, "*4 $c $bb $b $a", "ZRANGE", "z", "3", "1", "BYSCORE", "REV");
+	EXPECT(c, "*6 $bb $2 $b $2 $a $1",
+	       "ZRANGE", "z", "(3", "1", "BYSCORE", "REV", "WITHSCORES");
+	EXPECT(c, "*2 $bb $b", "ZRANGE", "z", "(3", "(1", "BYSCORE", "REV");
+	EXPECT(c, "*9 $pi $e $d $c $bb $b $a $h $ni",
+	       "ZRANGE", "z", "+inf", "-inf", "BYSCORE", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "-inf", "inf", "BYSCORE", "REV");
+	EXPECT(c, "*18 $pi $inf $e $5 $d $4 $c $3 $bb $2 $b $2 $a $1 $h $0.5 $ni $-inf",
+	       "ZRANGE", "z", "0", "-1", "REV", "WITHSCORES");
+	EXPECT(c, "*2 $h $ni", "ZRANGE", "z", "-2", "-1", "REV");
+	EXPECT(c, "*9 $pi $e $d $c $bb $b $a $h $ni",
+	       "ZRANGE", "z", "-9223372036854775808", "9223372036854775807", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "9223372036854775807", "-9223372036854775808");
+	/* LIMIT offset count: a negative count is all, a negative offset none */
+	EXPECT(c, "*2 $a $b", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "0", "2");
+	EXPECT(c, "*2 $b $bb", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "1", "2");
+	EXPECT(c, "*3 $b $bb $c", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "1", "-1");
+	EXPECT(c, "*3 $b $bb $c", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "1", "-5");
+	EXPECT(c, "*1 $c", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "3", "2");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "4", "2");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "100", "2");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "0", "0");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "-1", "2");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "-1", "-1");
+	EXPECT(c, "*1 $pi", "ZRANGE", "z", "-inf", "inf", "BYSCORE", "LIMIT", "8", "-1");
+	EXPECT(c, "*2 $ni $-inf",
+	       "ZRANGE", "z", "inf", "-inf", "BYSCORE", "LIMIT", "8", "-1", "REV", "WITHSCORES");
+	EXPECT(c, "*4 $bb $2 $b $2",
+	       "ZRANGE", "z", "3", "1", "BYSCORE", "REV", "LIMIT", "1", "2", "WITHSCORES");
+	EXPECT(c, "*1 $c", "ZRANGE", "z", "3", "1", "BYSCORE", "REV", "LIMIT", "0", "1");
+	EXPECT(c, "*6 $c $3 $bb $2 $b $2",
+	       "ZRANGE", "z", "5", "-inf", "BYSCORE", "REV", "LIMIT", "2", "3", "WITHSCORES");
+	EXPECT(c, "*1 $b",
+	       "ZRANGE", "z", "1", "2", "BYSCORE", "LIMIT", "0", "1", "LIMIT", "1", "1");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "9223372036854775807",
+	       "9223372036854775807");
+	EXPECT(c, "*0", "ZRANGE", "z", "-inf", "inf", "BYSCORE", "LIMIT", "9223372036854775807",
+	       "1", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "-inf", "inf", "BYSCORE", "LIMIT", "-9223372036854775808",
+	       "1", "REV");
+	EXPECT(c, "*0", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "-9223372036854775808",
+	       "-9223372036854775808");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "9223372036854775808", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "1", "x");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "1", "3", "BYSCORE", "LIMIT", "1");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "1", "2", "LIMIT", "1", "2", "3");
+	/* LIMIT by index: refused, but for a count of -1 */
+	EXPECT(c, limit_err, "ZRANGE", "z", "0", "-1", "LIMIT", "0", "1");
+	EXPECT(c, limit_err, "ZRANGE", "z", "0", "-1", "LIMIT", "0", "-2");
+	EXPECT(c, limit_err, "ZRANGE", "z", "0", "-1", "REV", "LIMIT", "0", "1");
+	EXPECT(c, limit_err, "ZRANGE", "z", "a", "b", "LIMIT", "0", "1");
+	EXPECT(c, all, "ZRANGE", "z", "0", "-1", "LIMIT", "5", "-1");
+	/* options twice, and the order of the errors */
+	EXPECT(c, "*4 $ni $-inf $h $0.5", "ZRANGE", "z", "0", "1", "WITHSCORES", "WITHSCORES");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "0", "-1", "REV", "REV");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "1", "2", "BYSCORE", "BYSCORE");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "1", "2", "BYLEX", "BYSCORE");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "ZRANGE", "z", "1", "2", "BYSCORE", "LIMIT", "x", "1", "foo");
+	EXPECT(c, "-ERR syntax error",
+	       "ZRANGE", "z", "1", "2", "BYSCORE", "foo", "LIMIT", "x", "1");
+	EXPECT(c, "-ERR value is not an integer or out of range",
+	       "ZRANGE", "z", "x", "2", "BYSCORE", "LIMIT", "x", "1");
+	EXPECT(c, "-ERR syntax error", "ZRANGE", "z", "x", "2", "foo");
+	EXPECT(c, "*0", "ZRANGE", "nokey", "1", "2", "BYSCORE", "LIMIT", "0", "1", "WITHSCORES");
+	EXPECT(c, not_float, "ZRANGE", "nokey", "x", "2", "BYSCORE");
+	EXPECT(c, "+OK", "SET", "str", "v");
+	EXPECT(c, "-WRONGTYPE Operation against a key holding the wrong kind of value",
+	       "ZRANGE", "str", "1", "2", "BYSCORE");
+	EXPECT(c, not_float, "ZRANGE", "str", "x", "2", "BYSCORE");
+	EXPECT(c, limit_err, "ZRANGE", "str", "0", "1", "LIMIT", "0", "1");
+	EXPECT(c, not_lex, "ZRANGE", "str", "a", "b", "BYLEX");
+	EXPECT(c, lex_scores_err, "ZRANGE", "str", "[a", "[b", "BYLEX", "WITHSCORES");
+	/* BYLEX: "[" includes, "(" excludes, "-" and "+" */
+	EXPECT(c, ":11", "ZADD", "l", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e", "0", "f",
+	       "0", "g", "0", "", "0", "aa", "0", "ab", "0", "ba");
+	EXPECT(c, all_lex, "ZRANGE", "l", "-", "+", "BYLEX");
+	EXPECT(c, all_lex, "ZRANGE", "l", "[", "+", "BYLEX");
+	EXPECT(c, all_lex, "ZRANGE", "l", "0", "0", "BYSCORE");
+	EXPECT(c, "*0", "ZRANGE", "l", "(0", "0", "BYSCORE");
+	EXPECT(c, "*10 $a $aa $ab $b $ba $c $d $e $f $g", "ZRANGE", "l", "(", "+", "BYLEX");
+	EXPECT(c, "*4 $b $ba $c $d", "ZRANGE", "l", "[b", "[d", "BYLEX");
+	EXPECT(c, "*3 $ba $c $d", "ZRANGE", "l", "(b", "[d", "BYLEX");
+	EXPECT(c, "*3 $b $ba $c", "ZRANGE", "l", "[b", "(d", "BYLEX");
+	EXPECT(c, "*2 $ba $c", "ZRANGE", "l", "(b", "(d", "BYLEX");
+	EXPECT(c, "*1 $b", "ZRANGE", "l", "[b", "[b", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "[b", "(b", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "(b", "(b", "BYLEX");
+	EXPECT(c, "*2 $b $ba", "ZRANGE", "l", "[b", "[ba", "BYLEX");
+	EXPECT(c, "*3 $a $aa $ab", "ZRANGE", "l", "[a", "(b", "BYLEX");
+	EXPECT(c, "*6 $ $a $aa $ab $b $ba", "ZRANGE", "l", "-", "(c", "BYLEX");
+	EXPECT(c, "*5 $c $d $e $f $g", "ZRANGE", "l", "[c", "+", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "[d", "[b", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "+", "-", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "-", "-", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "l", "+", "+", "BYLEX");
+	EXPECT(c, "*0", "ZRANGE", "nokey", "-", "+", "BYLEX");
+	EXPECT(c, "*11 $g $f $e $d $c $ba $b $ab $aa $a $",
+	       "ZRANGE", "l", "+", "-", "BYLEX", "REV");
+	EXPECT(c, "*4 $d $c $ba $b", "ZRANGE", "l", "[d", "[b", "BYLEX", "REV");
+	EXPECT(c, "*2 $c $ba", "ZRANGE", "l", "(d", "(b", "BYLEX", "REV");
+	EXPECT(c, "*0", "ZRANGE", "l", "[b", "[d", "BYLEX", "REV");
+	EXPECT(c, "*3 $f $e $d", "ZRANGE", "l", "+", "-", "BYLEX", "REV", "LIMIT", "1", "3");
+	EXPECT(c, "*3 $aa $ab $b", "ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "2", "3");
+	EXPECT(c, "*9 $aa $ab $b $ba $c $d $e $f $g",
+	       "ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "2", "-1");
+	EXPECT(c, "*0", "ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "-2", "3");
+	EXPECT(c, "*0", "ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "20", "3");
+	EXPECT(c, not_lex, "ZRANGE", "l", "a", "+", "BYLEX");
+	EXPECT(c, not_lex, "ZRANGE", "l", "-", "b", "BYLEX");
+	EXPECT(c, not_lex, "ZRANGE", "l", "-a", "+", "BYLEX");
+	EXPECT(c, not_lex, "ZRANGE", "l", "-", "+a", "BYLEX");
+	EXPECT(c, not_lex, "ZRANGE", "l", "", "+", "BYLEX");
+	EXPECT(c, not_lex, "ZRANGE", "nokey", "0", "-1", "BYLEX");
+	EXPECT(c, lex_scores_err, "ZRANGE", "l", "-", "+", "WITHSCORES", "BYLEX");
+	EXPECT(c, lex_scores_err,
+	       "ZRANGE", "l", "-", "+", "BYLEX", "LIMIT", "0", "1", "WITHSCORES");
+	/* an argument is read up to a zero byte, as Redis's C strings */
+	SEND_LITERAL(c, "*5\r\n$6\r\nZRANGE\r\n$1\r\nz\r\n"
+			"$4\r\n(1\0x\r\n$1\r\n3\r\n$7\r\nBYSCORE\r\n");
+	expect_reply(c, "*3 $b $bb $c");
+	SEND_LITERAL(c, "*5\r\n$6\r\nZRANGE\r\n$1\r\nl\r\n"
+			"$1\r\n-\r\n$3\r\n+\0a\r\n$5\r\nBYLEX\r\n");
+	expect_reply(c, all_lex);
+	SEND_LITERAL(c, "*5\r\n$6\r\nZRANGE\r\n$1\r\nl\r\n"
+			"$2\r\n\0a\r\n$1\r\n+\r\n$5\r\nBYLEX\r\n");
+	expect_reply(c, not_lex);
 	client_close(c);
 	assert_int_equal(server_stop(&s, SIGTERM), 0);
 }
@@ -2374,6 +2560,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_keyspace),
 	cmocka_unit_test(test_lists),
 	cmocka_unit_test(test_sets_hashes_zsets),
+	cmocka_unit_test(test_zrange_options),
 	cmocka_unit_test(test_wrongtype),
 	cmocka_unit_test(test_server_commands),
 	cmocka_unit_test(test_blocking_pops_served),

@@ -3,10 +3,10 @@
  * cmd_sets.c - sets, hashes and sorted sets, the commands redis-benchmark
  * runs and their neighbours: SADD, SREM, SPOP, SMEMBERS, SCARD, SISMEMBER;
  * HSET, HGET, HGETALL, HDEL, HLEN; ZADD (NX, XX, GT, LT, CH, INCR),
- * ZPOPMIN, ZRANGE (by index, REV, WITHSCORES), ZCARD, ZSCORE. A set or a
- * hash is a dict of members (a field's value after its name); a sorted
- * set is a dict plus its members in order (store.c). A key whose set,
- * hash or sorted set becomes empty is removed, as in Redis.
+ * ZPOPMIN, ZRANGE (by index, BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZCARD,
+ * ZSCORE. A set or a hash is a dict of members (a field's value after its
+ * name); a sorted set is a dict plus its members in order (store.c). A
+ * key whose set, hash or sorted set becomes empty is removed, as in Redis.
  */
 #include <math.h>
 #include <stdio.h>
@@ -370,41 +370,195 @@ static void zpopmin_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h
 	drop_if_empty(sh, e);
 }
 
-/* ZRANGE key start stop [REV] [WITHSCORES]: by index */
-static int zrange_begin(struct conn *c)
+/*
+ * ZRANGE key start stop [BYSCORE | BYLEX] [REV] [LIMIT offset count]
+ * [WITHSCORES]. By index (the default), by score (min and max: a number,
+ * -inf, +inf, "(" before one excludes it) or by name (BYLEX, for members
+ * of one score: "[name", "(name" excluding it, "-" and "+" for the ends).
+ * REV reverses the order, and BYSCORE's and BYLEX's range is then given
+ * max first. LIMIT skips offset members of the range (a negative offset:
+ * none is left) and answers count of the rest (negative: all).
+ */
+enum { ZR_SCORES = 1, ZR_REV = 2, ZR_BYSCORE = 4, ZR_BYLEX = 8 };
+
+/* One end of a BYSCORE or BYLEX range. */
+struct zbound {
+	double score;
+	const char *p;                /* BYLEX: the name after its "[" or "(" */
+	size_t n;
+	int inf;                      /* BYLEX: -1 "-", 1 "+", 0 a name */
+	int ex;                       /* excluded: "(" (and "-", "+") */
+};
+
+struct zrange {
+	int flags;
+	long long offset, count;      /* LIMIT's; count -1: no LIMIT */
+	struct zbound min, max;
+};
+
+/* A BYSCORE end as Redis reads it: strtod over the whole argument (up to
+ * a zero byte), so "(" alone is 0 excluded, a space may lead, "1e400" is
+ * inf; NaN is refused. 1, 0 when it is no number, -1 no memory. */
+static int zbound_score(const struct conn *c, unsigned i, struct zbound *b)
 {
-	c->flags = 0;
+	char *s, *end;
+	int ok;
+
+	b->ex = arg_n(c, i) > 0 && arg_p(c, i)[0] == '(';
+	if ((s = strndup(arg_p(c, i) + b->ex, arg_n(c, i) - (size_t)b->ex)) == NULL)
+		return -1;
+	b->score = strtod(s, &end);
+	ok = *end == 0 && !isnan(b->score);
+	free(s);
+	return ok;
+}
+
+/* A BYLEX end: "-", "+", "[name" or "(name". 1, or 0 when it is none. */
+static int zbound_lex(const struct conn *c, unsigned i, struct zbound *b)
+{
+	const char *p = arg_p(c, i);
+	size_t n = arg_n(c, i);
+
+	if (n == 0 || !memchr("-+[(", p[0], 4))
+		return 0;
+	b->inf = p[0] == '-' ? -1 : p[0] == '+';
+	b->ex = p[0] != '[';
+	b->p = p + 1;
+	b->n = n - 1;
+	return !b->inf || n == 1 || p[1] == 0;
+}
+
+/* Parse ZRANGE's arguments into r (a range by index into c->num, c->num2)
+ * in Redis's order: the options, their conflicts, then the range. 0, or 1
+ * after the error reply. */
+static int zrange_parse(struct conn *c, struct zrange *r)
+{
+	static const char *const words[] = { "WITHSCORES", "REV", "BYSCORE", "BYLEX" };
+	unsigned lo = 2, hi = 3, k;
+	int ok;
+
+	*r = (struct zrange){ .count = -1 };
 	for (unsigned i = 4; i < c->argc; i++) {
-		if (arg_is(c, i, "WITHSCORES"))
-			c->flags |= 1;
-		else if (arg_is(c, i, "REV"))
-			c->flags |= 2;
-		else {
+		if (arg_is(c, i, "LIMIT") && i + 2 < c->argc) {
+			if (!arg_ll(c, i + 1, &r->offset) || !arg_ll(c, i + 2, &r->count)) {
+				reply_not_int(c);
+				return 1;
+			}
+			i += 2;
+			continue;
+		}
+		for (k = 0; k < 4 && !arg_is(c, i, words[k]); k++)
+			;
+		/* WITHSCORES may repeat; REV may not, nor a second BY... */
+		if (k == 4 || (k > 0 && r->flags & (1 << k)) ||
+		    (k > 1 && r->flags & (ZR_BYSCORE | ZR_BYLEX))) {
 			reply_syntax(c);
 			return 1;
 		}
+		r->flags |= 1 << k;
 	}
-	return range_begin(c);
+	if (r->count != -1 && !(r->flags & (ZR_BYSCORE | ZR_BYLEX))) {
+		reply_error(c, "ERR syntax error, LIMIT is only supported in combination with "
+			       "either BYSCORE or BYLEX");
+		return 1;
+	}
+	if ((r->flags & ZR_SCORES) && (r->flags & ZR_BYLEX)) {
+		reply_error(c, "ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+		return 1;
+	}
+	if (!(r->flags & (ZR_BYSCORE | ZR_BYLEX)))
+		return range_begin(c);
+	if (r->flags & ZR_REV) { /* max first */
+		lo = 3;
+		hi = 2;
+	}
+	if (r->flags & ZR_BYLEX) {
+		if (!zbound_lex(c, lo, &r->min) || !zbound_lex(c, hi, &r->max)) {
+			reply_error(c, "ERR min or max not valid string range item");
+			return 1;
+		}
+		return 0;
+	}
+	if ((ok = zbound_score(c, lo, &r->min)) > 0 && (ok = zbound_score(c, hi, &r->max)) > 0)
+		return 0;
+	if (ok < 0)
+		reply_oom(c);
+	else
+		reply_error(c, "ERR min or max is not a float");
+	return 1;
+}
+
+/* Member m against bound b: < 0, 0, > 0 (by score, or by name bytewise). */
+static int zcmp(const struct item *m, const struct zbound *b, int lex)
+{
+	size_t n = m->klen < b->n ? m->klen : b->n;
+	int d;
+
+	if (!lex)
+		return (m->score > b->score) - (m->score < b->score);
+	if (b->inf)
+		return -b->inf;
+	d = n ? memcmp(m->kv, b->p, n) : 0;
+	return d ? d : (m->klen > b->n) - (m->klen < b->n);
+}
+
+/* The first member of z whose zcmp against b is at least t (the order is
+ * by score, then by name: by name alone when the scores are the same). */
+static size_t zfind(const struct zset *z, const struct zbound *b, int lex, int t)
+{
+	size_t lo = 0, hi = z->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (zcmp(z->order[mid], b, lex) < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 {
-	int wrong;
-	struct item *e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong);
-	long long start = c->num, stop = c->num2, len = e ? (long long)((struct zset *)e->obj)->n : 0;
+	struct zrange r;
+	int wrong, rev, lex;
+	struct item *e;
+	struct zset *z;
+	long long first, n, step;
 
-	if (wrong)
+	if (zrange_parse(c, &r))
 		return;
-	if (!clamp_range(len, &start, &stop)) {
-		out_add(c, "*0\r\n", 4);
+	if ((e = get_agg(c, sh, i, h, T_ZSET, 0, &wrong)) == NULL) {
+		if (!wrong)
+			out_add(c, "*0\r\n", 4);
 		return;
 	}
-	out_num(c, '*', (stop - start + 1) * (c->flags & 1 ? 2 : 1));
-	for (; start <= stop; start++) {
-		struct item *m = ((struct zset *)e->obj)->order[c->flags & 2 ? len - 1 - start : start];
+	z = e->obj;
+	rev = r.flags & ZR_REV;
+	step = rev ? -1 : 1;
+	if (!(r.flags & (ZR_BYSCORE | ZR_BYLEX))) { /* by index */
+		long long start = c->num, stop = c->num2, len = (long long)z->n;
+
+		n = clamp_range(len, &start, &stop) ? stop - start + 1 : 0;
+		first = rev ? len - 1 - start : start;
+	} else { /* the members in [lo, hi), less LIMIT's offset, at most its count */
+		long long lo, hi;
+
+		lex = (r.flags & ZR_BYLEX) != 0;
+		lo = (long long)zfind(z, &r.min, lex, r.min.ex);
+		hi = (long long)zfind(z, &r.max, lex, !r.max.ex);
+		n = r.offset < 0 || hi - lo <= r.offset ? 0 : hi - lo - r.offset;
+		if (r.count >= 0 && r.count < n)
+			n = r.count;
+		first = n == 0 ? 0 : rev ? hi - 1 - r.offset : lo + r.offset;
+	}
+	out_num(c, '*', n * (r.flags & ZR_SCORES ? 2 : 1));
+	for (; n > 0; n--, first += step) {
+		struct item *m = z->order[first];
 
 		reply_bulk(c, m->kv, m->klen);
-		if (c->flags & 1)
+		if (r.flags & ZR_SCORES)
 			reply_score(c, m->score);
 	}
 }
@@ -434,7 +588,7 @@ const struct command set_commands[] = {
 	{ "hlen", 2, 1, 1, 1, 0, NULL, card_key, NULL },
 	{ "zadd", -4, 1, 1, 1, 0, zadd_begin, zadd_key, NULL },
 	{ "zpopmin", -2, 1, 1, 1, 0, count_begin, zpopmin_key, NULL },
-	{ "zrange", -4, 1, 1, 1, 0, zrange_begin, zrange_key, NULL },
+	{ "zrange", -4, 1, 1, 1, 0, NULL, zrange_key, NULL },
 	{ "zcard", 2, 1, 1, 1, 0, NULL, card_key, NULL },
 	{ "zscore", 3, 1, 1, 1, 0, NULL, zscore_key, NULL },
 	{ NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL },
