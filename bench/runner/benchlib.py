@@ -254,6 +254,16 @@ def median(values):
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
+def ratio_range(a, b):
+    """The lowest and highest a[i] / b[i] (a and b measured in the same
+    rounds, in turn): how far one round's ratio strays from the medians';
+    None where the rounds do not pair (fewer than two, a b of 0)."""
+    if not a or not b or len(a) != len(b) or len(a) < 2 or not all(b):
+        return None
+    r = [x / y for x, y in zip(a, b)]
+    return min(r), max(r)
+
+
 def spread_pct(values):
     m = median(values)
     return (max(values) - min(values)) * 100 / m if m else 0.0

@@ -4,6 +4,7 @@ coring with a baseline or a peer from this run's rows."""
 
 import re
 
+from benchlib import ratio_range
 from core import TITLE
 from sections import kv
 
@@ -108,11 +109,8 @@ class Targets:
     def paired(self, a, b):
         """The range of a/b over the rounds (a and b ran in the same rounds,
         in turn): how far one round's ratio strays from the medians'."""
-        va, vb = self.per_round.get(a), self.per_round.get(b)
-        if not va or not vb or len(va) != len(vb) or len(va) < 2 or not all(vb):
-            return ""
-        r = [x / y for x, y in zip(va, vb)]
-        return f" [rounds' ratios {min(r):.2f}-{max(r):.2f}]"
+        r = ratio_range(self.per_round.get(a), self.per_round.get(b))
+        return f" [rounds' ratios {r[0]:.2f}-{r[1]:.2f}]" if r else ""
 
     def peer_targets(self, echo, http, verdict):
         """coring against the peers: CPU per request <= 1.00x libuv and Asio,
