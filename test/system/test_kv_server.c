@@ -1884,6 +1884,24 @@ static void test_sets_hashes_zsets(void **state)
 	assert_int_equal(server_stop(&s, SIGTERM), 0);
 }
 
+/* a pattern of many '*'s against a long key that it does not match:
+ * answered at once, as Redis answers it (a matcher that tries every split
+ * takes hours, its shard stuck) */
+static void test_keys_many_stars(void **state)
+{
+	static const char pat[] = "a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b";
+	struct server s = server_start("--threads", "2", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, "+OK", "SET", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1");
+	EXPECT(c, "*0", "KEYS", pat);
+	EXPECT(c, "*2 $0 *0", "SCAN", "0", "MATCH", pat, "COUNT", "100");
+	EXPECT(c, "*1 $aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "KEYS", "a*a*a*a*a*a*a*a*a*a*a*a*a");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
 /* ZRANGE by score and by name, REV, LIMIT, WITHSCORES: every edge of
  * Redis 7.0's ZRANGE (the replies: redis-server 7.0.15's) */
 static void test_zrange_options(void **state)
@@ -2561,6 +2579,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_lists),
 	cmocka_unit_test(test_sets_hashes_zsets),
 	cmocka_unit_test(test_zrange_options),
+	cmocka_unit_test(test_keys_many_stars),
 	cmocka_unit_test(test_wrongtype),
 	cmocka_unit_test(test_server_commands),
 	cmocka_unit_test(test_blocking_pops_served),

@@ -220,9 +220,17 @@ void array_end(struct conn *c, long long n)
 	out_insert(c, c->mark, head, len);
 }
 
-/* Glob-style matching as KEYS and SCAN's MATCH take it: *, ?, [set],
- * [^set], [a-z], and \ to quote. */
-int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
+/*
+ * Glob-style matching as KEYS and SCAN's MATCH take it: *, ?, [set],
+ * [^set], [a-z], and \ to quote. 1: a match; 0: none; -1: none, nor can
+ * there be one if this part starts further on in the string. A '*' whose
+ * rest matches from none of the places after it answers -1: what comes
+ * before it cannot help by taking more of the string, since the rest
+ * would then start further on still, so the earlier '*'s stop trying
+ * (as Redis's matcher does; without it "a*a*a*...b" over a long "aaa..."
+ * key tries an exponential number of splits).
+ */
+static int glob(const char *p, size_t pn, const char *s, size_t sn, int nocase)
 {
 	while (pn > 0) {
 		switch (p[0]) {
@@ -231,10 +239,13 @@ int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
 				p++, pn--;
 			if (pn == 1)
 				return 1;
-			for (size_t k = 0; k <= sn; k++)
-				if (glob_match(p + 1, pn - 1, s + k, sn - k, nocase))
-					return 1;
-			return 0;
+			for (size_t k = 0; k <= sn; k++) {
+				int r = glob(p + 1, pn - 1, s + k, sn - k, nocase);
+
+				if (r != 0)
+					return r;
+			}
+			return -1;
 		case '?':
 			if (sn == 0)
 				return 0;
@@ -289,6 +300,11 @@ int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
 		p++, pn--;
 	}
 	return sn == 0;
+}
+
+int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
+{
+	return glob(p, pn, s, sn, nocase) > 0;
 }
 
 /* A double as Redis reads one (ZADD's scores, INCRBYFLOAT): the whole
