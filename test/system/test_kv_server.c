@@ -1401,6 +1401,12 @@ static void test_strings_redis7(void **state)
 	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "f", " 1");
 	EXPECT(c, "$3", "INCRBYFLOAT", "nf", "3");
 	EXPECT(c, "$153", "INCRBYFLOAT", "nf", "1.5e2");
+	EXPECT(c, "$0.02439024390243902", "INCRBYFLOAT", "nz", "0.024390243902439025");
+	EXPECT(c, "$0", "INCRBYFLOAT", "nz", "-0.024390243902439025"); /* no "-0" */
+	EXPECT(c, "$0", "GET", "nz");
+	EXPECT(c, "+OK", "SET", "nz", "-1e-30");
+	EXPECT(c, "$0", "INCRBYFLOAT", "nz", "0");
+	EXPECT(c, "$-0.00000000000000001", "INCRBYFLOAT", "nz", "-0.00000000000000001");
 	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "ap", "1");
 	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "ap");
 	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "f");

@@ -400,6 +400,8 @@ static void incrbyfloat_key(struct conn *c, struct shard *sh, unsigned i, uint64
 		n--;
 	if (num[n - 1] == '.')
 		n--;
+	if (n == 2 && memcmp(num, "-0", 2) == 0) /* a zero, or less than 1e-17 below one */
+		memmove(num, num + 1, (size_t)n--);
 	if (db_set_string(sh, arg_p(c, i), arg_n(c, i), h, num, (size_t)n, e ? e->expire_ms : 0))
 		reply_oom(c);
 	else
