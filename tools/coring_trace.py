@@ -28,7 +28,7 @@ import tempfile
 
 KINDS = {1: "spawn", 2: "start", 3: "resume", 4: "yield", 5: "wait", 6: "wake", 7: "done",
          8: "transfer", 9: "steal", 10: "cancel", 11: "timeout", 12: "submit", 13: "complete",
-         14: "run", 15: "context"}
+         14: "run", 15: "context", 16: "follow"}
 K = {v: k for k, v in KINDS.items()}
 # the awaiter kinds of a WAIT (lib/common/awaiter.h; test/meta/trace_kinds.py keeps them in step)
 AWAITERS = {0: "await", 1: "io", 2: "wait", 3: "transfer", 4: "when", 5: "limit", 6: "failed",
@@ -340,7 +340,7 @@ def describe(ev, res, t0):
         s += f" {res.func(ev.a)[0]} to engine 0x{ev.b:x}"
     elif ev.kind == K["wake"]:
         s += f" for engine 0x{ev.a:x}"
-    elif ev.kind in (K["transfer"], K["steal"]):
+    elif ev.kind in (K["transfer"], K["steal"], K["follow"]):
         s += f" engine 0x{ev.a:x} -> 0x{ev.b:x}"
     elif ev.kind == K["submit"]:
         s += f" {OPCODES.get(ev.sub, ev.sub)} fd {ev.arg} op 0x{ev.a:x}"

@@ -292,6 +292,8 @@ enum {
 	CO__ST_TASK = 1u << 9,       /* root: a scheduler's top-level task */
 	CO__ST_IN_BODY = 1u << 10,   /* its body runs now (debug builds: set by
 	                                CO_BEGIN, cleared at each exit) */
+	CO__ST_ROAM = 1u << 11,      /* root: may follow the frame that wakes it
+	                                to that frame's context (co_sched_roam) */
 };
 
 /* The RUNNING bit where it is kept: debug builds only, so that release

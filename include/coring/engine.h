@@ -170,7 +170,14 @@ struct co__view_slot;
 	                                   looked at the lists below */                 \
 	co_frame *local_head;           /* owner-only FIFO: the whole queue */          \
 	co_frame *local_tail;           /* without stealing, the ring's */              \
-	unsigned local_n;               /* overflow with it */                          \
+	unsigned local_n;               /* overflow with it; and runnext */             \
+	co_frame *runnext;              /* a frame that followed its waker              \
+	                                   here: it runs next (stealing only) */        \
+	const void *roam;               /* engines with the same roam group             \
+	                                   trade frames that follow their waker         \
+	                                   (NULL: none; set before the first run) */    \
+	CO__ATOMIC(co_frame *) resuming; /* with roam: the frame inside                 \
+	                                   co_resume here (a waker leaves it be) */     \
 	co_frame *later_head;           /* owner-only FIFO of frames for                \
 	                                   the next turn (yields) */                    \
 	co_frame *later_tail;                                                           \

@@ -166,6 +166,21 @@ CO_API int co_sched_spawn_kind(co_sched *s, unsigned kind, co_frame *f);
 CO_API int co_sched_spawn_key(co_sched *s, unsigned kind, uint64_t key, co_frame *f);
 CO_API int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
 
+/*
+ * Let root frame f follow the frame that wakes it (on: 1) or keep it on
+ * its context (on: 0, the default; docs/scheduler.md, "Frames that follow
+ * their waker"). A frame that may roam, woken by a frame running on
+ * another context of its stealing group (a channel's send, an event, a
+ * semaphore, the mutex's unlock, the end of a co_spawn_on child or of
+ * when's last child), moves to the waker's context and runs there next;
+ * idle contexts steal from there as from any queue. Frames that hold per-
+ * context state (a stream's buffer ring, registered files, a shard's
+ * data) must not roam. Call it after co_init, before the frame is spawned
+ * or from its own body. Errors: -EINVAL (NULL, a child frame, on neither
+ * 0 nor 1).
+ */
+CO_API int co_sched_roam(co_frame *f, int on);
+
 /* A context of that kind, chosen by its group's dispatch: where to
  * co_transfer_to, to move work to that kind. NULL for a bad kind or s. */
 CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);

@@ -59,6 +59,8 @@ enum co_trace_kind {
 	CO_TRACE_COMPLETE = 13, /* its completion (arg: result) */
 	CO_TRACE_RUN = 14,      /* an engine run begins (arg 1) or ends (arg 0) */
 	CO_TRACE_CONTEXT = 15,  /* a context's thread starts (arg: its index) */
+	CO_TRACE_FOLLOW = 16,   /* moved to the context of the frame that woke
+	                           it (co_sched_roam; waker's thread) */
 };
 
 typedef struct co_trace_opts {

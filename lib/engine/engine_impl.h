@@ -172,14 +172,21 @@ static inline co_frame *co__engine_local_pop(co_engine *e)
 	return f;
 }
 
-/* The next frame to resume, on the owner thread: the ring's are older
- * than any overflow. */
+/* The next frame to resume, on the owner thread: a frame that followed
+ * its waker here first (runnext, counted in local_n), then the ring's,
+ * which are older than any overflow. */
 static inline co_frame *co__engine_ready_pop(co_engine *e)
 {
 	co_frame *f;
 
 	if (!co__engine_stealable(e))
 		return co__engine_local_pop(e);
+	if (co__unlikely(e->runnext != NULL)) {
+		f = e->runnext;
+		e->runnext = NULL;
+		e->local_n--;
+		return f;
+	}
 	f = co__engine_ring_pop(e);
 	return f ? f : co__engine_local_pop(e);
 }
@@ -220,8 +227,17 @@ static inline void co__engine_quiet_clear(co_engine *e)
 /* Push node on one of e's lock-free lists (inbox, posts, cancels) and end
  * the visit (visit: what co__engine_visit_begin returned). */
 void co__engine_visit_push(co_engine *e, int visit, _Atomic(void *) *list, void *node, size_t link);
-/* co_runner.wake of every engine: a frame of e is runnable again. */
+/* co_runner.wake of every engine: a frame of e is runnable again (on
+ * another engine's thread, a frame that may roam follows its waker:
+ * docs/scheduler.md, "Frames that follow their waker"). */
 void co__engine_wake_op(co_runner *r, co_frame *f);
+/* Give f to engine `to`, unless it was asked to cancel or is pinned by a
+ * time limit (the MOVING mark, then the runner): 0, or -ECANCELED or
+ * -EBUSY (pinned) with nothing published. */
+int co__engine_runner_move(co_frame *f, co_engine *to);
+/* f, counted on from and moved to `to` (runner and count), leaves from's
+ * count and list for to's list (inside a visit of from). */
+void co__engine_rehome(co_engine *from, co_engine *to, co_frame *f);
 /* Run every post queued so far, oldest first (the owner). */
 void co__engine_run_posts(co_engine *e);
 /* Queue root f, made ready, on e inside a visit of e (visit: what

@@ -187,8 +187,25 @@ static inline int co__engine_cancelling(const co_engine *e)
 	return e->cancel_since != 0;
 }
 
+/* Would root f, waiting on engine `from`, follow a wake from this thread
+ * (co_sched_roam)? A hint for a primitive that would otherwise finish the
+ * wake on `from` first (the mutex's retry); the wake decides for itself. */
+static inline int co__engine_may_follow(const co_engine *from, const co_frame *f)
+{
+	const co_engine *me = co__tls_engine;
+
+	return (f->state & CO__ST_ROAM) && me != NULL && me != from && from->roam != NULL &&
+	       me->roam == from->roam;
+}
+
 /* Install hooks (before the engine first runs). */
 void co__engine_set_hooks(co_engine *e, const struct co__engine_hooks *h, void *arg);
+/* Put a stealing engine in a roam group (before it first runs): frames
+ * that may roam follow their waker between the engines of one group. */
+static inline void co__engine_set_roam(co_engine *e, const void *group)
+{
+	e->roam = group;
+}
 /* Bracket a change made to e from any thread (see remote_begin in
  * engine.c): begin returns what end needs. */
 int co__engine_visit_begin(co_engine *e);
@@ -197,9 +214,9 @@ void co__engine_visit_end(co_engine *e, int visit);
  * e (co_engine_park), so e runs it (any thread). */
 void co__engine_wake_parked(co_engine *e, co_frame *f);
 /* The same for frames parked on e, in one visit (one kick of e for all):
- * the roots first .. last, already taken with co__wake_root and linked
+ * the roots from first on, already taken with co__wake_root and linked
  * through ->next newest first (NULL: none), and parked counts to drop. */
-void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked);
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, unsigned parked);
 /* Wake e if it sleeps (any thread). */
 void co__engine_kick(co_engine *e);
 int co__engine_sleeping(co_engine *e);

@@ -98,6 +98,11 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 		e->running = f; /* a view from inside the frame (or its on_done) */
 #endif
 		CO__TRACE_RESUME(e, f);
+		/* With roam, until its resume has returned here, a waker on
+		 * another thread must not take f away (co__engine_wake_op):
+		 * its awaiter and the trace may still read it. */
+		if (co__unlikely(e->roam != NULL))
+			atomic_store_explicit(&e->resuming, f, memory_order_release);
 		switch (co_resume(f)) {
 		case CO_YIELDED:
 			CO__TRACE_YIELD(e, f);
@@ -110,6 +115,8 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 			CO__TRACE_WAIT(e, f);
 			break;
 		}
+		if (co__unlikely(e->roam != NULL))
+			atomic_store_explicit(&e->resuming, NULL, memory_order_release);
 		/* opts.submit_batch: the frame is suspended, so whatever it
 		 * prepared (an operation and a timeout linked to it) is whole */
 		if (co__unlikely(e->submit_soon))

@@ -9,27 +9,6 @@
 
 #include "engine_impl.h"
 
-/* Give f to engine `to`, unless it was asked to cancel or is pinned by a
- * time limit: mark it MOVING (in the byte a cancel request marks, so
- * exactly one of the two comes first), publish the new runner, unmark.
- * 0: moved; -ECANCELED or -EBUSY (pinned): f stays where it is, and
- * nothing was published. */
-static int runner_move(co_frame *f, co_engine *to)
-{
-	unsigned char old = co__cx_load(f);
-
-	do {
-		if (old & CO__CX_PINNED)
-			return -EBUSY;
-		if (old & (CO__CX_QUEUED | CO__CANCEL_ASKED))
-			return -ECANCELED;
-	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CO__CX_MOVING), 1,
-					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
-	__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_MOVING, __ATOMIC_RELEASE);
-	return 0;
-}
-
 /*
  * Take up to max ready frames from victim's ring into thief's. Only frames
  * in a ready ring move: none of them has I/O in flight (their awaits have
@@ -47,14 +26,12 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
 	co_frame *f;
 
 	while (n < max && (f = co__engine_ring_pop(victim)) != NULL) {
-		if (runner_move(f, thief) < 0) {
+		if (co__engine_runner_move(f, thief) < 0) {
 			victim->runner.wake(&victim->runner, f); /* back to the victim */
 			continue;
 		}
 		atomic_fetch_add_explicit(&thief->live, 1, memory_order_relaxed);
-		co__live_drop(victim);
-		co__view_del(victim, f); /* under the victim's view_lock */
-		co__view_add(thief, f);
+		co__engine_rehome(victim, thief, f);
 		CO__TRACE_STEAL(thief, victim, f);
 		co__engine_push_owner(thief, f); /* we run on the thief's thread */
 		n++;
@@ -77,7 +54,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 
 	if (!co__engine_live_get(target))
 		err = -ESHUTDOWN;
-	else if ((err = runner_move(root, target)) < 0)
+	else if ((err = co__engine_runner_move(root, target)) < 0)
 		co__live_drop(target);
 	if (err == 0) {
 		co_frame *r;

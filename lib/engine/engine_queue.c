@@ -49,7 +49,7 @@ CO_NO_TSAN unsigned co__engine_ring_size(co_engine *e)
  * in engine_internal.h queues it locally and never comes here.) */
 void co__engine_push_ring(co_engine *e, co_frame *f)
 {
-	if (co__likely(e->local_n == 0) && co__likely(co__engine_ring_push(e, f)))
+	if (co__likely(e->local_head == NULL) && co__likely(co__engine_ring_push(e, f)))
 		return;
 	co__engine_local_push(e, f); /* the ring is full, or overflow is ahead of us */
 	e->stats.spilled++;

@@ -75,6 +75,72 @@ int co__engine_call_begin(co_engine *e, int *remote)
 	return -EINVAL;
 }
 
+int co__engine_runner_move(co_frame *f, co_engine *to)
+{
+	unsigned char old = co__cx_load(f);
+
+	do {
+		if (old & CO__CX_PINNED)
+			return -EBUSY;
+		if (old & (CO__CX_QUEUED | CO__CANCEL_ASKED))
+			return -ECANCELED;
+	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CO__CX_MOVING), 1,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_MOVING, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void co__engine_rehome(co_engine *from, co_engine *to, co_frame *f)
+{
+	co__live_drop(from);
+	co__view_del(from, f); /* under from's view_lock */
+	co__view_add(to, f);
+}
+
+/*
+ * Follow the waker (docs/scheduler.md, "Frames that follow their waker"):
+ * root r of engine e, just woken (co__wake_root) inside a visit of e from
+ * the thread of another engine me of the same roam group, moves to me if
+ * it may roam, unless e's thread is still inside its resume, me refuses
+ * spawns, or r is pinned by a time limit or asked to cancel. 1: it moved, counted and listed on me (the caller
+ * queues it there); 0: it stays with e.
+ */
+static int follow(co_engine *e, co_frame *r, co_engine *me)
+{
+	if (co__likely(!co__engine_may_follow(e, r)))
+		return 0;
+	/* Woken inside its own suspend: e's thread is still in its resume
+	 * (the awaiter, the trace may read it); e runs it, as without roam.
+	 * acquire: pairs with the release store after that resume, so a
+	 * frame taken saw its resume end. */
+	if (atomic_load_explicit(&e->resuming, memory_order_acquire) == r || !co__engine_live_get(me))
+		return 0;
+	if (co__engine_runner_move(r, me) < 0) {
+		co__live_drop(me);
+		return 0;
+	}
+	co__engine_rehome(e, me, r);
+	CO__TRACE_FOLLOW(me, e, r);
+	return 1;
+}
+
+/* r followed its waker to me, the engine of this thread: it runs next
+ * there (a frame that had that place goes to the queue, where idle
+ * contexts may steal it). */
+static void run_next(co_engine *me, co_frame *r)
+{
+	if (me->runnext) {
+		co_frame *old = me->runnext;
+
+		me->runnext = NULL;
+		me->local_n--;
+		co__engine_push_owner(me, old);
+	}
+	me->runnext = r;
+	me->local_n++;
+}
+
 /* co_runner.wake: a frame of this engine is runnable again. */
 void co__engine_wake_op(co_runner *r, co_frame *f)
 {
@@ -84,6 +150,11 @@ void co__engine_wake_op(co_runner *r, co_frame *f)
 	CO__TRACE_WAKE(e, f);
 	if (!remote) {
 		co__engine_push_owner(e, f); /* the hot path: no fence, no syscall */
+		return;
+	}
+	if (follow(e, f, co__tls_engine)) {
+		run_next(co__tls_engine, f);
+		co__engine_visit_end(e, remote); /* e may be idle now */
 		return;
 	}
 	co__engine_visit_push(e, remote, &e->inbox, f, offsetof(co_frame, next));
@@ -105,14 +176,17 @@ void co__engine_wake_parked(co_engine *e, co_frame *f)
 		co__parked_drop(e, 1);
 		return;
 	}
-	co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
+	if (follow(e, r, co__tls_engine))
+		run_next(co__tls_engine, r);
+	else
+		co__lifo_push(&e->inbox, r, offsetof(co_frame, next));
 	/* release: after the push, so the engine that sees the count drop
 	 * sees the frame (as in co_engine_unpark after co_wake) */
 	co__parked_drop(e, 1);
 	co__engine_visit_end(e, remote);
 }
 
-void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last, unsigned parked)
+void co__engine_wake_parked_chain(co_engine *e, co_frame *first, unsigned parked)
 {
 	int remote = co__engine_visit_begin(e);
 
@@ -131,9 +205,33 @@ void co__engine_wake_parked_chain(co_engine *e, co_frame *first, co_frame *last,
 			co__engine_push_owner(e, r);
 		}
 	} else if (first) {
-		for (co_frame *r = first; r; r = r->next)
+		co_frame *stay = NULL, *stay_last = NULL, *moved = NULL, *next;
+
+		/* Those that follow the waker join its queue, oldest first (not
+		 * its runnext: idle contexts may steal them from there, so a
+		 * fan-out spreads); the rest go to e's inbox, in the chain's
+		 * order. */
+		for (co_frame *r = first; r; r = next) {
+			next = r->next;
 			CO__TRACE_WAKE(e, r);
-		co__lifo_push_chain(&e->inbox, first, last, offsetof(co_frame, next));
+			if (follow(e, r, co__tls_engine)) {
+				r->next = moved; /* newest first, reversed */
+				moved = r;
+				continue;
+			}
+			r->next = NULL;
+			if (stay_last)
+				stay_last->next = r;
+			else
+				stay = r;
+			stay_last = r;
+		}
+		if (stay)
+			co__lifo_push_chain(&e->inbox, stay, stay_last, offsetof(co_frame, next));
+		for (co_frame *r = moved; r; r = next) {
+			next = r->next;
+			co__engine_push_owner(co__tls_engine, r);
+		}
 	}
 	/* release: after the pushes (see co__engine_wake_parked) */
 	co__parked_drop(e, parked);

@@ -391,6 +391,8 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 			c->manual = g->manual;
 			co__engine_set_hooks(&c->engine, g->steal && sg->n > 1 ? &hooks_stealing
 									  : &hooks_plain, s);
+			if (g->steal && sg->n > 1) /* frames that roam move within the group */
+				co__engine_set_roam(&c->engine, sg);
 		}
 	}
 	for (started = 0; err == 0 && started < n; started++) {
@@ -637,6 +639,17 @@ int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f)
 	if (i >= s->n)
 		return leave(s, -EINVAL);
 	return leave(s, spawn(s, &s->ctx[i], f));
+}
+
+int co_sched_roam(co_frame *f, int on)
+{
+	if (f == NULL || CO__IS_CHILD(f) || (on != 0 && on != 1))
+		return -EINVAL;
+	if (on)
+		f->state |= CO__ST_ROAM;
+	else
+		f->state &= (uint16_t)~CO__ST_ROAM;
+	return 0;
 }
 
 co_context *co_sched_pick(co_sched *s, unsigned kind)

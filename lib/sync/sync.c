@@ -383,12 +383,14 @@ static void mutex_retry_post(co_post *p)
 /* A claimed lock waiter: handed the mutex (0), timed out or cancelled:
  * woken; invited: its retry goes to its engine, which runs it at its next
  * turn (a timed waiter's comes from that engine already, after its timer's
- * CQE), so that frames running meanwhile may take the free mutex. */
+ * CQE), so that frames running meanwhile may take the free mutex. A frame
+ * that follows its waker (co_sched_roam) retries here, on the unlocker's
+ * thread, and runs next on the unlocker's context. */
 static void mutex_deliver(co_waiter *w)
 {
 	if (w->res != MUTEX_RETRY) {
 		co__wait_wake_frame(w);
-	} else if (w->engine == NULL || w->timer_done) {
+	} else if (w->engine == NULL || w->timer_done || co__engine_may_follow(w->engine, w->frame)) {
 		mutex_retry(w);
 	} else {
 		w->post.fn = mutex_retry_post;

@@ -63,6 +63,7 @@ void co__trace_tick_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_CANCEL(f) CO__TRACE(co__trace_ev(CO_TRACE_CANCEL, co_engine_current(), (f), CO__U64((f)->fn), 0))
 /* the engine: f taken from victim's ring by thief (thief's thread) */
 #define CO__TRACE_STEAL(thief, victim, f) CO__TRACE(co__trace_ev(CO_TRACE_STEAL, (thief), (f), CO__U64(victim), CO__U64(thief)))
+#define CO__TRACE_FOLLOW(to, from, f) CO__TRACE(co__trace_ev(CO_TRACE_FOLLOW, (to), (f), CO__U64(from), CO__U64(to)))
 /* the engine: root moves from engine `from` to `to` inside its transfer await */
 #define CO__TRACE_TRANSFER(root, from, to) CO__TRACE(co__trace_transfer((root), (from), (to)))
 /* the engine: a run of e begins (1) or ends (0) on this thread */
@@ -93,6 +94,7 @@ void co__trace_tick_context(const void *c, unsigned index, unsigned kind);
 #define CO__TRACE_WAKE(e, f) ((void)0)
 #define CO__TRACE_CANCEL(f) ((void)0)
 #define CO__TRACE_STEAL(thief, victim, f) ((void)0)
+#define CO__TRACE_FOLLOW(to, from, f) ((void)0)
 #define CO__TRACE_TRANSFER(root, from, to) ((void)0)
 #define CO__TRACE_RUN(e, begin) ((void)0)
 #define CO__TRACE_SUBMIT(sqe) ((void)0)

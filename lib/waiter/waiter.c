@@ -108,7 +108,7 @@ void co__wait_claim(co_waiter *w, int res, co__wake_list *l)
  * roots linked newest first, and the park counts to drop. */
 struct wake_batch {
 	co_engine *e;
-	co_frame *first, *last;
+	co_frame *first;
 	unsigned parked;
 };
 
@@ -122,15 +122,13 @@ static void batch_add(struct wake_batch *b, co_waiter *w)
 		return;
 	r->next = b->first;
 	b->first = r;
-	if (b->last == NULL)
-		b->last = r;
 }
 
 static void batch_flush(struct wake_batch *b)
 {
 	if (b->parked)
-		co__engine_wake_parked_chain(b->e, b->first, b->last, b->parked);
-	b->first = b->last = NULL;
+		co__engine_wake_parked_chain(b->e, b->first, b->parked);
+	b->first = NULL;
 	b->parked = 0;
 }
 
@@ -144,7 +142,7 @@ static int plain(const co_waiter *w)
 void co__wake_all(co__wake_list *l)
 {
 	co_waiter *w = l->head, *next;
-	struct wake_batch b = { NULL, NULL, NULL, 0 };
+	struct wake_batch b = { NULL, NULL, 0 };
 
 	for (; w; w = next) {
 		next = w->next; /* before the wake: then w may be gone */

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <coring/channel.h>
 #include <coring/io.h>
 #include <coring/scheduler.h>
 #include <coring/stream.h>
@@ -105,7 +106,7 @@ enum { SPAWN = CO_TRACE_SPAWN, START = CO_TRACE_START, RESUME = CO_TRACE_RESUME,
        YIELD = CO_TRACE_YIELD, WAIT = CO_TRACE_WAIT, WAKE = CO_TRACE_WAKE, DONE = CO_TRACE_DONE,
        TRANSFER = CO_TRACE_TRANSFER, STEAL = CO_TRACE_STEAL, CANCEL = CO_TRACE_CANCEL, TIMEOUT = CO_TRACE_TIMEOUT,
        SUBMIT = CO_TRACE_SUBMIT, COMPLETE = CO_TRACE_COMPLETE, RUN = CO_TRACE_RUN,
-       CONTEXT = CO_TRACE_CONTEXT };
+       CONTEXT = CO_TRACE_CONTEXT, FOLLOW = CO_TRACE_FOLLOW };
 
 /* ---- a generator on an engine ------------------------------------------ */
 
@@ -974,6 +975,86 @@ static void test_scheduler_recorded(void **state)
 	tfile_free(&tf);
 }
 
+/* Frames that follow their waker (co_sched_roam): a ping-pong between
+ * context 0 and 1 through two channels. Every FOLLOW is recorded on the
+ * waker's thread, a: the engine the frame leaves, b: the waker's; the
+ * frame's next RESUME is on that thread and engine. */
+struct volley {
+	co_frame co;
+	co_waiter w;
+	co_chan *in, *out;
+	uint64_t v;
+	int i, first;
+};
+
+static int volley_fn(co_frame *f)
+{
+	struct volley *p = (struct volley *)f;
+
+	CO_BEGIN(f);
+	for (p->i = 0; p->i < 200; p->i++) {
+		if (p->first)
+			CO_AWAIT(f, co_chan_send(&p->w, p->out, &p->v));
+		CO_AWAIT(f, co_chan_recv(&p->w, p->in, &p->v));
+		if (!p->first)
+			CO_AWAIT(f, co_chan_send(&p->w, p->out, &p->v));
+	}
+	CO_END(f);
+}
+
+static void test_follow_recorded(void **state)
+{
+	const char *path = tmp_path("follow.trace");
+	co_sched_opts o = { .contexts = 2, .steal = 1, .engine = { .no_spin = 1 } };
+	static struct volley v[2];
+	co_chan ch[2];
+	struct tfile tf;
+	co_sched s;
+	size_t follows = 0;
+	(void)state;
+	NEED_TRACE();
+	start(1 << 16, path);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_chan_init(&ch[k], sizeof(uint64_t), 1, NULL), 0);
+	for (int k = 0; k < 2; k++) {
+		memset(&v[k], 0, sizeof v[k]);
+		v[k].first = k == 0;
+		v[k].out = &ch[k];
+		v[k].in = &ch[1 - k];
+		co_init(&v[k].co, volley_fn);
+		assert_int_equal(co_sched_roam(&v[k].co, 1), 0);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)k, &v[k].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(co_chan_destroy(&ch[k]), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	stop_and_read(path, &tf);
+	for (size_t i = 0; i < tf.n; i++) {
+		struct tev *ev;
+		size_t n, k;
+
+		if (tf.ev[i].kind != FOLLOW)
+			continue;
+		assert_int_not_equal(tf.ev[i].a, tf.ev[i].b);
+		n = of_frame(&tf, (void *)(uintptr_t)tf.ev[i].frame, &ev);
+		for (k = 0; k < n && !(ev[k].kind == FOLLOW && ev[k].seq == i); k++)
+			;
+		while (k + 1 < n && ev[k + 1].kind != RESUME)
+			k++;
+		assert_true(k + 1 < n);
+		assert_int_equal(ev[k + 1].thread, tf.ev[i].thread);
+		assert_int_equal(ev[k + 1].e, tf.ev[i].b);
+		follows++;
+		free(ev);
+	}
+	print_message("      %zu follows\n", follows);
+	assert_true(follows > 0);
+	assert_int_equal(tf.dropped, 0);
+	tfile_free(&tf);
+}
+
 /* A manual context has no thread of its own: the thread that ticks it is
  * its track. Its thread record names the context, and it has the
  * context's CONTEXT event, as a context's own thread does. */
@@ -1195,6 +1276,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stream),
 	cmocka_unit_test(test_threads_and_dumps),
 	cmocka_unit_test(test_scheduler_recorded),
+	cmocka_unit_test(test_follow_recorded),
 	cmocka_unit_test(test_manual_context_named),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_env),
