@@ -333,6 +333,79 @@ static void test_cancel_asked_stays(void **state)
 	assert_int_equal(one_wake(CHAN, 1, 1, &x), 1);
 }
 
+/* Two frames follow one waker (co_wake of an awaiter of our own) before
+ * it suspends: the second takes the place to run next, the first goes to
+ * the queue; both run there. */
+static co_frame *_Atomic parked_slot[2];
+
+static int plain_resume(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 0;
+}
+
+static int park_suspend(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	for (int i = 0; i < 2; i++) {
+		co_frame *none = NULL;
+
+		if (atomic_compare_exchange_strong(&parked_slot[i], &none, f))
+			break;
+	}
+	return 1;
+}
+
+static const co_awaiter_ops park_ops = { .suspend = park_suspend, .resume = plain_resume,
+					 .name = "parked" };
+
+struct pair_sleeper {
+	co_frame co;
+	co_awaiter aw;
+	co_engine *after;
+};
+
+static int pair_sleeper_fn(co_frame *f)
+{
+	struct pair_sleeper *x = (struct pair_sleeper *)f;
+	CO_BEGIN(f);
+	x->aw.ops = &park_ops;
+	CO_AWAIT(f, &x->aw);
+	x->after = co_engine_current();
+	CO_END(f);
+}
+
+static int pair_waker_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	co_wake(atomic_load(&parked_slot[0]));
+	co_wake(atomic_load(&parked_slot[1]));
+	CO_END(f);
+}
+
+static void test_two_follow_one_waker(void **state)
+{
+	static struct pair_sleeper x[2];
+	static co_frame wk;
+	(void)state;
+	need_view();
+	sched_up(2, 1);
+	for (int i = 0; i < 2; i++) {
+		atomic_store(&parked_slot[i], NULL);
+		memset(&x[i], 0, sizeof x[i]);
+		spawn_to(1, &x[i].co, pair_sleeper_fn, 1);
+	}
+	for (int i = 0; i < 2; i++)
+		wait_parked(1, &x[i].co, "parked");
+	spawn_to(0, &wk, pair_waker_fn, 0);
+	sched_down();
+	for (int i = 0; i < 2; i++) {
+		assert_true(co_done(&x[i].co));
+		assert_ptr_equal(x[i].after, eng(0));
+	}
+}
+
 /* ---- co_spawn_on and when: the awaiting frame follows the child's end ---------- */
 
 struct kid {
@@ -431,14 +504,7 @@ static int slow_suspend(co_awaiter *a, co_frame *f)
 	return 1;
 }
 
-static int slow_resume(co_awaiter *a, co_frame *f)
-{
-	(void)a;
-	(void)f;
-	return 0;
-}
-
-static const co_awaiter_ops slow_ops = { .suspend = slow_suspend, .resume = slow_resume,
+static const co_awaiter_ops slow_ops = { .suspend = slow_suspend, .resume = plain_resume,
 					 .name = "slow" };
 
 struct slow {
@@ -725,6 +791,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_follows_event),
 	cmocka_unit_test(test_follows_semaphore),
 	cmocka_unit_test(test_follows_mutex),
+	cmocka_unit_test(test_two_follow_one_waker),
 	cmocka_unit_test(test_follows_spawn_on),
 	cmocka_unit_test(test_follows_when),
 	cmocka_unit_test(test_stays_without_roam),
