@@ -634,7 +634,7 @@ struct player {
 
 static co_chan lanes[PAIRS][2];
 static long counter; /* under mutex */
-static atomic_int players_done;
+static atomic_int players_done, rounds_begun;
 
 static void player_done(co_frame *f)
 {
@@ -647,6 +647,7 @@ static int player_fn(co_frame *f)
 	struct player *p = (struct player *)f;
 	CO_BEGIN(f);
 	for (p->i = 0; p->i < ROUNDS; p->i++) {
+		atomic_fetch_add(&rounds_begun, 1);
 		if (p->first) {
 			p->v = p->i;
 			CO_AWAIT(f, co_chan_send(&p->w, p->out, &p->v));
@@ -681,6 +682,7 @@ static void stress(int stop)
 	assert_int_equal(co_mutex_init(&mutex), 0);
 	counter = 0;
 	atomic_store(&players_done, 0);
+	atomic_store(&rounds_begun, 0);
 	for (int i = 0; i < PAIRS; i++) {
 		for (int k = 0; k < 2; k++) {
 			assert_int_equal(co_chan_init(&lanes[i][k], sizeof(uint64_t), 1, NULL), 0);
@@ -701,7 +703,7 @@ static void stress(int stop)
 		}
 	}
 	if (stop) {
-		WAIT_UNTIL(counter > 0 || atomic_load(&players_done) > 0);
+		WAIT_UNTIL(atomic_load(&rounds_begun) > PAIRS * 8); /* under way */
 		assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
 	}
 	assert_int_equal(co_sched_run(&s), 0);
