@@ -30,6 +30,12 @@
  *             1 (32) coroutines on each context, started together (a
  *             latch), lock a co_mutex, bump a shared counter, unlock: lock
  *             operations per second
+ *   pingpong_roam, spawn_roam, chan1_roam, chan16_roam, chan256_roam,
+ *   mutex1_roam, mutex32_roam
+ *             the same shapes on a scheduler that steals, with every frame
+ *             marked co_sched_roam: a frame woken by a frame of the other
+ *             context follows it there (what Go and tokio do with a
+ *             woken goroutine or task; docs/scheduler.md)
  *   idle      a burst of ping-pong (at most 0.1 s), then the process's CPU
  *             time over --idle-ms starting 1 ms after the burst's last
  *             coroutine finished: % of one CPU (after_ms: how long after
@@ -57,10 +63,14 @@
 static const char *const shapes[] = { "pingpong", "transfer", "spawn", "chan1", "chan16",
 				      "chan256", "chan16_many", "chan256_many", "pingpong_one",
 				      "chan16_one", "chan256_one",
-				      "mutex1", "mutex32", "idle", NULL };
+				      "mutex1", "mutex32", "idle", "pingpong_roam", "spawn_roam",
+				      "chan1_roam", "chan16_roam", "chan256_roam", "mutex1_roam",
+				      "mutex32_roam", NULL };
 static int one_context;  /* the _one shapes: context 1's side runs on 0 */
 
-static co_sched sched;
+static co_sched scheds[2]; /* frames that stay; frames that roam (stealing) */
+static co_sched *sched = &scheds[0];
+static int roam; /* the _roam shapes: every frame may follow its waker */
 static struct handoff_args args;
 static uint64_t deadline;          /* of the shape running */
 static struct handoff_span span;   /* of the shape running */
@@ -81,7 +91,7 @@ static int past_deadline(long i, long every)
 
 static void run_all(const char *shape)
 {
-	int err = co_sched_run(&sched);
+	int err = co_sched_run(sched);
 
 	if (err != 0) {
 		fprintf(stderr, "handoff: coring %s: co_sched_run: %s\n", shape, strerror(-err));
@@ -92,7 +102,7 @@ static void run_all(const char *shape)
 static void spawn_to(unsigned ctx, co_frame *f, int (*fn)(co_frame *))
 {
 	co_init(f, fn);
-	if (co_sched_spawn_to(&sched, one_context ? 0 : ctx, f) < 0)
+	if (co_sched_roam(f, roam) < 0 || co_sched_spawn_to(sched, one_context ? 0 : ctx, f) < 0)
 		handoff_fail("coring", "setup", "co_sched_spawn_to failed");
 }
 
@@ -327,13 +337,13 @@ static int hopper_fn(co_frame *f)
 	CO_BEGIN(f);
 	handoff_span_begin(&span);
 	for (; h->r.i < h->r.n && !past_deadline(h->r.i, 16); h->r.i++) {
-		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[other_ctx(h->r.i)]));
-		if (co_result(f) != 0 || co_context_current() != &sched.ctx[1]) {
+		CO_AWAIT(f, co_transfer_to(&h->t, &sched->ctx[other_ctx(h->r.i)]));
+		if (co_result(f) != 0 || co_context_current() != &sched->ctx[1]) {
 			h->r.bad = "the hop to context 1 did not land there";
 			break;
 		}
-		CO_AWAIT(f, co_transfer_to(&h->t, &sched.ctx[0]));
-		if (co_result(f) != 0 || co_context_current() != &sched.ctx[0]) {
+		CO_AWAIT(f, co_transfer_to(&h->t, &sched->ctx[0]));
+		if (co_result(f) != 0 || co_context_current() != &sched->ctx[0]) {
 			h->r.bad = "the hop back to context 0 did not land there";
 			break;
 		}
@@ -352,7 +362,7 @@ static int kid_fn(co_frame *f)
 {
 	struct kid *k = (struct kid *)f;
 	CO_BEGIN(f);
-	if (co_context_current() != &sched.ctx[1])
+	if (co_context_current() != &sched->ctx[1])
 		CO_RETURN(f, -EXDEV);
 	k->out = k->in + 1;
 	CO_END(f);
@@ -372,7 +382,7 @@ static int spawner_fn(co_frame *f)
 	for (; s->r.i < s->r.n && !past_deadline(s->r.i, 16); s->r.i++) {
 		co_init(&s->kid.co, kid_fn);
 		s->kid.in = s->r.i;
-		CO_AWAIT(f, co_spawn_on(&s->w, &sched.ctx[other_ctx(s->r.i)].engine, &s->kid.co));
+		CO_AWAIT(f, co_spawn_on(&s->w, &sched->ctx[other_ctx(s->r.i)].engine, &s->kid.co));
 		if (co_result(f) != 0 || s->kid.out != s->r.i + 1) {
 			s->r.bad = "the child did not run on context 1 or answered wrong";
 			break;
@@ -483,31 +493,60 @@ static void idle(void)
 	handoff_line("coring", "idle", n, window, (c1 - c0) * 100 / window, "cpu_pct", extra);
 }
 
-int main(int argc, char **argv)
+static void sched_up(co_sched *sc, int steal)
 {
-	int err;
+	int err = co_sched_init(sc, &(co_sched_opts){ .contexts = 2, .steal = steal });
 
-	args = handoff_parse(argc, argv);
-	handoff_check_shapes(&args, shapes, argv[0]);
-	err = co_sched_init(&sched, &(co_sched_opts){ .contexts = 2 });
 	if (err < 0) {
 		fprintf(stderr, "handoff: co_sched_init: %s\n", strerror(-err));
-		return 1;
+		exit(1);
 	}
-	if (handoff_want(&args, "pingpong")) {
-		long n = pingpong("pingpong", args.rt, args.seconds);
-		handoff_rt("coring", "pingpong", n, handoff_span_seconds(&span));
+}
+
+static void sched_down(co_sched *sc)
+{
+	int err = co_sched_destroy(sc);
+
+	if (err < 0) {
+		fprintf(stderr, "handoff: co_sched_destroy: %s\n", strerror(-err));
+		exit(1);
 	}
+}
+
+/* The shapes that run on both schedulers, with sfx after their names. */
+static void two_context_shapes(const char *sfx)
+{
+	char name[32];
+
+#define SHAPE(s) (snprintf(name, sizeof name, "%s%s", (s), sfx), name)
+	if (handoff_want(&args, SHAPE("pingpong"))) {
+		long n = pingpong(name, args.rt, args.seconds);
+		handoff_rt("coring", name, n, handoff_span_seconds(&span));
+	}
+	if (handoff_want(&args, SHAPE("spawn")))
+		trips(name, &spawner.r, spawner_fn);
+	if (handoff_want(&args, SHAPE("chan1")))
+		throughput(name, 1, args.items);
+	if (handoff_want(&args, SHAPE("chan16")))
+		throughput(name, 16, args.items);
+	if (handoff_want(&args, SHAPE("chan256")))
+		throughput(name, 256, args.items);
+	if (handoff_want(&args, SHAPE("mutex1")))
+		mutex_shape(name, 1);
+	if (handoff_want(&args, SHAPE("mutex32")))
+		mutex_shape(name, 32);
+#undef SHAPE
+}
+
+int main(int argc, char **argv)
+{
+	args = handoff_parse(argc, argv);
+	handoff_check_shapes(&args, shapes, argv[0]);
+	sched_up(&scheds[0], 0);
+	sched_up(&scheds[1], 1);
+	two_context_shapes("");
 	if (handoff_want(&args, "transfer"))
 		trips("transfer", &hopper.r, hopper_fn);
-	if (handoff_want(&args, "spawn"))
-		trips("spawn", &spawner.r, spawner_fn);
-	if (handoff_want(&args, "chan1"))
-		throughput("chan1", 1, args.items);
-	if (handoff_want(&args, "chan16"))
-		throughput("chan16", 16, args.items);
-	if (handoff_want(&args, "chan256"))
-		throughput("chan256", 256, args.items);
 	if (handoff_want(&args, "chan16_many"))
 		throughput("chan16_many", 16, args.items);
 	if (handoff_want(&args, "chan256_many"))
@@ -522,16 +561,12 @@ int main(int argc, char **argv)
 	if (handoff_want(&args, "chan256_one"))
 		throughput("chan256_one", 256, args.items);
 	one_context = 0;
-	if (handoff_want(&args, "mutex1"))
-		mutex_shape("mutex1", 1);
-	if (handoff_want(&args, "mutex32"))
-		mutex_shape("mutex32", 32);
 	if (handoff_want(&args, "idle"))
 		idle();
-	err = co_sched_destroy(&sched);
-	if (err < 0) {
-		fprintf(stderr, "handoff: co_sched_destroy: %s\n", strerror(-err));
-		return 1;
-	}
+	sched = &scheds[1];
+	roam = 1;
+	two_context_shapes("_roam");
+	sched_down(&scheds[0]);
+	sched_down(&scheds[1]);
 	return 0;
 }

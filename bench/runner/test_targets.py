@@ -111,8 +111,28 @@ def main():
         expect(line(got, "echo  50c   64B: CPU/req coring/libuv"), "coring/libuv 0.83 (<= 1.00: met)")
         line(got, "http  50c (wrk): no verdict: CPU/req of Go read 0")
         expect(line(got, "http  50c (wrk): CPU/req coring/epoll"), "0.83 (<= 0.95: met)")
+        # hand-off: a _roam row of coring is judged against the peers' own shape,
+        # and shown beside it in the table
+        r4 = run.Run(build)
+        r4.say = lambda text="": r4.lines.append(text)
+
+        def ho(peer, shape, value, unit):
+            r4.handoff_rows.append({"shape": shape, "peer": peer, "value_median": value, "unit": unit,
+                                    "spread_pct": 1.0, "noisy_rounds": 0})
+        ho("coring", "pingpong", 1000.0, "ns")
+        ho("coring", "pingpong_roam", 200.0, "ns")
+        ho("go", "pingpong", 250.0, "ns")
+        ho("tokio", "pingpong", 150.0, "ns")
+        ho("coring", "chan16_roam", 8e6, "per_s")
+        ho("go", "chan16", 10e6, "per_s")
+        got = r4.handoff_targets()
+        expect(line(got, "handoff pingpong_roam: round trip coring/Go"), "0.80 (<= 1: met)")
+        expect(line(got, "handoff pingpong_roam: round trip coring/tokio"), "1.33 (<= 1: MISSED)")
+        expect(line(got, "handoff chan16_roam: items/s coring/Go"), "0.80 (>= 1: MISSED)")
+        row = line(r4.handoff_table().splitlines(), "ping-pong, frames that follow their waker")
+        expect(row, "0.2", "0.25", "0.15", "0.80", "1.33")
     print("ok: echo and file targets judge the defaults, with the rounds' range; a CPU read 0 "
-          "leaves its target without a verdict")
+          "leaves its target without a verdict; hand-off _roam rows against the peers' own shapes")
 
 
 if __name__ == "__main__":

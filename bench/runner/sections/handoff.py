@@ -22,14 +22,16 @@ HANDOFF_MODES = {
     "full": dict(rt=500000, items=10000000, ops=10000000, seconds=2.0, idle_ms=200),
 }
 HANDOFF_TIMEOUT = 300   # s, one run of one program
-HANDOFF_SHAPES = {"coring": ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "chan16_many",
-                             "chan256_many", "pingpong_one",
-                             "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"],
-                  "pthread": ["spin", "cond", "mutex"]}
-HANDOFF_SHAPES["go"] = HANDOFF_SHAPES["coring"]
+HANDOFF_BASE = ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "chan16_many", "chan256_many",
+                "pingpong_one", "chan16_one", "chan256_one", "mutex1", "mutex32", "idle"]
+# coring's shapes again with frames that follow their waker (co_sched_roam): the
+# rule Go and tokio run every shape under, compared with their same shape
+HANDOFF_ROAM = ["pingpong", "spawn", "chan1", "chan16", "chan256", "mutex1", "mutex32"]
+HANDOFF_SHAPES = {"coring": HANDOFF_BASE + [s + "_roam" for s in HANDOFF_ROAM],
+                  "pthread": ["spin", "cond", "mutex"], "go": HANDOFF_BASE}
 # tokio has no transfer (a task cannot be moved to a thread) and no channel of
 # capacity 0 (Go's stand-in)
-HANDOFF_SHAPES["tokio"] = [s for s in HANDOFF_SHAPES["coring"] if s != "transfer"]
+HANDOFF_SHAPES["tokio"] = [s for s in HANDOFF_BASE if s != "transfer"]
 # the table's rows: shape, label, the pthread limit's shape, the condition variable's
 HANDOFF_ROWS = [
     ("pingpong", "channel ping-pong, capacity 1, round trip", "spin", "cond"),
@@ -46,12 +48,20 @@ HANDOFF_ROWS = [
     ("mutex1", "mutex, 1 coroutine per context", "mutex", None),
     ("mutex32", "mutex, 32 coroutines per context", "mutex", None),
     ("idle", "idle, from 1 ms after a burst", None, None),
+    ("pingpong_roam", "ping-pong, frames that follow their waker (roam)", "spin", "cond"),
+    ("spawn_roam", "co_spawn_on round trip, roam", "spin", "cond"),
+    ("chan1_roam", "channel capacity 1, roam", None, None),
+    ("chan16_roam", "channel capacity 16, roam", None, None),
+    ("chan256_roam", "channel capacity 256, roam", None, None),
+    ("mutex1_roam", "mutex, 1 coroutine per context, roam", "mutex", None),
+    ("mutex32_roam", "mutex, 32 coroutines per context, roam", "mutex", None),
 ]
 HANDOFF_SHORT = {"pingpong": "ping-pong", "transfer": "transfer", "spawn": "spawn_on", "chan1": "chan cap 1",
                  "chan16": "chan cap 16", "chan256": "chan cap 256", "chan16_many": "cap 16, many",
                  "chan256_many": "cap 256, many", "pingpong_one": "ping-pong 1 ctx",
                  "chan16_one": "cap 16, 1 ctx", "chan256_one": "cap 256, 1 ctx", "mutex1": "mutex 1/ctx",
                  "mutex32": "mutex 32/ctx"}
+HANDOFF_SHORT.update({s + "_roam": HANDOFF_SHORT[s] + ", roam" for s in HANDOFF_ROAM})
 # the hand-off targets: coring's shape against a peer's, the ratio's bound
 HANDOFF_GOALS = [
     ("pingpong", "go", "pingpong", "round trip coring/Go's channel round trip", "<=", 2),
@@ -64,7 +74,25 @@ HANDOFF_GOALS = [
     ("chan256", "tokio", "chan256", "items/s coring/tokio", ">=", 0.5),
     ("mutex1", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
     ("mutex32", "pthread", "mutex", "ops/s coring/pthread_mutex", ">=", 0.5),
+    # frames that follow their waker, against the peers' same shapes
+    ("pingpong_roam", "go", "pingpong", "round trip coring/Go", "<=", 1),
+    ("pingpong_roam", "tokio", "pingpong", "round trip coring/tokio", "<=", 1),
+    ("spawn_roam", "go", "spawn", "round trip coring/Go", "<=", 1),
+    ("spawn_roam", "tokio", "spawn", "round trip coring/tokio", "<=", 1),
+    ("chan1_roam", "tokio", "chan1", "items/s coring/tokio", ">=", 1),
+    ("chan1_roam", "go", "chan1", "items/s coring/Go", ">=", 0.5),
+    ("chan16_roam", "go", "chan16", "items/s coring/Go", ">=", 1),
+    ("chan256_roam", "go", "chan256", "items/s coring/Go", ">=", 1),
+    ("mutex1_roam", "go", "mutex1", "ops/s coring/Go", ">=", 0.5),
+    ("mutex32_roam", "go", "mutex32", "ops/s coring/Go", ">=", 0.5),
 ]
+
+
+def peer_shape(shape):
+    """The peers' shape shown beside coring's (a _roam row: their own)."""
+    return shape[:-len("_roam")] if shape.endswith("_roam") else shape
+
+
 HANDOFF_UNITS = {"ns": "us", "per_s": "M/s", "cpu_pct": "% of a CPU"}
 HANDOFF_COLUMNS = ["shape", "peer", "value_median", "value_min", "value_max", "unit", "spread_pct", "n_median",
                    "rounds", "noisy_rounds", "mode", "date"]
@@ -156,8 +184,8 @@ class Handoff:
             return "-" if v is None else f"{v:.3g}" if v < 100 else f"{v:.0f}"
         for shape, label, limit, cond in HANDOFF_ROWS:
             unit = HANDOFF_UNITS[self.handoff_unit(shape)]
-            c, g = self.handoff_value("coring", shape), self.handoff_value("go", shape)
-            t = self.handoff_value("tokio", shape)
+            c, g = self.handoff_value("coring", shape), self.handoff_value("go", peer_shape(shape))
+            t = self.handoff_value("tokio", peer_shape(shape))
             lim = self.handoff_value("pthread", limit) if limit else None
             slp = self.handoff_value("pthread", cond) if cond else None
             rat = [f"{c / b:.2f}" if c is not None and b else "-" for b in (g, t, lim)]
@@ -201,7 +229,8 @@ class Handoff:
                 if shape == "idle":
                     continue
                 which = {None: shape, "limit": limit, "cond": cond}
-                cells = [self.handoff_value(p, which[k]) if which[k] else None for p, k in peers]
+                cells = [self.handoff_value(p, which[k] if p == "coring" or k else peer_shape(shape))
+                         if which[k] else None for p, k in peers]
                 f = f_rt if self.handoff_unit(shape) == "ns" else f_rate
                 f.write(f'"{HANDOFF_SHORT[shape]}" ' + " ".join("-" if x is None else f"{x:g}" for x in cells) + "\n")
 
