@@ -1407,6 +1407,9 @@ static void test_strings_redis7(void **state)
 	EXPECT(c, "+OK", "SET", "nz", "-1e-30");
 	EXPECT(c, "$0", "INCRBYFLOAT", "nz", "0");
 	EXPECT(c, "$-0.00000000000000001", "INCRBYFLOAT", "nz", "-0.00000000000000001");
+	EXPECT(c, "$0", "INCRBYFLOAT", "nz2", "1e-4940"); /* a subnormal long double */
+	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "nz2", "1e-5000");
+	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "nz2", "1e5000");
 	EXPECT(c, "-ERR value is not a valid float", "INCRBYFLOAT", "ap", "1");
 	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "ap");
 	EXPECT(c, "-ERR value is not an integer or out of range", "INCR", "f");
@@ -1882,6 +1885,19 @@ static void test_sets_hashes_zsets(void **state)
 	EXPECT(c, ":0", "ZADD", "z", "XX", "1", "a");
 	EXPECT(c, ":0", "EXISTS", "z");
 	EXPECT(c, "$-1", "ZADD", "z", "XX", "INCR", "1", "a");
+	/* scores as strtod reads them: a subnormal one kept, one past the range
+	 * or that underflows to 0 refused, any length */
+	EXPECT(c, ":2", "ZADD", "zf", "9.8813129168249309e-323", "a", "4e-320", "b");
+	EXPECT(c, "$9.8813129168249309e-323", "ZSCORE", "zf", "a");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "zf", "1e400", "c");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "zf", "-1.8e308", "c");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "zf", "1e-400", "c");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "zf", "INCR", "1e400", "a");
+	EXPECT(c, ":1", "ZADD", "zf", "1.0000000000000000000000000000000000000000000000000000000000000000"
+		  "00000000000000000000000000000000000000000000000000000000000000000000000001", "c");
+	EXPECT(c, "$1", "ZSCORE", "zf", "c");
+	EXPECT(c, "-ERR value is not a valid float", "ZADD", "zf", "1.000000000000000000000000000000000"
+		  "000000000000000000000000000000000000000000000000000000000000000000x", "c");
 	EXPECT(c, "-ERR wrong number of arguments for 'sadd' command", "SADD");
 	EXPECT(c, "-ERR wrong number of arguments for 'hget' command", "HGET", "h");
 	EXPECT(c, "-ERR wrong number of arguments for 'zadd' command", "ZADD", "z");

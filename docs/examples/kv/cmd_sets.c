@@ -273,11 +273,16 @@ static int zadd_begin(struct conn *c)
 		reply_error(c, "ERR INCR option supports a single increment-element pair");
 		return 1;
 	}
-	for (; i < c->argc; i += 2)
-		if (!arg_double(c, i, &d)) {
+	for (; i < c->argc; i += 2) {
+		int r = arg_double(c, i, &d);
+
+		if (r < 0)
+			reply_oom(c);
+		else if (r == 0)
 			reply_error(c, "ERR value is not a valid float");
+		if (r <= 0)
 			return 1;
-		}
+	}
 	return 0;
 }
 
@@ -291,7 +296,8 @@ static int zadd_one(struct conn *c, struct zset *z, unsigned k, double *score)
 	struct item *m = *pe;
 	double s;
 
-	arg_double(c, k, &s);
+	if (arg_double(c, k, &s) <= 0) /* (it was one in zadd_begin: no memory now) */
+		return -1;
 	if ((m && c->flags & Z_NX) || (!m && c->flags & Z_XX))
 		return 0;
 	if (m && c->flags & Z_INCR)

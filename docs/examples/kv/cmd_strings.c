@@ -373,7 +373,7 @@ static int parse_ld(const char *p, size_t n, long double *out)
 	buf[n] = 0;
 	errno = 0;
 	*out = strtold(buf, &end);
-	return end == buf + n && errno != ERANGE && !isnan(*out);
+	return end == buf + n && float_in_range(*out) && !isnan(*out);
 }
 
 static void incrbyfloat_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)

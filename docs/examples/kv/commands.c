@@ -307,20 +307,35 @@ int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase)
 	return glob(p, pn, s, sn, nocase) > 0;
 }
 
-/* A double as Redis reads one (ZADD's scores, INCRBYFLOAT): the whole
- * argument, no space, not NaN; "inf" and "-inf" are. 1 if it is one. */
+/* Whether what strtod or strtold just read is a number as Redis takes
+ * one: past the type's range (ERANGE, an infinity) or so small that it
+ * became 0 (ERANGE, 0) it is not; a subnormal one (ERANGE too) is. */
+int float_in_range(long double v)
+{
+	return errno != ERANGE || (!isinf(v) && v != 0);
+}
+
+/* A double as Redis reads one (ZADD's scores): the whole argument, of any
+ * length, no space first, not NaN, in range; "inf" and "-inf" are. 1 if it
+ * is one, 0 if not, -1 no memory (a long one is copied to the heap). */
 int arg_double(const struct conn *c, unsigned i, double *out)
 {
-	char buf[64], *end;
+	char buf[64], *s = buf, *end;
 	size_t n = arg_n(c, i);
+	int ok;
 
-	if (n == 0 || n >= sizeof buf || isspace((unsigned char)arg_p(c, i)[0]))
+	if (n == 0 || isspace((unsigned char)arg_p(c, i)[0]))
 		return 0;
-	memcpy(buf, arg_p(c, i), n);
-	buf[n] = 0;
+	if (n >= sizeof buf && (s = malloc(n + 1)) == NULL)
+		return -1;
+	memcpy(s, arg_p(c, i), n);
+	s[n] = 0;
 	errno = 0;
-	*out = strtod(buf, &end);
-	return end == buf + n && !isnan(*out) && !(errno == ERANGE && !isinf(*out) && *out != 0);
+	*out = strtod(s, &end);
+	ok = end == s + n && !isnan(*out) && float_in_range(*out);
+	if (s != buf)
+		free(s);
+	return ok;
 }
 
 /* A double as Redis 7.0 answers one: an integer as such, else 17 digits. */

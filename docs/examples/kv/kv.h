@@ -328,6 +328,7 @@ void array_begin(struct conn *c);
 void array_end(struct conn *c, long long n);
 void out_insert(struct conn *c, size_t at, const char *p, size_t n);
 int glob_match(const char *p, size_t pn, const char *s, size_t sn, int nocase);
+int float_in_range(long double v);
 int arg_double(const struct conn *c, unsigned i, double *out);
 size_t fmt_double(char *p, double v);
 
