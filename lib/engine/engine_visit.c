@@ -228,6 +228,8 @@ void co__engine_wake_parked_chain(co_engine *e, co_frame *first, unsigned parked
 		}
 		if (stay)
 			co__lifo_push_chain(&e->inbox, stay, stay_last, offsetof(co_frame, next));
+		/* e, whose parked count drops below, is kicked at the visit's
+		 * end: idle, it steals from this queue as from any */
 		for (co_frame *r = moved; r; r = next) {
 			next = r->next;
 			co__engine_push_owner(co__tls_engine, r);

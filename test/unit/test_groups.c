@@ -447,6 +447,62 @@ static void test_spawn_on_engine_not_running(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* A cancel request waiting on an engine that does not run survives the
+ * borrow that finishes an unstarted co_spawn_on child there: the borrow
+ * settles every request it finds, and the one for a frame that has not
+ * finished goes back to the engine's list, for its next tick. */
+static void test_cancel_request_survives_borrow(void **state)
+{
+	co_engine m;
+	co_context c;
+	struct child sleeper;
+	struct parent p;
+	(void)state;
+	if (!co_view_available())
+		skip();
+	assert_int_equal(co_engine_init(&m, NULL), 0);
+	memset(&sleeper, 0, sizeof sleeper);
+	sleeper.sleep_ns = 3600 * CO_S;
+	co_init(&sleeper.co, child_fn);
+	assert_int_equal(co_engine_spawn(&m, &sleeper.co), 0);
+	assert_int_equal(co_engine_tick(&m), 1); /* it sleeps; m runs no more */
+	assert_false(co_done(&sleeper.co));
+	assert_int_equal(co_cancel(&sleeper.co), 0); /* queued for m's next turn */
+
+	/* a frame of context c spawns a child on m and is cancelled: the
+	 * child has not started, so c's thread finishes it, borrowing m */
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	memset(&p, 0, sizeof p);
+	p.on = &m;
+	co_init(&p.kid.co, child_fn);
+	co_init(&p.co, parent_fn);
+	assert_int_equal(co_context_spawn(&c, &p.co), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	for (int waiting = 0; !waiting; usleep(100)) { /* until c lists it waiting */
+		co_view v;
+
+		assert_int_equal(co_view_engine(&v, &c.engine, CO_VIEW_WAIT), 0);
+		for (size_t k = 0; k < v.n; k++)
+			waiting |= v.frames[k].frame == &p.co && v.frames[k].state == CO_VIEW_WAITING;
+		co_view_free(&v);
+	}
+	assert_int_equal(co_cancel(&p.co), 0);
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0); /* ends once p has */
+	assert_int_equal(co_context_join(&c), 0);
+	assert_int_equal(p.res, -ECANCELED);
+	assert_int_equal(co_status(&p.kid.co), -ECANCELED);
+
+	/* m's next ticks handle the sleeper's request */
+	for (int i = 0; i < 20000 && !co_done(&sleeper.co); i++) {
+		assert_true(co_engine_tick(&m) >= 0);
+		usleep(100); /* a hang guard: the cancel's CQE may take a moment */
+	}
+	assert_true(co_done(&sleeper.co));
+	assert_int_equal(co_status(&sleeper.co), -ECANCELED);
+	assert_int_equal(co_context_destroy(&c), 0);
+	assert_int_equal(co_engine_destroy(&m), 0);
+}
+
 /* when_any whose losing child moved to another context: the cancel reaches
  * it there, it finishes, and the await completes. */
 struct mover {
@@ -624,6 +680,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stealing_stays_in_group),
 	cmocka_unit_test(test_spawn_on),
 	cmocka_unit_test(test_spawn_on_engine_not_running),
+	cmocka_unit_test(test_cancel_request_survives_borrow),
 	cmocka_unit_test(test_when_any_loser_moved),
 	cmocka_unit_test(test_engine_tick),
 	cmocka_unit_test(test_tick_errors),
