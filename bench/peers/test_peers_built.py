@@ -181,6 +181,13 @@ def main():
     checks = {"echo_go": check_echo, "echo_tokio": check_echo, "http_go": check_http,
               "handoff_go": lambda exe, _: check_handoff(exe, "go"),
               "handoff_tokio": lambda exe, _: check_handoff(exe, "tokio")}
+    # BENCH_PEERS=0: nothing built, said why (make test's clang build)
+    with tempfile.TemporaryDirectory(prefix="coring-peers-none-") as none:
+        os.environ["BENCH_PEERS"] = "0"
+        exe, why = peers.build(none, "handoff_go")
+        del os.environ["BENCH_PEERS"]
+        if exe is not None or "BENCH_PEERS=0" not in (why or "") or os.listdir(none):
+            fail(f"BENCH_PEERS=0 still built: {exe} {why} {os.listdir(none)}")
     tested = 0
     for name, check in checks.items():
         why = peers.missing(name)

@@ -7,6 +7,9 @@ CARGO_HOME, target dir: nothing written to the source tree or $HOME).
     build(build_dir, name) -> (path, None) or (None, why not, in a few words)
     missing(name) -> why its tools or crates are not there, or None
 
+BENCH_PEERS=0 in the environment: none is built (make test builds them in one
+of its build dirs only: they do not depend on the C compiler).
+
 Go: bench/peers/echo_go.go, http_go.go and bench/contexts/handoff.go, the
 standard library only (GOPROXY=off, GOTOOLCHAIN=local). tokio:
 bench/peers/echo_tokio.rs and bench/contexts/handoff_tokio.rs, one cargo
@@ -161,6 +164,8 @@ def build(build_dir, name):
     """Build the peer name into build_dir: (its path, None) or (None, why not).
     One build at a time per build dir (tests that need a peer run side by
     side under meson): the others wait, then find it built (a no-op build)."""
+    if os.environ.get("BENCH_PEERS") == "0":
+        return None, "BENCH_PEERS=0: built in another build dir"
     os.makedirs(build_dir, exist_ok=True)
     with open(os.path.join(build_dir, "peers.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
