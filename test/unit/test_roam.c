@@ -367,7 +367,10 @@ struct pair_sleeper {
 	co_frame co;
 	co_awaiter aw;
 	co_engine *after;
+	int order;                /* 1: it ran first after the wake */
 };
+
+static atomic_int pair_runs;
 
 static int pair_sleeper_fn(co_frame *f)
 {
@@ -376,6 +379,7 @@ static int pair_sleeper_fn(co_frame *f)
 	x->aw.ops = &park_ops;
 	CO_AWAIT(f, &x->aw);
 	x->after = co_engine_current();
+	x->order = atomic_fetch_add(&pair_runs, 1) + 1;
 	CO_END(f);
 }
 
@@ -397,6 +401,7 @@ static void test_two_follow_one_waker(void **state)
 	/* one at a time: a lone ready frame is never stolen, so both wait on 1 */
 	for (int i = 0; i < 2; i++)
 		atomic_store(&parked_slot[i], NULL);
+	atomic_store(&pair_runs, 0);
 	for (int i = 0; i < 2; i++) {
 		memset(&x[i], 0, sizeof x[i]);
 		spawn_to(1, &x[i].co, pair_sleeper_fn, 1);
@@ -408,6 +413,9 @@ static void test_two_follow_one_waker(void **state)
 		assert_true(co_done(&x[i].co));
 		assert_ptr_equal(x[i].after, eng(0));
 	}
+	/* the one woken last ran next, then the one it pushed to the queue */
+	assert_int_equal(x[1].order, 1);
+	assert_int_equal(x[0].order, 2);
 }
 
 /* ---- co_spawn_on and when: the awaiting frame follows the child's end ---------- */
