@@ -21,15 +21,28 @@
  *   sets      SADD, SREM, SPOP, SMEMBERS, SCARD, SISMEMBER
  *   hashes    HSET, HGET, HGETALL, HDEL, HLEN
  *   zsets     ZADD (NX, XX, GT, LT, CH, INCR), ZPOPMIN, ZRANGE (by index,
- *             REV, WITHSCORES), ZCARD, ZSCORE
+ *             BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZCARD, ZSCORE
  *   server    PING, ECHO, QUIT, HELLO (2), INFO (server, clients, memory,
  *             keyspace), TIME; CONFIG GET and COMMAND (next to empty
  *             answers), which the Redis tools ask at start.
  * Not here, answered with Redis's unknown-command error: persistence
  * (SAVE, BGSAVE, ...), replication, scripting (EVAL, FUNCTION), MULTI/EXEC
- * and WATCH, pub/sub, streams, and every command not listed above. HELLO 3
- * answers NOPROTO (RESP2 only); there is one database (SELECT 0, COPY's
- * DB 0); ZRANGE has no BYSCORE, BYLEX or LIMIT (a syntax error).
+ * and WATCH, pub/sub, streams, and every command not listed above; of the
+ * families above, those Redis's own tests use: SETBIT, GETBIT, LCS; LINSERT,
+ * LPOS, LPUSHX, RPUSHX, RPOPLPUSH, BRPOPLPUSH, LMPOP, BLMPOP; SMOVE,
+ * SRANDMEMBER, SMISMEMBER, SINTER, SUNION, SDIFF (and their STORE forms),
+ * SINTERCARD, SSCAN; HMSET, HMGET, HSETNX, HEXISTS, HINCRBY, HINCRBYFLOAT,
+ * HKEYS, HVALS, HSTRLEN, HRANDFIELD; ZREM, ZRANK, ZINCRBY, ZPOPMAX,
+ * BZPOPMIN, BZPOPMAX, ZMPOP, BZMPOP, ZRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGE
+ * (and the REV forms), ZRANGESTORE, ZCOUNT, ZLEXCOUNT, ZMSCORE,
+ * ZRANDMEMBER, ZREMRANGEBY..., ZUNION, ZINTER, ZDIFF (and STORE), ZSCAN;
+ * OBJECT, DUMP, SORT, CLIENT, MEMORY, DEBUG. CONFIG has GET alone (SET ...:
+ * Redis's unknown-subcommand error); INFO answers an empty text for its
+ * other sections (cpu, commandstats, replication ..., as Redis for a
+ * section it does not know). HELLO 3 answers NOPROTO (RESP2
+ * only); there is one database (SELECT 0, COPY's DB 0). Redis 7.0.15's own
+ * test files for these families, run against this server: see
+ * docs/reliability.md ("Notes on the method").
  *
  * Both request forms: arrays of bulk strings, and inline commands (a line
  * of words, quotes as Redis takes them). Pipelined requests are answered
