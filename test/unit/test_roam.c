@@ -418,6 +418,45 @@ static void test_two_follow_one_waker(void **state)
 	assert_int_equal(x[0].order, 2);
 }
 
+/* A waker's context that refuses spawns (a stop was asked) takes no frame
+ * either: the woken frame stays, and the drain runs it where it was. */
+struct gated_waker {
+	co_frame co;
+	co_waiter w;
+};
+
+static int gated_waker_fn(co_frame *f)
+{
+	struct gated_waker *x = (struct gated_waker *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&x->w, &go)); /* set after the stop */
+	co_event_set(&event);
+	CO_END(f);
+}
+
+static void test_stopped_waker_takes_nothing(void **state)
+{
+	static struct sleeper x;
+	static struct gated_waker wk;
+	(void)state;
+	need_view();
+	sched_up(2, 1);
+	prims_init();
+	memset(&x, 0, sizeof x);
+	memset(&wk, 0, sizeof wk);
+	x.prim = EVENT;
+	spawn_to(0, &wk.co, gated_waker_fn, 0);
+	wait_parked(0, &wk.co, "event");
+	spawn_to(1, &x.co, sleeper_fn, 1);
+	wait_parked(1, &x.co, "event");
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0); /* spawns refused */
+	co_event_set(&go);
+	sched_down();
+	prims_destroy();
+	assert_int_equal(x.res, 0);
+	assert_ptr_equal(x.after, eng(1));
+}
+
 /* ---- co_spawn_on and when: the awaiting frame follows the child's end ---------- */
 
 struct kid {
@@ -811,6 +850,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_timed_wait_stays),
 	cmocka_unit_test(test_pinned_stays),
 	cmocka_unit_test(test_cancel_asked_stays),
+	cmocka_unit_test(test_stopped_waker_takes_nothing),
 	cmocka_unit_test(test_woken_inside_suspend_stays),
 	cmocka_unit_test(test_fan_out_spreads),
 	cmocka_unit_test(test_stress),
