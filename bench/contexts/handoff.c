@@ -543,7 +543,6 @@ int main(int argc, char **argv)
 	args = handoff_parse(argc, argv);
 	handoff_check_shapes(&args, shapes, argv[0]);
 	sched_up(&scheds[0], 0);
-	sched_up(&scheds[1], 1);
 	two_context_shapes("");
 	if (handoff_want(&args, "transfer"))
 		trips("transfer", &hopper.r, hopper_fn);
@@ -563,10 +562,12 @@ int main(int argc, char **argv)
 	one_context = 0;
 	if (handoff_want(&args, "idle"))
 		idle();
+	/* one scheduler at a time: the idle one's threads would share the CPUs */
+	sched_down(&scheds[0]);
+	sched_up(&scheds[1], 1);
 	sched = &scheds[1];
 	roam = 1;
 	two_context_shapes("_roam");
-	sched_down(&scheds[0]);
 	sched_down(&scheds[1]);
 	return 0;
 }
