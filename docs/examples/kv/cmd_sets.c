@@ -5,7 +5,7 @@
  * HSET, HGET, HGETALL, HDEL, HLEN; ZADD (NX, XX, GT, LT, CH, INCR),
  * ZPOPMIN, ZRANGE (by index, BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZCARD,
  * ZSCORE. A set or a hash is a dict of members (a field's value after its
- * name); a sorted set is a dict plus its members in order (store.c). A
+ * name); a sorted set is a dict plus its members in order (zset.c). A
  * key whose set, hash or sorted set becomes empty is removed, as in Redis.
  */
 #include <math.h>
@@ -310,9 +310,8 @@ static int zadd_one(struct conn *c, struct zset *z, unsigned k, double *score)
 	if (m && s == m->score)
 		return 3;
 	if (m) { /* a new score: a new place */
-		zset_remove(z, m);
-		m->score = s;
-		return zset_insert(z, m) < 0 ? (free(m), -1) : 2;
+		zset_rescore(z, m, s);
+		return 2;
 	}
 	if ((m = item_new(arg_p(c, k + 1), arg_n(c, k + 1), NULL, 0)) == NULL)
 		return -1;
@@ -366,7 +365,7 @@ static void zpopmin_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h
 		n = (long long)z->n;
 	out_num(c, '*', n * 2);
 	for (; n > 0; n--) {
-		struct item *m = z->order[0];
+		struct item *m = z->head->lv[0].next->m;
 
 		reply_bulk(c, m->kv, m->klen);
 		reply_score(c, m->score);
@@ -494,35 +493,35 @@ static int zrange_parse(struct conn *c, struct zrange *r)
 	return 1;
 }
 
-/* Member m against bound b: < 0, 0, > 0 (by score, or by name bytewise). */
-static int zcmp(const struct item *m, const struct zbound *b, int lex)
+/* A search of zfind's: the members whose comparison with bound b (by
+ * score, or by name bytewise: < 0, 0, > 0) is less than t. */
+struct zsearch {
+	const struct zbound *b;
+	int lex, t;
+};
+
+static int zbelow(const struct znode *x, double score, const void *arg)
 {
-	size_t n = m->klen < b->n ? m->klen : b->n;
+	const struct zsearch *q = arg;
+	const struct zbound *b = q->b;
+	const struct item *m = x->m;
 	int d;
 
-	if (!lex)
-		return (m->score > b->score) - (m->score < b->score);
+	if (!q->lex)
+		return ((score > b->score) - (score < b->score)) < q->t;
 	if (b->inf)
-		return -b->inf;
-	d = n ? memcmp(m->kv, b->p, n) : 0;
-	return d ? d : (m->klen > b->n) - (m->klen < b->n);
+		return -b->inf < q->t;
+	if ((d = memcmp(m->kv, b->p, m->klen < b->n ? m->klen : b->n)) == 0)
+		d = (m->klen > b->n) - (m->klen < b->n);
+	return d < q->t;
 }
 
-/* The first member of z whose zcmp against b is at least t (the order is
- * by score, then by name: by name alone when the scores are the same). */
+/* The index of the first member of z whose comparison with b is at least
+ * t (the order is by score, then by name: by name alone when the scores
+ * are the same). */
 static size_t zfind(const struct zset *z, const struct zbound *b, int lex, int t)
 {
-	size_t lo = 0, hi = z->n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (zcmp(z->order[mid], b, lex) < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return zset_rank(z, zbelow, &(struct zsearch){ b, lex, t });
 }
 
 static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
@@ -531,7 +530,8 @@ static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 	int wrong, rev, lex;
 	struct item *e;
 	struct zset *z;
-	long long first, n, step;
+	struct znode *x;
+	long long first, n;
 
 	if (zrange_parse(c, &r))
 		return;
@@ -542,7 +542,6 @@ static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 	}
 	z = e->obj;
 	rev = r.flags & ZR_REV;
-	step = rev ? -1 : 1;
 	if (!(r.flags & (ZR_BYSCORE | ZR_BYLEX))) { /* by index */
 		long long start = c->num, stop = c->num2, len = (long long)z->n;
 
@@ -560,12 +559,11 @@ static void zrange_key(struct conn *c, struct shard *sh, unsigned i, uint64_t h)
 		first = n == 0 ? 0 : rev ? hi - 1 - r.offset : lo + r.offset;
 	}
 	out_num(c, '*', n * (r.flags & ZR_SCORES ? 2 : 1));
-	for (; n > 0; n--, first += step) {
-		struct item *m = z->order[first];
-
-		reply_bulk(c, m->kv, m->klen);
+	for (x = NULL; n > 0; n--) { /* the member at first, then those after (before) it */
+		x = x == NULL ? zset_at(z, (size_t)first) : rev ? x->back : x->lv[0].next;
+		reply_bulk(c, x->m->kv, x->m->klen);
 		if (r.flags & ZR_SCORES)
-			reply_score(c, m->score);
+			reply_score(c, x->m->score);
 	}
 }
 

@@ -2,9 +2,9 @@
 /*
  * kv.h - what the files of the key-value server share: the server's
  * settings and contexts (server.c), a connection and the command being
- * run on it, the store (store.c), the replies and numbers (protocol.c),
- * the command table and its families (commands.c, cmd_*.c). main.c says
- * what the server does as a whole.
+ * run on it, the store (store.c; a sorted set's order: zset.c), the
+ * replies and numbers (protocol.c), the command table and its families
+ * (commands.c, cmd_*.c). main.c says what the server does as a whole.
  */
 #ifndef KV_H
 #define KV_H
@@ -56,13 +56,31 @@ struct list {
 	size_t head, len, cap;
 };
 
-/* A sorted set: its members by name (d) and in order, by score then name
- * (an array: an insert moves what comes after; fine for an example). */
+/* A member's node in a sorted set's skip list (zset.c): a link on level
+ * 0, the list of every member in order, and on each level above it up to
+ * the node's own number of levels (drawn when it was made). */
+struct znode {
+	struct item *m;               /* the member (the head's: NULL) */
+	struct znode *back;           /* the one before it on level 0 (the first's: the head) */
+	struct zlink {
+		struct znode *next;   /* the next node on this level (NULL: the end) */
+		double score;         /* next's member's (a search need not read next) */
+		size_t span;          /* how many ranks ahead next is (if any) */
+	} lv[];
+};
+
+/* A sorted set: its members by name (d) and in order, by score then name,
+ * in a skip list (zset.c: O(log n) an insert, a remove, a rank). */
 struct zset {
 	struct dict d;
-	struct item **order;
-	size_t n, cap;
+	struct znode *head;           /* on every level, no member; lv[0].next: the first */
+	int levels;                   /* the most a node has had (1 at least) */
+	size_t n;                     /* the members in the list */
 };
+
+/* A sorted set's search: node x's member, of that score, comes before
+ * what arg stands for. */
+typedef int zbefore(const struct znode *x, double score, const void *arg);
 
 struct shard {
 	struct dict keys;
@@ -104,6 +122,9 @@ struct zset *zset_new(void);
 void zset_free(struct zset *z);
 int zset_insert(struct zset *z, struct item *it);
 void zset_remove(struct zset *z, struct item *it);
+void zset_rescore(struct zset *z, struct item *it, double score);
+size_t zset_rank(const struct zset *z, zbefore *before, const void *arg);
+struct znode *zset_at(const struct zset *z, size_t i);
 
 static inline const char *item_val(const struct item *it)
 {

@@ -21,7 +21,8 @@
  *   sets      SADD, SREM, SPOP, SMEMBERS, SCARD, SISMEMBER
  *   hashes    HSET, HGET, HGETALL, HDEL, HLEN
  *   zsets     ZADD (NX, XX, GT, LT, CH, INCR), ZPOPMIN, ZRANGE (by index,
- *             BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZCARD, ZSCORE
+ *             BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZCARD, ZSCORE: a
+ *             skip list, O(log n) an insert, a pop, a rank (zset.c)
  *   server    PING, ECHO, QUIT, HELLO (2), INFO (server, clients, memory,
  *             keyspace), TIME; CONFIG GET and COMMAND (next to empty
  *             answers), which the Redis tools ask at start.

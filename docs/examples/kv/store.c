@@ -2,12 +2,12 @@
 /*
  * store.c - the data: a chained hash table of items (struct dict) that
  * holds a shard's keys and, inside a key, a set's members, a hash's fields
- * and a sorted set's members; the values of the other types (a list, a
- * sorted set's order); a key's time to live (Unix time in ms, as EXPIREAT
- * takes it). A shard belongs to one context and only that context's thread
- * touches it (server.c moves a command to the owner of each of its keys).
- * A key whose time is up is removed by the first lookup that finds it, or
- * by the sweeper's slice of buckets every 100 ms (shard_sweep).
+ * and a sorted set's members (their order: zset.c); a list; a key's time
+ * to live (Unix time in ms, as EXPIREAT takes it). A shard belongs to one
+ * context and only that context's thread touches it (server.c moves a
+ * command to the owner of each of its keys). A key whose time is up is
+ * removed by the first lookup that finds it, or by the sweeper's slice of
+ * buckets every 100 ms (shard_sweep).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -458,84 +458,4 @@ void list_remove(struct list *l, size_t i)
 	for (; i + 1 < l->len; i++)
 		*list_at(l, (long long)i) = *list_at(l, (long long)i + 1);
 	l->len--;
-}
-
-/* ---- sorted sets: members by name (a dict) and by score (a sorted array) ---------------- */
-
-struct zset *zset_new(void)
-{
-	struct zset *z = calloc(1, sizeof *z);
-
-	if (z && dict_init(&z->d, 8) < 0) {
-		free(z);
-		return NULL;
-	}
-	return z;
-}
-
-void zset_free(struct zset *z)
-{
-	dict_free(&z->d);
-	free(z->order);
-	free(z);
-}
-
-/* a before b: by score, then by member, bytewise */
-static int zless(const struct item *a, const struct item *b)
-{
-	size_t n = a->klen < b->klen ? a->klen : b->klen;
-	int c;
-
-	if (a->score != b->score)
-		return a->score < b->score;
-	c = memcmp(a->kv, b->kv, n);
-	return c < 0 || (c == 0 && a->klen < b->klen);
-}
-
-/* Where it goes (or is) in the order: the first position not before it. */
-static size_t zset_rank(const struct zset *z, const struct item *it)
-{
-	size_t lo = 0, hi = z->n;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (zless(z->order[mid], it))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* Put member it (not in z yet, its score set) in its place. 0, -ENOMEM. */
-int zset_insert(struct zset *z, struct item *it)
-{
-	size_t at;
-
-	if (z->n == z->cap) {
-		size_t cap = z->cap ? z->cap * 2 : 8;
-		struct item **o = realloc(z->order, cap * sizeof *o);
-
-		if (o == NULL)
-			return -ENOMEM;
-		z->order = o;
-		z->cap = cap;
-	}
-	at = zset_rank(z, it);
-	memmove(z->order + at + 1, z->order + at, (z->n - at) * sizeof *z->order);
-	z->order[at] = it;
-	z->n++;
-	dict_put(&z->d, dict_find(&z->d, it->kv, it->klen, it->hash), it);
-	return 0;
-}
-
-/* Take member it out of z's order and its table (not freed). */
-void zset_remove(struct zset *z, struct item *it)
-{
-	size_t at = zset_rank(z, it);
-
-	memmove(z->order + at, z->order + at + 1, (z->n - at - 1) * sizeof *z->order);
-	z->n--;
-	dict_take(&z->d, dict_find(&z->d, it->kv, it->klen, it->hash));
 }
