@@ -301,40 +301,27 @@ static void test_roam_turned_off(void **state)
 	assert_ptr_equal(x.after, eng(1));
 }
 
-/* A group that does not steal trades no frames: it stays. */
-static void test_stays_without_steal(void **state)
-{
-	struct sleeper x = { 0 };
-	(void)state;
-	assert_int_equal(one_wake(CHAN, 1, 0, &x), 1);
-}
+/* A case in which the sleeper stays on context 1: prim, steal, and the
+ * sleeper's own settings. */
+#define STAY_CASE(name, prim, steal, ...)                                       \
+	static void test_##name(void **state)                                    \
+	{                                                                         \
+		struct sleeper x = { __VA_ARGS__ };                               \
+		(void)state;                                                      \
+		assert_int_equal(one_wake(prim, 1, steal, &x), 1);                \
+	}
 
-/* A wait with a time limit: its engine delivers the wake (after its
- * timer is removed), so it stays. */
-static void test_timed_wait_stays(void **state)
-{
-	struct sleeper x = { .limited = 1 };
-	(void)state;
-	assert_int_equal(one_wake(EVENT, 1, 1, &x), 1);
-}
-
+/* A group that does not steal trades no frames. */
+STAY_CASE(stays_without_steal, CHAN, 0, .limited = 0)
+/* A wait with a time limit: its engine delivers the wake (after its timer
+ * is removed). */
+STAY_CASE(timed_wait_stays, EVENT, 1, .limited = 1)
 /* A time limit on a child pins the frame to the engine of its timer: a
  * wake of the child leaves it there. */
-static void test_pinned_stays(void **state)
-{
-	struct sleeper x = { .limited = 2 };
-	(void)state;
-	assert_int_equal(one_wake(EVENT, 1, 1, &x), 1);
-}
-
+STAY_CASE(pinned_stays, EVENT, 1, .limited = 2)
 /* Asked to cancel (a shielded wait goes on): its engine handles the
- * request, so it stays. */
-static void test_cancel_asked_stays(void **state)
-{
-	struct sleeper x = { .shielded = 1 };
-	(void)state;
-	assert_int_equal(one_wake(CHAN, 1, 1, &x), 1);
-}
+ * request. */
+STAY_CASE(cancel_asked_stays, CHAN, 1, .shielded = 1)
 
 /* Two frames follow one waker (co_wake of an awaiter of our own) before
  * it suspends: the second takes the place to run next, the first goes to
