@@ -192,6 +192,10 @@ struct co__view_slot;
 	uint64_t turn_stamp;            /* when the turn began (a                       \
 	                                   stamp, lib/common/clock.h) */                \
 	co_frame *running;              /* the frame being resumed */                   \
+	co_frame *direct;               /* the first frame the loop's CQ                \
+	                                   walk woke with nothing queued:               \
+	                                   resumed at the walk's end                    \
+	                                   (lib/engine/engine_loop.c) */                \
 	unsigned deferred;              /* finished frames whose finish                 \
 	                                   waits for a cancel request */                \
 	pthread_t owner;                                                                \
@@ -199,6 +203,11 @@ struct co__view_slot;
 	const struct co__engine_hooks *hooks; /* set by a scheduler */                  \
 	void *hook_arg;                                                                 \
 	unsigned short bgid_next;       /* the next buffer group id to try */           \
+	int enter_fd;                   /* the loop's own io_uring_enter (-1:           \
+	                                   liburing's: SQPOLL, no EXT_ARG) */           \
+	unsigned enter_flags;           /* GETEVENTS, REGISTERED_RING ... */            \
+	const void *enter_arg;          /* NULL, or under valgrind a slice */           \
+	unsigned enter_argsz;                                                           \
                                                                                         \
 	/* Written by other threads: one cache line apart from the above. */            \
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) live; /* spawned,                \

@@ -328,13 +328,51 @@ void co__engine_quiet_set(co_engine *e, unsigned snap);
 int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle);
 int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle);
 
+/* At the first run: what the fast sleep enters the kernel with. */
+void co__engine_enter_setup(co_engine *e);
+/* The fast sleep's enter ended with -ETIME (a valgrind slice): 0. */
+int co__engine_slice_end(co_engine *e);
+
+/*
+ * co__engine_sleep with no limit and I/O in flight, a server's every turn:
+ * the same check of epoch (invariant 1), then one io_uring_enter that
+ * submits the SQ and waits for a completion, with the flags the first run
+ * worked out (the ring fd registered or not; under valgrind a slice). What
+ * liburing's flush does, the SQ tail published, is done here.
+ */
+static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
+{
+	struct io_uring_sq *sq = &e->ring.sq;
+	unsigned tail = sq->sqe_tail;
+	int ret;
+
+	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || e->local_n != 0) {
+		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+		return 0;
+	}
+	e->stats.waits++;
+	if (sq->sqe_head != tail) {
+		sq->sqe_head = tail;
+		io_uring_smp_store_release(sq->ktail, tail);
+	}
+	ret = io_uring_enter2((unsigned)e->enter_fd, tail - *sq->khead, 1, e->enter_flags,
+			      (sigset_t *)(uintptr_t)e->enter_arg, e->enter_argsz);
+	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	if (co__unlikely(ret == -ETIME))
+		return co__engine_slice_end(e);
+	return ret;
+}
+
 /* With nothing in flight the engine can only be waiting for another
  * thread: it polls for that first; with I/O in flight, a server's every
- * turn, it sleeps at once (inline: two tests in the loop). */
+ * turn, it sleeps at once (inline: a few tests in the loop). */
 static inline int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int idle)
 {
 	if (co__unlikely(e->inflight == 0) && e->spin_max != 0)
 		return co__engine_wait_idle(e, snap, ns, idle);
+	if (co__likely((ns | (uint64_t)idle) == 0) && e->enter_fd >= 0)
+		return co__engine_sleep_now(e, snap);
 	return co__engine_sleep(e, snap, ns, idle);
 }
 int co__engine_idle_sleep(co_engine *e, uint64_t ns);

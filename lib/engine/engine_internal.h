@@ -113,10 +113,18 @@ static inline void co__engine_push_owner(co_engine *e, co_frame *f)
 	co__engine_push_ring(e, f);
 }
 
+/* co_engine.direct while the loop's completion walk would keep aside,
+ * and resume at its end, the frame a completion wakes (NULL: closed,
+ * every wake queues; a frame: kept aside already). */
+#define CO__DIRECT_OPEN ((co_frame *)(uintptr_t)1)
+
 /* co_wake for a frame woken on e's own thread (a completion being
  * dispatched): a root that e runs goes straight to its queue, without the
  * runner's indirect call and its thread check; any other (a frame driven
- * by hand) takes co_wake's path. */
+ * by hand) takes co_wake's path. When the loop's completion walk is open
+ * for it (an engine thieves do not take from; no frame kept aside yet)
+ * and nothing is queued, the root goes to e->direct instead: the walk
+ * resumes it at its end (docs/engine.md, "The loop"). */
 static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 {
 	co_frame *r = co__wake_root(f);
@@ -127,6 +135,10 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 	run = CO__LOAD_RELAXED(&r->runner);
 	if (co__likely(run == &e->runner)) {
 		CO__TRACE_WAKE(e, r); /* before the push: a thief may take it */
+		if (e->direct == CO__DIRECT_OPEN && e->local_n == 0) {
+			e->direct = r;
+			return;
+		}
 		co__engine_push_owner(e, r);
 	} else if (run) {
 		run->wake(run, r);

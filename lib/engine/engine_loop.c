@@ -77,10 +77,46 @@ static void submit_soon(co_engine *e)
 	}
 }
 
+/* Resume root f, which e runs (from the ready queue or a completion
+ * just dispatched): the count, the view's stamp, the trace, and where a
+ * yield or an end goes. roam: e->roam != NULL, a constant at each call
+ * (the copy for engines without roam stores nothing more per resume). */
+static co__inline void resume_one(co_engine *e, co_frame *f, int roam)
+{
+	e->stats.resumed++;
+#ifdef CO_WITH_VIEW
+	e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
+	e->running = f; /* a view from inside the frame (or its on_done) */
+#endif
+	CO__TRACE_RESUME(e, f);
+	/* With roam, until its resume has returned here, a waker on another
+	 * thread must not take f away (co__engine_wake_op): its awaiter and
+	 * the trace may still read it. */
+	if (roam)
+		atomic_store_explicit(&e->resuming, f, memory_order_release);
+	switch (co_resume(f)) {
+	case CO_YIELDED:
+		CO__TRACE_YIELD(e, f);
+		co__engine_later(e, f); /* the next turn runs it */
+		break;
+	case CO_DONE:
+		co__engine_finish_frame(e, f);
+		break;
+	default: /* CO_WAITING: its awaiter wakes it */
+		CO__TRACE_WAIT(e, f);
+		break;
+	}
+	if (roam)
+		atomic_store_explicit(&e->resuming, NULL, memory_order_release);
+	/* opts.submit_batch: the frame is suspended, so whatever it prepared
+	 * (an operation and a timeout linked to it) is whole */
+	if (co__unlikely(e->submit_soon))
+		submit_soon(e);
+}
+
 /* Resume up to max ready frames; a yield waits for the next turn (the
  * later list). Under a cancel stop, every frame resumed is marked
- * cancelled first. roam: e->roam != NULL, a constant at each call (the
- * copy for engines without roam stores nothing more per resume). */
+ * cancelled first. */
 static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max, int roam)
 {
 	co_frame *f;
@@ -93,35 +129,7 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 			}
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
 		}
-		e->stats.resumed++;
-#ifdef CO_WITH_VIEW
-		e->view[f->view_slot].since = e->turn_stamp; /* slot 0, unlisted: the sink */
-		e->running = f; /* a view from inside the frame (or its on_done) */
-#endif
-		CO__TRACE_RESUME(e, f);
-		/* With roam, until its resume has returned here, a waker on
-		 * another thread must not take f away (co__engine_wake_op):
-		 * its awaiter and the trace may still read it. */
-		if (roam)
-			atomic_store_explicit(&e->resuming, f, memory_order_release);
-		switch (co_resume(f)) {
-		case CO_YIELDED:
-			CO__TRACE_YIELD(e, f);
-			co__engine_later(e, f); /* the next turn runs it */
-			break;
-		case CO_DONE:
-			co__engine_finish_frame(e, f);
-			break;
-		default: /* CO_WAITING: its awaiter wakes it */
-			CO__TRACE_WAIT(e, f);
-			break;
-		}
-		if (roam)
-			atomic_store_explicit(&e->resuming, NULL, memory_order_release);
-		/* opts.submit_batch: the frame is suspended, so whatever it
-		 * prepared (an operation and a timeout linked to it) is whole */
-		if (co__unlikely(e->submit_soon))
-			submit_soon(e);
+		resume_one(e, f, roam);
 	}
 #ifdef CO_WITH_VIEW
 	e->running = NULL; /* between two resumes it names the frame that ran,
@@ -130,45 +138,69 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 }
 
 /*
- * Dispatch every CQE in the ring, in one batch. The tail is read once per
- * batch (callbacks may add CQEs: an early submit completes inline; the
- * next pass takes them). A CQE without IORING_CQE_F_MORE is an operation's
- * last: it leaves the in-flight count (the wake read, which never entered
- * it, puts it back in co__engine_wake_done).
+ * Dispatch the CQEs in the ring, in one pass: the tail is read once (a
+ * callback may add CQEs, an early submit that completes inline: the next
+ * turn takes them; a wait for one returns at once while the CQ holds
+ * any). A CQE without IORING_CQE_F_MORE is an operation's last: it leaves
+ * the in-flight count (the wake read, which never entered it, puts it back
+ * in co__engine_wake_done).
  * user_data 0-3 is a fire-and-forget SQE (no info, a tag at most) and
  * LIBURING_UDATA_TIMEOUT (all ones) liburing's own timeout on kernels
  * without EXT_ARG: ud + 1 <= CO_IO_TAG_MASK + 1 tells both in one test.
+ *
+ * direct (a constant at each call: the loop's pass on an engine that
+ * thieves do not take from, outside a cancel stop): the first frame a CQE
+ * of the pass wakes (co__engine_wake_here) while nothing is queued is kept
+ * aside and resumed at the pass's end, instead of a push onto the queue
+ * and a pop off it at the next turn. It was the first frame ready, and
+ * what became ready after it is queued, so the order is the queue's; and
+ * every CQE of the pass is in before it runs, so a frame with more than
+ * one due (a stream's data beside its send) finds them all, as from the
+ * queue.
  */
-static co__inline unsigned reap(co_engine *e)
+static co__inline unsigned reap(co_engine *e, int direct)
 {
 	struct io_uring_cq *cq = &e->ring.cq;
-	unsigned head = *cq->khead, tail, n = 0, mask = cq->ring_mask, shift = e->cqe_shift;
+	unsigned head = *cq->khead, tail = io_uring_smp_load_acquire(cq->ktail), n = tail - head;
+	unsigned mask = cq->ring_mask, shift = e->cqe_shift;
 
-	while ((tail = io_uring_smp_load_acquire(cq->ktail)) != head) {
-		n += tail - head;
-		do {
-			struct io_uring_cqe *cqe = &cq->cqes[(head & mask) << shift];
-			uintptr_t ud = (uintptr_t)cqe->user_data;
-			co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
+	if (n == 0)
+		return 0;
+	if (direct)
+		e->direct = CO__DIRECT_OPEN;
+	do {
+		struct io_uring_cqe *cqe = &cq->cqes[(head & mask) << shift];
+		uintptr_t ud = (uintptr_t)cqe->user_data;
+		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
 
-			if (co__unlikely(ud + 1 <= CO_IO_TAG_MASK + 1))
-				continue;
-			if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
-				co__inflight_drop(e, info);
-			info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
-		} while (++head != tail);
-		/* release: the kernel may reuse the slots once it sees the head */
-		io_uring_smp_store_release(cq->khead, head);
-	}
+		if (co__unlikely(ud + 1 <= CO_IO_TAG_MASK + 1))
+			continue;
+		if (co__likely(!(cqe->flags & IORING_CQE_F_MORE)))
+			co__inflight_drop(e, info);
+		info->cb(e, info, cqe->res, cqe->flags, (unsigned)(ud & CO_IO_TAG_MASK));
+	} while (++head != tail);
+	/* release: the kernel may reuse the slots once it sees the head */
+	io_uring_smp_store_release(cq->khead, head);
 	e->stats.cqes += n;
+	if (direct) {
+		co_frame *f = e->direct;
+
+		e->direct = NULL; /* closed: what f wakes is queued */
+		if ((uintptr_t)f > (uintptr_t)CO__DIRECT_OPEN) {
+			resume_one(e, f, 0);
+#ifdef CO_WITH_VIEW
+			e->running = NULL;
+#endif
+		}
+	}
 	return n;
 }
 
-static co__inline void reap_all(co_engine *e)
+static co__inline void reap_all(co_engine *e, int direct)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
 	 * it in as soon as there is room. */
-	while (reap(e) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
+	while (reap(e, direct) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
 		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
 	}
@@ -185,6 +217,7 @@ static int first_run(co_engine *e)
 	if (ret < 0)
 		return ret;
 	io_uring_register_ring_fd(&e->ring); /* optional: saves an fd lookup per enter */
+	co__engine_enter_setup(e);
 	wake_arm(e);
 	ret = io_uring_submit(&e->ring);
 	return ret < 0 ? ret : 0;
@@ -199,10 +232,6 @@ static co__inline uint64_t turn_begin(co_engine *e, unsigned snap, uint64_t *wai
 {
 	co__engine_quiet_clear(e);
 	e->stats.turns++;
-#ifdef CO_WITH_VIEW
-	e->turn_stamp = co__stamp(); /* when its frames last ran, for a view */
-#endif
-	e->last_info = NULL; /* SQEs of earlier turns are submitted */
 	if (co__unlikely(snap != e->seen_epoch)) {
 		e->seen_epoch = snap;
 #ifdef CO_WITH_VIEW
@@ -229,9 +258,22 @@ static co__inline void turn_ready(co_engine *e)
 		co__engine_ring_refill(e);
 }
 
+/* The SQEs handed out so far went to the kernel (a submit, a wait): none
+ * is there for a timeout to link to. What runs next (the completions'
+ * frames, the next turn's) is stamped now, for a view. */
+static co__inline void after_submit(co_engine *e)
+{
+	e->last_info = NULL;
+#ifdef CO_WITH_VIEW
+	e->turn_stamp = co__stamp(); /* when its frames last ran */
+#endif
+}
+
 static int loop(co_engine *e, int mode)
 {
 	int ret = 0;
+
+	after_submit(e); /* nothing is prepared yet */
 
 	for (;;) {
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
@@ -284,7 +326,15 @@ static int loop(co_engine *e, int mode)
 		    ret != -EBUSY)
 			break;
 		ret = 0;
-		reap_all(e);
+		after_submit(e);
+		/* A frame a completion wakes runs at once (reap's direct),
+		 * unless thieves may take frames (the queue is the ring they
+		 * see) or a cancel stop runs (it marks every frame it
+		 * resumes: run_ready). */
+		if (co__likely(!co__engine_stealable(e)) && cancel_deadline == 0)
+			reap_all(e, 1);
+		else
+			reap_all(e, 0);
 	}
 	return ret;
 }
@@ -309,9 +359,10 @@ static int tick(co_engine *e)
 	int ret = 0;
 
 	cancel_deadline = turn_begin(e, snap, &wait_ns);
+	after_submit(e); /* the last tick ended with a submit */
 	if (e->inflight)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
-	reap_all(e);
+	reap_all(e, 0); /* its frames run below, after those ready before */
 	turn_ready(e);
 	run_ready(e, cancel_deadline, ready_count(e) + e->batch, e->roam != NULL);
 	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)

@@ -267,6 +267,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->submit_soon = o.submit_batch != 0;
 	e->cancel_grace = o.cancel_grace_ns;
 	e->wake_fd = -1;
+	e->enter_fd = -1; /* liburing's enter until the first run (co__engine_enter_setup) */
 	atomic_init(&e->stop_mode, CO__STOP_NONE);
 	e->ready = co__calloc(1, sizeof *e->ready + o.ready_size * sizeof e->ready->buf[0]);
 	if (e->ready == NULL)

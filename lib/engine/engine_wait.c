@@ -335,6 +335,46 @@ static int valgrind_sleep(co_engine *e, uint64_t ns, int idle)
 	return ret;
 }
 
+/* Under valgrind, the fast sleep's limit: a slice (then a yield). */
+static const struct __kernel_timespec valgrind_slice = { 0, VALGRIND_SLICE_NS };
+static const struct io_uring_getevents_arg valgrind_arg = {
+	.ts = (uint64_t)(uintptr_t)&valgrind_slice
+};
+
+/* At the first run, once the ring fd is registered (or not): the loop's
+ * fast sleep (co__engine_sleep_now) enters with these. Where the kernel
+ * takes no timeout argument or its own thread submits, liburing's calls
+ * (enter_fd -1). */
+void co__engine_enter_setup(co_engine *e)
+{
+	struct io_uring *ring = &e->ring;
+	int slice = under_valgrind();
+
+	e->enter_fd = -1;
+	if ((ring->flags & IORING_SETUP_SQPOLL) || (slice && !(ring->features & IORING_FEAT_EXT_ARG)))
+		return;
+	e->enter_fd = ring->enter_ring_fd;
+	e->enter_flags = IORING_ENTER_GETEVENTS |
+			 ((ring->int_flags & LIBURING_REG_RING) ? IORING_ENTER_REGISTERED_RING : 0);
+	e->enter_arg = NULL;
+	e->enter_argsz = _NSIG / 8;
+	if (slice) {
+		e->enter_flags |= IORING_ENTER_EXT_ARG;
+		e->enter_arg = &valgrind_arg;
+		e->enter_argsz = sizeof valgrind_arg;
+	}
+}
+
+/* The fast sleep's io_uring_enter ended with -ETIME: under valgrind a
+ * slice ran out (valgrind hands its lock on at the yield); 0 either way
+ * (natively it never waits with a limit). */
+int co__engine_slice_end(co_engine *e)
+{
+	if (e->enter_arg != NULL)
+		sched_yield();
+	return 0;
+}
+
 /*
  * Sleep in the kernel until a completion arrives (submitting what is
  * queued in the same call), unless something changed since the turn began
