@@ -269,7 +269,11 @@ static co__inline void after_submit(co_engine *e)
 #endif
 }
 
-static int loop(co_engine *e, int mode)
+/* The loop, for an engine thieves take from (steal 1) or not (0): a
+ * constant at each call, since a scheduler sets it before the first run;
+ * without stealing the turn's checks of the ring, of roaming and of the
+ * walk fold away. */
+static co__inline int loop_as(co_engine *e, int mode, int steal)
 {
 	int ret = 0;
 
@@ -280,19 +284,19 @@ static int loop(co_engine *e, int mode)
 		uint64_t wait_ns, cancel_deadline = turn_begin(e, snap, &wait_ns);
 
 		turn_ready(e);
-		if (co__unlikely(e->roam != NULL))
+		if (steal && co__unlikely(e->roam != NULL)) /* roam: stealing groups only */
 			run_ready(e, cancel_deadline, e->batch, 1);
 		else
 			run_ready(e, cancel_deadline, e->batch, 0);
 		if (e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
-		    (co__engine_stealable(e) && co__engine_ring_size(e) != 0)) {
+		    (steal && co__engine_ring_size(e) != 0)) {
 			/* Busy: flush SQEs and pick up completions without
 			 * waiting; liburing enters the kernel only if there is
 			 * something to submit or completions to run. */
 			if (e->hooks && e->hooks->backlog && co__engine_ring_size(e) > 1)
 				e->hooks->backlog(e, e->hook_arg);
 			ret = io_uring_submit(&e->ring);
-		} else if (!co__engine_stealable(e) && (e->inflight != 0 ||
+		} else if (!steal && (e->inflight != 0 ||
 					     atomic_load_explicit(&e->parked, memory_order_acquire) != 0)) {
 			/* The common wait, one syscall: submit + wait. What other
 			 * threads sent meanwhile (inbox, posts, cancels) is seen
@@ -300,7 +304,7 @@ static int loop(co_engine *e, int mode)
 			ret = co__engine_wait(e, snap, wait_ns, 0);
 		} else if (co__engine_ready_nonempty(e)) {
 			ret = io_uring_submit(&e->ring); /* other threads sent work */
-		} else if (co__engine_stealable(e) && e->hooks->steal(e, e->hook_arg) > 0) {
+		} else if (steal && e->hooks->steal(e, e->hook_arg) > 0) {
 			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
 		} else if (!co__engine_idle(e)) {
 			ret = co__engine_wait(e, snap, wait_ns, 0);
@@ -331,12 +335,17 @@ static int loop(co_engine *e, int mode)
 		 * unless thieves may take frames (the queue is the ring they
 		 * see) or a cancel stop runs (it marks every frame it
 		 * resumes: run_ready). */
-		if (co__likely(!co__engine_stealable(e)) && cancel_deadline == 0)
+		if (!steal && co__likely(cancel_deadline == 0))
 			reap_all(e, 1);
 		else
 			reap_all(e, 0);
 	}
 	return ret;
+}
+
+static int loop(co_engine *e, int mode)
+{
+	return co__engine_stealable(e) ? loop_as(e, mode, 1) : loop_as(e, mode, 0);
 }
 
 /* Frames in the ready queue (owner thread). */
