@@ -170,7 +170,10 @@ def whole_list(build):
                 fail(f"an error in the table for {title} P{pipeline}")
         target = [x for x in lines if x.startswith(f"kv 50c P{pipeline}: CPU/req kv_server/redis-server <= 1.00 "
                                                    f"in each of {len(kv.DEFAULT_LIST)} tests: ")]
-        if len(target) != 1 or ("no verdict" in target[0] and servers == kv.SERVERS):
+        # no verdict with both servers run: only for a CPU time read 0 (a
+        # QUICK run's window under a clock tick, on a busy machine)
+        if len(target) != 1 or ("no verdict" in target[0] and servers == kv.SERVERS and
+                                not ("no verdict: CPU/req of " in target[0] and " read 0 " in target[0])):
             fail(f"the target's line for P{pipeline}: {target}")
     if len(rows) != len(kv.DEFAULT_LIST) * len(PIPELINES) * len(servers):
         fail(f"{len(rows)} rows")

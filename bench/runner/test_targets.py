@@ -131,8 +131,24 @@ def main():
         expect(line(got, "handoff chan16_roam: items/s coring/Go"), "0.80 (>= 1: MISSED)")
         row = line(r4.handoff_table().splitlines(), "ping-pong, frames that follow their waker")
         expect(row, "0.2", "0.25", "0.15", "0.80", "1.33")
+        # callgrind: coring's instructions per request against libuv's at 1
+        # and 50 connections (met at 1, missed at 50); no libuv row at 500:
+        # no line
+        r5 = run.Run(build)
+        r5.say = lambda text="": r5.lines.append(text)
+        for server, c, ir in (("echo_coring", 1, 690.0), ("echo_libuv", 1, 841.0),
+                              ("echo_coring", 50, 494.0), ("echo_libuv", 50, 396.0),
+                              ("echo_coring", 500, 490.0), ("echo_uring", 500, 140.0)):
+            r5.cg_rows.append({"server": server, "conns": c, "ir_per_req": ir, "data_per_req": 100.0})
+        got = targets(r5)
+        expect(line(got, "callgrind   1c: instructions/req coring/libuv"), "0.82 (<= 1.0: met)")
+        expect(line(got, "callgrind  50c: instructions/req coring/libuv"), "1.25 (<= 1.0: MISSED)")
+        if [x for x in got if x.startswith("callgrind 500c: instructions/req coring/libuv")]:
+            fail("a libuv line without a libuv row")
+        expect(line(got, "callgrind 500c: instructions/req coring/raw"), "3.50 (<= 1.5: MISSED)")
     print("ok: echo and file targets judge the defaults, with the rounds' range; a CPU read 0 "
-          "leaves its target without a verdict; hand-off _roam rows against the peers' own shapes")
+          "leaves its target without a verdict; hand-off _roam rows against the peers' own shapes; "
+          "callgrind's instructions against libuv's")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,11 @@ class Targets:
                 ri, rd = a["ir_per_req"] / b["ir_per_req"], a["data_per_req"] / b["data_per_req"]
                 out.append(f"callgrind {c:3d}c: instructions/req coring/raw {ri:.2f} (<= 1.5: {verdict(ri <= 1.5)}), "
                            f"data accesses {rd:.2f} (<= 2: {verdict(rd <= 2)})")
+        for c in (1, 50):  # a runtime a user would pick instead, at one connection and at many
+            a, b = cg.get(("echo_coring", c)), cg.get(("echo_libuv", c))
+            if a and b:
+                ru = a["ir_per_req"] / b["ir_per_req"]
+                out.append(f"callgrind {c:3d}c: instructions/req coring/libuv {ru:.2f} (<= 1.0: {verdict(ru <= 1.0)})")
         files = {(r["test"], r["depth"], r["engine"]): r for r in self.file_rows}
         for d in self.m["depths"]:
             a, b = files.get(("randread", d, "coring")), files.get(("randread", d, "fio_uring"))
