@@ -331,10 +331,10 @@ static co__inline int loop_as(co_engine *e, int mode, int steal)
 			break;
 		ret = 0;
 		after_submit(e);
-		/* A frame a completion wakes runs at once (reap's direct),
-		 * unless thieves may take frames (the queue is the ring they
-		 * see) or a cancel stop runs (it marks every frame it
-		 * resumes: run_ready). */
+		/* The first frame the walk's completions wake runs at its
+		 * end (reap's direct), unless thieves may take frames (the
+		 * queue is the ring they see) or a cancel stop runs (it marks
+		 * every frame it resumes: run_ready). */
 		if (!steal && co__likely(cancel_deadline == 0))
 			reap_all(e, 1);
 		else
