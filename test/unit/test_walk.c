@@ -5,11 +5,11 @@
  * queued is kept aside and resumed at the walk's end. Frames still run in
  * the order they became ready: a frame a callback queued with co_wake
  * runs before a later completion's frame, later completions' frames are
- * queued behind the one kept aside, and a stealing context queues every
- * completion's frame; every completion of the walk is in before the frame
- * runs; under a cancel stop every frame is marked before it runs; a waiter
- * woken by a frame the walk resumes, or by one resumed from the queue, is
- * not lost. Each frame notes the order it ran in.
+ * queued behind the one kept aside; a stealing context and a tick keep no
+ * frame aside; every completion of the walk is in before the frame runs;
+ * under a cancel stop every frame is marked before it runs; a waiter woken
+ * by a frame the walk resumes, or by one resumed from the queue, is not
+ * lost. Each frame notes the order, or the tick, it ran in.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -280,6 +280,52 @@ static void test_stealing_context_keeps_order(void **state)
 	assert_string_equal(order, "XY");
 }
 
+/* ---- a tick keeps no frame aside ---------------------------------------------------- */
+
+static long tick_now;
+
+struct ticker {
+	co_frame co;
+	co_io io;
+	int k;
+	long done_at[3], yield_at[3]; /* the tick a nop's end and a yield's end ran in */
+};
+
+static int ticker_fn(co_frame *f)
+{
+	struct ticker *t = (struct ticker *)f;
+
+	CO_BEGIN(f);
+	for (t->k = 0; t->k < 3; t->k++) {
+		CO_AWAIT(f, co_nop(&t->io));
+		t->done_at[t->k] = tick_now;
+		CO_YIELD(f);
+		t->yield_at[t->k] = tick_now;
+	}
+	CO_END(f);
+}
+
+/* A tick takes its completions in first and runs their frames with the
+ * others: a frame resumed by a completion that then yields runs again at
+ * the next tick, never in the same one (the walk of a tick keeps no frame
+ * aside, or its yield would be taken up by the same tick). */
+static void test_tick_keeps_no_frame_aside(void **state)
+{
+	co_engine e;
+	struct ticker t = { 0 };
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&t.co, ticker_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	for (tick_now = 1; tick_now < 100 && !co_done(&t.co); tick_now++)
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_true(co_done(&t.co));
+	for (int k = 0; k < 3; k++)
+		assert_true(t.yield_at[k] > t.done_at[k]);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* ---- a cancel stop marks a completion's frame before it runs ----------------------- */
 
 struct stopped {
@@ -445,6 +491,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_later_completions_queue),
 	cmocka_unit_test(test_all_completions_in_first),
 	cmocka_unit_test(test_stealing_context_keeps_order),
+	cmocka_unit_test(test_tick_keeps_no_frame_aside),
 	cmocka_unit_test(test_cancel_stop_marks_completion_frame),
 	cmocka_unit_test(test_waiter_woken_inside_walk_resume),
 	cmocka_unit_test(test_waiter_woken_outside_walk),
