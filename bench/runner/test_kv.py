@@ -10,7 +10,8 @@
 - a server that answers one test with an error and another not at all (a
   stand-in for kv_server, this file run with --fake): those two tests are
   its errors in the rows, the table and the target, the others numbers;
-- without redis-server the section says so and measures kv_server alone.
+- without redis-server the section says so and measures kv_server alone;
+- LPOP and RPOP run as many requests as LPUSH and RPUSH before them.
 
     test_kv.py BUILD_DIR                        (its kv_server built)
     test_kv.py --fake [--error CMD] [--silent CMD]
@@ -180,6 +181,20 @@ def whole_list(build):
     return servers
 
 
+def pops_match_pushes():
+    """LPOP and RPOP run as many requests as LPUSH and RPUSH, which run
+    before them (docs/benchmarks.md): the list they pop ("mylist") is never
+    empty, however much faster the pops are."""
+    for push, pop in (("LPUSH", "LPOP"), ("RPUSH", "RPOP")):
+        if kv.DEFAULT_LIST.index(push) > kv.DEFAULT_LIST.index(pop):
+            fail(f"{pop} runs before {push}")
+        for pipeline in PIPELINES:
+            rates = {push: 40000.0, pop: 90000.0}
+            a, b = kv.requests(rates, push, pipeline, 1.0), kv.requests(rates, pop, pipeline, 1.0)
+            if a != b or a != max(kv.MIN_REQUESTS[pipeline], 40000):
+                fail(f"P{pipeline}: {push} {a} requests, {pop} {b}")
+
+
 def default_list():
     """redis-benchmark with no -t, against the stand-in: its tests are
     kv.DEFAULT_LIST, in that order."""
@@ -267,6 +282,7 @@ def main():
     if not shutil.which("redis-benchmark") or not shutil.which("taskset"):
         print("SKIP: no redis-benchmark (redis-tools)")
         return 77
+    pops_match_pushes()
     default_list()
     servers = whole_list(a.build)
     if "redis-server" in servers:
