@@ -333,30 +333,49 @@ void co__engine_enter_setup(co_engine *e);
 /* The fast sleep's enter ended with -ETIME (a valgrind slice): 0. */
 int co__engine_slice_end(co_engine *e);
 
-/*
- * co__engine_sleep with no limit and I/O in flight, a server's every turn:
- * the same check of epoch (invariant 1), then one io_uring_enter that
- * submits the SQ and waits for a completion, with the flags the first run
- * worked out (the ring fd registered or not; under valgrind a slice). What
- * liburing's flush does, the SQ tail published, is done here.
- */
-static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
+/* Every sleep's check (invariant 1): sleeping goes up, then epoch is
+ * looked at; something changed since snap (or a frame is queued, looked at
+ * again as a guard): no sleep, 0. Else 1, counted in stats.waits. */
+static co__inline int co__engine_sleep_begin(co_engine *e, unsigned snap)
 {
-	struct io_uring_sq *sq = &e->ring.sq;
-	unsigned tail = sq->sqe_tail;
-	int ret;
-
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || e->local_n != 0) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
+	return 1;
+}
+
+/* liburing's flush: the kernel sees the SQEs handed out up to the tail,
+ * which is returned. */
+static co__inline unsigned co__engine_sq_flush(co_engine *e)
+{
+	struct io_uring_sq *sq = &e->ring.sq;
+	unsigned tail = sq->sqe_tail;
+
 	if (sq->sqe_head != tail) {
 		sq->sqe_head = tail;
 		io_uring_smp_store_release(sq->ktail, tail);
 	}
-	ret = io_uring_enter2((unsigned)e->enter_fd, tail - *sq->khead, 1, e->enter_flags,
+	return tail;
+}
+
+/*
+ * co__engine_sleep with no limit and I/O in flight, a server's every turn:
+ * the same check, then one io_uring_enter that submits the SQ and waits
+ * for a completion, with the flags the first run worked out (the ring fd
+ * registered or not; under valgrind a slice).
+ */
+static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
+{
+	unsigned tail;
+	int ret;
+
+	if (!co__engine_sleep_begin(e, snap))
+		return 0;
+	tail = co__engine_sq_flush(e);
+	ret = io_uring_enter2((unsigned)e->enter_fd, tail - *e->ring.sq.khead, 1, e->enter_flags,
 			      (sigset_t *)(uintptr_t)e->enter_arg, e->enter_argsz);
 	atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 	if (co__unlikely(ret == -ETIME))

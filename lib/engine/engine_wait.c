@@ -272,7 +272,7 @@ static co__inline int enter_wait(co_engine *e, struct __kernel_timespec *ts)
 	struct io_uring *ring = &e->ring;
 	struct io_uring_sq *sq = &ring->sq;
 	struct io_uring_getevents_arg arg = { .ts = (uint64_t)(uintptr_t)ts };
-	unsigned tail = sq->sqe_tail, flags = IORING_ENTER_GETEVENTS;
+	unsigned tail, flags = IORING_ENTER_GETEVENTS;
 
 	if (co__unlikely(ring->flags & IORING_SETUP_SQPOLL) ||
 	    (ts && !(ring->features & IORING_FEAT_EXT_ARG))) {
@@ -281,11 +281,7 @@ static co__inline int enter_wait(co_engine *e, struct __kernel_timespec *ts)
 		return ts ? io_uring_submit_and_wait_timeout(ring, &cqe, 1, ts, NULL)
 			  : io_uring_submit_and_wait(ring, 1);
 	}
-	/* liburing's flush: the kernel sees the SQEs handed out up to tail */
-	if (sq->sqe_head != tail) {
-		sq->sqe_head = tail;
-		io_uring_smp_store_release(sq->ktail, tail);
-	}
+	tail = co__engine_sq_flush(e);
 	if (ring->int_flags & LIBURING_REG_RING)
 		flags |= IORING_ENTER_REGISTERED_RING;
 	if (ts == NULL) /* io_uring_enter2 answers -errno */
@@ -396,12 +392,8 @@ int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	 * that a poll catches costs no write to the scheduler's count. */
 	if (idle)
 		co__engine_quiet_set(e, snap);
-	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || e->local_n != 0) {
-		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
+	if (!co__engine_sleep_begin(e, snap))
 		return 0;
-	}
-	e->stats.waits++;
 	if (co__unlikely(under_valgrind()))
 		return engine_slept(e, valgrind_sleep(e, ns, idle));
 	if (ns) {

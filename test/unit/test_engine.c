@@ -95,6 +95,52 @@ static void test_spawn_errors(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* co_engine_last_sqe names an SQE only until it is submitted: after a
+ * turn's submit (a yield keeps the loop busy) and after the wait whose
+ * completion resumes the frame (from the completion walk), the SQE a
+ * frame took before is gone, so nothing links to it. */
+static void own_done(co_engine *e, co_io_info *info, int res, unsigned flags, unsigned tag)
+{
+	(void)e, (void)info, (void)res, (void)flags, (void)tag;
+}
+
+struct linker {
+	co_frame co;
+	co_io io;
+	co_io_info own;
+	int before, after_yield, after_wait;
+};
+
+static int linker_fn(co_frame *f)
+{
+	struct linker *l = (struct linker *)f;
+	struct io_uring_sqe *sqe;
+
+	CO_BEGIN(f);
+	l->own.cb = own_done;
+	sqe = co_engine_sqe(co_engine_current(), &l->own, 0);
+	assert_non_null(sqe);
+	io_uring_prep_nop(sqe);
+	l->before = co_engine_last_sqe(co_engine_current(), &l->own) == sqe;
+	CO_YIELD(f);
+	l->after_yield = co_engine_last_sqe(co_engine_current(), &l->own) != NULL;
+	CO_AWAIT(f, co_nop(&l->io));
+	l->after_wait = co_engine_last_sqe(co_engine_current(), &l->io.info) != NULL;
+	CO_END(f);
+}
+
+static void test_last_sqe_gone_after_submit(void **state)
+{
+	struct linker l = { 0 };
+
+	(void)state;
+	co_init(&l.co, linker_fn);
+	co_test_run1(&l.co);
+	assert_int_equal(l.before, 1);
+	assert_int_equal(l.after_yield, 0);
+	assert_int_equal(l.after_wait, 0);
+}
+
 static void test_misuse_errors(void **state)
 {
 	co_engine e;
@@ -555,6 +601,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_uring_unavailable),
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_misuse_errors),
+		cmocka_unit_test(test_last_sqe_gone_after_submit),
 		cmocka_unit_test(test_deadlock_reported),
 		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
 		cmocka_unit_test(test_stop_cancels_io),
