@@ -75,13 +75,18 @@ struct io_uring_sqe *co__engine_sqe_slow(co_engine *e);
  * an early submit; the common case takes the slot in place (liburing's
  * get_sqe with that room test folded in). The acquire load of the head
  * pairs with the kernel's release store after it consumed SQEs. */
+static inline int co__engine_sq_room(struct io_uring_sq *sq, unsigned tail)
+{
+	return tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries;
+}
+
 static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 {
 	struct io_uring_sq *sq = &e->ring.sq;
 	unsigned tail = sq->sqe_tail;
 	struct io_uring_sqe *sqe;
 
-	if (co__likely(tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries)) {
+	if (co__likely(co__engine_sq_room(sq, tail))) {
 		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
 		sq->sqe_tail = tail + 1;
 	} else {
@@ -91,6 +96,39 @@ static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info
 	co__sqe_tag(e, sqe, info, tag);
 	return sqe;
 }
+
+/* Where co__engine_sqe_or_spill puts an SQE it found no room for: the
+ * calling thread's (two slots: an SQE128 engine's SQE is two). */
+extern _Thread_local struct io_uring_sqe co__sqe_spill[2]
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/* co__engine_sqe for a prep that calls nothing on its common path, so
+ * that it keeps no argument in a saved register across a call (a prep's
+ * saves and restores were a fifth of its instructions). With room, the
+ * SQ's next slot; without, the thread's spill slot and *spilled set: the
+ * caller fills it, then calls co__engine_unspill, which makes room and
+ * moves it into the SQ. The SQE never goes out half filled. */
+static inline struct io_uring_sqe *co__engine_sqe_or_spill(co_engine *e, co_io_info *info,
+							    unsigned tag, int *spilled)
+{
+	struct io_uring_sq *sq = &e->ring.sq;
+	unsigned tail = sq->sqe_tail;
+	struct io_uring_sqe *sqe;
+
+	*spilled = !co__engine_sq_room(sq, tail);
+	if (co__likely(!*spilled)) {
+		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
+		sq->sqe_tail = tail + 1;
+	} else {
+		sqe = co__sqe_spill;
+	}
+	e->last_info = info;
+	co__sqe_tag(e, sqe, info, tag);
+	return sqe;
+}
+
+/* Submit until the SQ has room, then move the spilled SQE into it. */
+void co__engine_unspill(co_engine *e);
 
 /* Queue root f, made ready on e's own thread. Without stealing the queue
  * is the owner's plain FIFO; with it, the ring thieves can see. */

@@ -6,6 +6,8 @@
  * lives as long as an SQE is queued. The library's own preps take SQEs
  * through co__engine_sqe (engine_internal.h), inlined.
  */
+#include <string.h>
+
 #include "engine_impl.h"
 
 struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
@@ -69,4 +71,13 @@ struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 	e->stats.sq_full++;
 	io_uring_submit(&e->ring);
 	return co__engine_sqe_get(e);
+}
+
+_Thread_local struct io_uring_sqe co__sqe_spill[2] __attribute__((tls_model("initial-exec")));
+
+void co__engine_unspill(co_engine *e)
+{
+	struct io_uring_sqe *sqe = co__engine_sqe_slow(e);
+
+	memcpy(sqe, co__sqe_spill, sizeof *sqe << e->sqe_shift);
 }

@@ -291,6 +291,18 @@ static co_awaiter *io_fail(co_io *io, int err)
 	return &io->aw;
 }
 
+/* The await's fields as an operation starts. res and cqe_flags are the
+ * CQE's, tres the linked timeout's (set when one is linked): nothing reads
+ * them before. */
+static inline void io_start(co_io *io, unsigned kind)
+{
+	io->aw.ops = &io_ops;
+	io->info.cb = io_done;
+	io->frame = NULL;
+	io->pending = 1;
+	io->kind = (unsigned char)kind;
+}
+
 /* Start an operation: an SQE of the current engine, or a failed await. */
 static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 {
@@ -300,27 +312,32 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 		io_fail(io, -ENXIO);
 		return NULL;
 	}
-	/* res and cqe_flags are the CQE's, tres the linked timeout's (set
-	 * when one is linked): nothing reads them before */
-	io->aw.ops = &io_ops;
-	io->info.cb = io_done;
-	io->frame = NULL;
-	io->pending = 1;
-	io->kind = (unsigned char)kind;
+	io_start(io, kind);
 	return co__engine_sqe(e, &io->info, TAG_OP);
 }
 
-/* io_begin for an operation the kernel may lack (the engine's probe):
- * without it, the await ends with -EOPNOTSUPP and nothing is queued. */
-static struct io_uring_sqe *io_begin_op(co_io *io, unsigned kind, unsigned opcode)
+/* io_begin for the preps below, which call nothing on their common path:
+ * with the SQ too full, the SQE is the thread's spill slot (*spilled set)
+ * and io_prepped moves it into the SQ once it is filled. An operation the
+ * kernel lacks (opcode, not 0, that the engine's probe did not find) ends
+ * the await with -EOPNOTSUPP, nothing queued. */
+static inline struct io_uring_sqe *io_begin_prep(co_io *io, unsigned opcode, int in_ring,
+						 int *spilled)
 {
 	co_engine *e = co__tls_engine;
 
-	if (io != NULL && e != NULL && !co_engine_supports(e, opcode)) {
+	*spilled = 0;
+	if (co__unlikely(io == NULL || e == NULL)) {
+		io_fail(io, -ENXIO);
+		return NULL;
+	}
+	if (opcode != 0 && !co_engine_supports(e, opcode)) {
 		io_fail(io, -EOPNOTSUPP);
 		return NULL;
 	}
-	return io_begin(io, kind);
+	if (in_ring) /* its timespec is its slot's (co_engine_sqe_ts) */
+		return co__engine_sqe(e, &io->info, TAG_OP);
+	return co__engine_sqe_or_spill(e, &io->info, TAG_OP, spilled);
 }
 
 /* A prep filled sqe for io: note its operation (a view of the coroutines
@@ -331,13 +348,42 @@ static inline void io_named(co_io *io, struct io_uring_sqe *sqe)
 	CO__TRACE_SUBMIT(sqe);
 }
 
-#define IO_PREP_OP(io, kind, opcode, prep_call)                  \
-	do {                                                     \
-		struct io_uring_sqe *sqe = io_begin_op((io), (kind), (opcode)); \
-		if (sqe)                                         \
-			prep_call, io_named(io, sqe);            \
-		return (io) ? &(io)->aw : NULL;                  \
+static __attribute__((noinline, cold)) co_awaiter *io_unspill(co_io *io)
+{
+	co__engine_unspill(co__tls_engine);
+	return &io->aw;
+}
+
+/* A prep filled sqe: named, and moved into the SQ if it was spilled (a
+ * tail call, so that the common path saves no register). */
+static inline co_awaiter *io_prepped(co_io *io, struct io_uring_sqe *sqe, int spilled)
+{
+	io_named(io, sqe);
+	if (co__unlikely(spilled))
+		return io_unspill(io);
+	return &io->aw;
+}
+
+/* The body of a prep: begin (opcode 0: one every kernel has), fill, end;
+ * soon: a read or write, which goes to the kernel as soon as its frame
+ * suspends (a disk serves several at once), not at the turn's end
+ * (docs/engine.md, "The loop"); in_ring: a prep that needs its SQE's
+ * place in the SQ (a timeout's timespec), never spilled. */
+#define IO_PREP_AS(io, kind, opcode, soon, in_ring, prep_call)           \
+	do {                                                             \
+		int spilled_;                                            \
+		struct io_uring_sqe *sqe =                               \
+			io_begin_prep((io), (opcode), (in_ring), &spilled_); \
+		if (sqe == NULL)                                         \
+			return (io) ? &(io)->aw : NULL;                  \
+		prep_call;                                               \
+		io_start((io), (kind));                                  \
+		if (soon)                                                \
+			co__tls_engine->submit_soon = 1;                 \
+		return io_prepped((io), sqe, spilled_);                  \
 	} while (0)
+
+#define IO_PREP_OP(io, kind, opcode, prep_call) IO_PREP_AS(io, kind, opcode, 0, 0, prep_call)
 
 /* An operation on paths: a NULL path is -EFAULT, before the kernel. */
 #define IO_PREP_PATHS(io, paths_ok, opcode, prep_call)           \
@@ -347,24 +393,9 @@ static inline void io_named(co_io *io, struct io_uring_sqe *sqe)
 		IO_PREP_OP(io, 0, opcode, prep_call);            \
 	} while (0)
 
-#define IO_PREP(io, kind, prep_call)                             \
-	do {                                                     \
-		struct io_uring_sqe *sqe = io_begin((io), (kind)); \
-		if (sqe)                                         \
-			prep_call, io_named(io, sqe);            \
-		return (io) ? &(io)->aw : NULL;                  \
-	} while (0)
-
-/* A read or write (or fsync): a disk serves several at once, so by default
- * it goes to the kernel as soon as its frame suspends, not at the turn's
- * end (docs/engine.md, "The loop"). */
-#define IO_PREP_SOON(io, prep_call)                              \
-	do {                                                     \
-		struct io_uring_sqe *sqe = io_begin((io), 0);    \
-		if (sqe)                                         \
-			prep_call, co__tls_engine->submit_soon = 1, io_named(io, sqe); \
-		return (io) ? &(io)->aw : NULL;                  \
-	} while (0)
+#define IO_PREP(io, kind, prep_call) IO_PREP_AS(io, kind, 0, 0, 0, prep_call)
+#define IO_PREP_SOON(io, prep_call) IO_PREP_AS(io, 0, 0, 1, 0, prep_call)
+#define IO_PREP_TIMEOUT(io, prep_call) IO_PREP_AS(io, K_SLEEP, 0, 0, 1, prep_call)
 
 /* The SQE's length is 32 bits and the kernel moves at most CO_IO_MAX
  * bytes per call anyway: longer requests are clamped to it (a short count,
@@ -721,12 +752,12 @@ static void prep_timeout(struct io_uring_sqe *sqe, uint64_t ns, unsigned flags)
 
 co_awaiter *co_sleep(co_io *io, uint64_t ns)
 {
-	IO_PREP(io, K_SLEEP, prep_timeout(sqe, ns, 0));
+	IO_PREP_TIMEOUT(io, prep_timeout(sqe, ns, 0));
 }
 
 co_awaiter *co_sleep_until(co_io *io, uint64_t monotonic_ns)
 {
-	IO_PREP(io, K_SLEEP, prep_timeout(sqe, monotonic_ns, IORING_TIMEOUT_ABS));
+	IO_PREP_TIMEOUT(io, prep_timeout(sqe, monotonic_ns, IORING_TIMEOUT_ABS));
 }
 
 co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns)
@@ -739,7 +770,7 @@ co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns)
 		flags |= IORING_TIMEOUT_BOOTTIME;
 	else if (clock != CLOCK_MONOTONIC)
 		return io_fail(io, -EINVAL);
-	IO_PREP(io, K_SLEEP, prep_timeout(sqe, ns, flags));
+	IO_PREP_TIMEOUT(io, prep_timeout(sqe, ns, flags));
 }
 
 void co_period_init(co_period *p, uint64_t period_ns)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests of the engine's queues (lib/engine/engine_queue.c): round-robin order, the
  * ready ring past capacity, spawns from other threads waking a sleeping
- * engine, many producers on a tiny ring, tiny SQ/CQ rings, the local FIFO
- * against the ring. */
+ * engine, many producers on a tiny ring, tiny SQ/CQ rings, an SQE spilled
+ * by a full SQ, the local FIFO against the ring. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -309,6 +309,83 @@ static void test_tiny_rings_lose_nothing(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* A prep that finds the SQ without room for it and a linked timeout fills
+ * a spill slot, which goes into the SQ once room is made (engine.md, "The
+ * loop"): the operation is submitted after those before it, and a
+ * deadline put on it right after the prep is linked to it. */
+struct spill_frame {
+	co_frame co;
+	co_io io;
+	int fd;  /* >= 0: a recv with a deadline on it; -1: a nop */
+	int res;
+};
+
+static int spill_fn(co_frame *f)
+{
+	struct spill_frame *s = (struct spill_frame *)f;
+	CO_BEGIN(f);
+	if (s->fd >= 0)
+		CO_AWAIT(f, co_deadline(co_recv(&s->io, s->fd, &s->res, 1, 0), 20 * CO_MS));
+	else
+		CO_AWAIT(f, co_nop(&s->io));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+/* Writes the byte the recv waits for, after its deadline should have
+ * ended it: a recv whose deadline was not linked gets it. */
+struct late_writer {
+	co_frame co;
+	co_io io;
+	int fd;
+};
+
+static int late_writer_fn(co_frame *f)
+{
+	struct late_writer *w = (struct late_writer *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&w->io, 200 * CO_MS));
+	if (write(w->fd, "x", 1) != 1)
+		CO_RETURN(f, -1);
+	CO_END(f);
+}
+
+static void test_spilled_sqe_keeps_order_and_deadline(void **state)
+{
+	co_engine e;
+	co_engine_opts o = { .sq_entries = 4 };
+	struct spill_frame s[4];
+	struct late_writer w;
+	int p[2];
+	(void)state;
+	alarm(10); /* an SQE the spill lost would leave its frame waiting */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(e.ring.sq.ring_entries, 4);
+	/* three nops take three of the four slots: the recv finds room for
+	 * itself but not for its timeout */
+	for (int i = 0; i < 4; i++) {
+		s[i] = (struct spill_frame){ .fd = i == 3 ? p[0] : -1, .res = 1 };
+		co_init(&s[i].co, spill_fn);
+		assert_int_equal(co_engine_spawn(&e, &s[i].co), 0);
+	}
+	w = (struct late_writer){ .fd = p[1] };
+	co_init(&w.co, late_writer_fn);
+	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	alarm(0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(s[i].res, 0);
+	assert_int_equal(s[3].res, -ETIME);
+	fprintf(stderr, "sq_full %llu\n", (unsigned long long)e.stats.sq_full);
+	assert_int_equal(e.stats.sq_full, 1); /* the recv's prep, once */
+	assert_true(co_done(&w.co) && w.co.status == 0);
+	assert_int_equal(e.inflight, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* ---- the owner's local FIFO (no stealing) and the ring share the loop ------ */
 
 struct spinner {
@@ -414,6 +491,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawn_from_other_thread_wakes),
 		cmocka_unit_test(test_many_producers_tiny_ring),
 		cmocka_unit_test(test_tiny_rings_lose_nothing),
+		cmocka_unit_test(test_spilled_sqe_keeps_order_and_deadline),
 		cmocka_unit_test(test_local_fifo_does_not_starve_ring),
 		cmocka_unit_test(test_local_spawns_run_in_order),
 	};
