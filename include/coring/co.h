@@ -604,7 +604,9 @@ static inline int co_await_cancelled(const co_frame *f)
 	const co_frame *r = co__root_const(f);
 	unsigned c = CO__LOAD_RELAXED(&r->cancel);
 
-	return (c & CO__CANCEL_LIMITS) || (c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED;
+	/* c == 0, nothing asked, first: one test on the common path */
+	return c != 0 && ((c & CO__CANCEL_LIMITS) ||
+			  (c & (CO__CANCEL_ASKED | CO__CANCEL_SHIELD)) == CO__CANCEL_ASKED);
 }
 
 /*
