@@ -48,11 +48,14 @@ def serve(port, n):
 def main():
     s = benchlib.Server([sys.argv[1], "--port", "0"], name="http_nginx")
     try:
+        # warm: answered requests mean a worker runs (the launcher is up
+        # once nginx's master accepts a connection, which the kernel does
+        # for it before the master has forked its worker)
+        serve(s.port, 1000)
         pids = s.pids()
         # the launcher, nginx's master, its worker
         if len(pids) < 3:
             fail(f"pids() sees {len(pids)} process(es), not launcher, master and worker")
-        serve(s.port, 1000)  # warm
         # the runner's figure read outside the worker's on both ends, so that
         # c1 - c0 >= w1 - w0 holds exactly when it counts the worker (read in
         # the other order, a clock tick between the two reads failed it)
