@@ -316,7 +316,8 @@ static void test_tiny_rings_lose_nothing(void **state)
 struct spill_frame {
 	co_frame co;
 	co_io io;
-	int fd;  /* >= 0: a recv with a deadline on it; -1: a nop */
+	int fd;   /* where it sends c, or (c 0) a recv with a deadline on it */
+	char c;
 	int res;
 };
 
@@ -324,10 +325,10 @@ static int spill_fn(co_frame *f)
 {
 	struct spill_frame *s = (struct spill_frame *)f;
 	CO_BEGIN(f);
-	if (s->fd >= 0)
+	if (s->c == 0)
 		CO_AWAIT(f, co_deadline(co_recv(&s->io, s->fd, &s->res, 1, 0), 20 * CO_MS));
 	else
-		CO_AWAIT(f, co_nop(&s->io));
+		CO_AWAIT(f, co_send(&s->io, s->fd, &s->c, 1, 0)); /* at the turn's end */
 	s->res = co_result(f);
 	CO_END(f);
 }
@@ -354,34 +355,41 @@ static void test_spilled_sqe_keeps_order_and_deadline(void **state)
 {
 	co_engine e;
 	co_engine_opts o = { .sq_entries = 4 };
-	struct spill_frame s[4];
+	/* three sends take three of the four slots: the recv finds room for
+	 * itself but not for its timeout (spilled); the next send finds room,
+	 * the one after it none (spilled) */
+	static const char order[] = "abc\0ef";
+	struct spill_frame s[6];
 	struct late_writer w;
-	int p[2];
+	int sp[2], p[2]; /* the recv's; the sends' */
+	char got[8] = { 0 };
 	(void)state;
 	alarm(10); /* an SQE the spill lost would leave its frame waiting */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
 	assert_int_equal(co_engine_init(&e, &o), 0);
 	assert_int_equal(e.ring.sq.ring_entries, 4);
-	/* three nops take three of the four slots: the recv finds room for
-	 * itself but not for its timeout */
-	for (int i = 0; i < 4; i++) {
-		s[i] = (struct spill_frame){ .fd = i == 3 ? p[0] : -1, .res = 1 };
+	for (int i = 0; i < 6; i++) {
+		s[i] = (struct spill_frame){ .fd = order[i] ? p[1] : sp[0], .c = order[i], .res = 2 };
 		co_init(&s[i].co, spill_fn);
 		assert_int_equal(co_engine_spawn(&e, &s[i].co), 0);
 	}
-	w = (struct late_writer){ .fd = p[1] };
+	w = (struct late_writer){ .fd = sp[1] };
 	co_init(&w.co, late_writer_fn);
 	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
 	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
 	alarm(0);
-	for (int i = 0; i < 3; i++)
-		assert_int_equal(s[i].res, 0);
-	assert_int_equal(s[3].res, -ETIME);
-	fprintf(stderr, "sq_full %llu\n", (unsigned long long)e.stats.sq_full);
-	assert_int_equal(e.stats.sq_full, 1); /* the recv's prep, once */
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(s[i].res, order[i] ? 1 : -ETIME);
+	assert_int_equal(e.stats.sq_full, 2); /* the recv's prep and the last send's */
+	/* the sends went to the kernel in the order of their preps */
+	assert_int_equal(read(p[0], got, sizeof got), 5);
+	assert_string_equal(got, "abcef");
 	assert_true(co_done(&w.co) && w.co.status == 0);
 	assert_int_equal(e.inflight, 0);
 	assert_int_equal(co_engine_destroy(&e), 0);
+	close(sp[0]);
+	close(sp[1]);
 	close(p[0]);
 	close(p[1]);
 }
