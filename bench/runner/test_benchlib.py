@@ -61,8 +61,10 @@ def run():
     kept = []  # referenced to the end: a directory must go with the server, not the object
 
     # stopped: exit status 0
-    kept.append(benchlib.Server(["sh", "-c", "echo port=1; trap 'kill $!; exit 0' TERM; "
-                                 "sleep 30 & wait"], name="stopped"))
+    # (each fake server says its port last: by then its trap is set, and a
+    # SIGTERM sent as soon as the port is read finds it)
+    kept.append(benchlib.Server(["sh", "-c", "trap 'kill $!; exit 0' TERM; "
+                                 "sleep 30 & echo port=1; wait"], name="stopped"))
     kept[-1].stop()
     # killed
     kept.append(benchlib.Server(["sh", "-c", "echo port=1; exec sleep 30"], name="killed"))
@@ -71,8 +73,8 @@ def run():
     expect_error(lambda: benchlib.Server(["sh", "-c", "echo no port >&2; exit 3"],
                                         name="unstarted", start_timeout=5), "no port", before)
     # exits 4 on SIGTERM: the stop fails, quoting stderr
-    kept.append(benchlib.Server(["sh", "-c", "echo port=1; echo bad stop >&2; "
-                                 "trap 'kill $!; exit 4' TERM; sleep 30 & wait"], name="failing"))
+    kept.append(benchlib.Server(["sh", "-c", "trap 'kill $!; exit 4' TERM; echo bad stop >&2; "
+                                 "sleep 30 & echo port=1; wait"], name="failing"))
     expect_error(kept[-1].stop, "bad stop", before)
     # a signal while a server starts (the runner stopped from outside): the
     # half-started server goes, though nobody holds its object yet
