@@ -68,33 +68,49 @@ static inline void co__sqe_tag(co_engine *e, struct io_uring_sqe *sqe, co_io_inf
 	}
 }
 
+/* No room for co__engine_sqe: submit what is queued, then take a slot. */
 struct io_uring_sqe *co__engine_sqe_slow(co_engine *e);
 
-/* co_engine_sqe without the thread check. It keeps room for a linked
- * timeout after this SQE, so that a deadline never finds its chain cut by
- * an early submit; the common case takes the slot in place (liburing's
- * get_sqe with that room test folded in). The acquire load of the head
- * pairs with the kernel's release store after it consumed SQEs. */
+/* Room in the SQ for an SQE and a linked timeout after it, so that a
+ * deadline never finds its chain cut by an early submit. The acquire load
+ * of the head pairs with the kernel's release store after it consumed
+ * SQEs. */
 static inline int co__engine_sq_room(struct io_uring_sq *sq, unsigned tail)
 {
 	return tail - io_uring_smp_load_acquire(sq->khead) + 2 <= sq->ring_entries;
 }
 
-static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
+/* The SQ's slot at tail, taken in place (the caller found room). */
+static inline struct io_uring_sqe *co__engine_sq_take(co_engine *e, unsigned tail)
 {
 	struct io_uring_sq *sq = &e->ring.sq;
-	unsigned tail = sq->sqe_tail;
-	struct io_uring_sqe *sqe;
 
-	if (co__likely(co__engine_sq_room(sq, tail))) {
-		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
-		sq->sqe_tail = tail + 1;
-	} else {
-		sqe = co__engine_sqe_slow(e);
-	}
+	sq->sqe_tail = tail + 1;
+	return &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
+}
+
+/* sqe becomes the last one handed out, tagged with info | tag. */
+static inline struct io_uring_sqe *co__engine_sqe_claim(co_engine *e, struct io_uring_sqe *sqe,
+							 co_io_info *info, unsigned tag)
+{
 	e->last_info = info;
 	co__sqe_tag(e, sqe, info, tag);
 	return sqe;
+}
+
+/* co_engine_sqe without the thread check: with room (co__engine_sq_room)
+ * the SQ's next slot in place (liburing's get_sqe with that room test
+ * folded in), without it an early submit first. */
+static inline struct io_uring_sqe *co__engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
+{
+	unsigned tail = e->ring.sq.sqe_tail;
+	struct io_uring_sqe *sqe;
+
+	if (co__likely(co__engine_sq_room(&e->ring.sq, tail)))
+		sqe = co__engine_sq_take(e, tail);
+	else
+		sqe = co__engine_sqe_slow(e);
+	return co__engine_sqe_claim(e, sqe, info, tag);
 }
 
 /* Where co__engine_sqe_or_spill puts an SQE it found no room for: the
@@ -111,20 +127,15 @@ extern _Thread_local struct io_uring_sqe co__sqe_spill[2]
 static inline struct io_uring_sqe *co__engine_sqe_or_spill(co_engine *e, co_io_info *info,
 							    unsigned tag, int *spilled)
 {
-	struct io_uring_sq *sq = &e->ring.sq;
-	unsigned tail = sq->sqe_tail;
+	unsigned tail = e->ring.sq.sqe_tail;
 	struct io_uring_sqe *sqe;
 
-	*spilled = !co__engine_sq_room(sq, tail);
-	if (co__likely(!*spilled)) {
-		sqe = &sq->sqes[(tail & sq->ring_mask) << e->sqe_shift];
-		sq->sqe_tail = tail + 1;
-	} else {
+	*spilled = !co__engine_sq_room(&e->ring.sq, tail);
+	if (co__likely(!*spilled))
+		sqe = co__engine_sq_take(e, tail);
+	else
 		sqe = co__sqe_spill;
-	}
-	e->last_info = info;
-	co__sqe_tag(e, sqe, info, tag);
-	return sqe;
+	return co__engine_sqe_claim(e, sqe, info, tag);
 }
 
 /* Submit until the SQ has room, then move the spilled SQE into it. */
