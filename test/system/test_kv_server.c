@@ -2131,7 +2131,7 @@ static void test_zrange_options(void **state)
 /* A member as the test keeps it: a reference array, sorted as the server
  * keeps the set. */
 struct zm {
-	char name[12];
+	char name[16];
 	double score;
 };
 

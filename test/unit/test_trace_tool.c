@@ -371,7 +371,7 @@ static void test_text_lists_events(void **state)
 		if (strstr(text, w) == NULL)
 			fail_msg("no %s in the listing", w);
 	for (int k = 0; k < 10; k++) { /* every awaiter kind by its name, never a number */
-		char num[8];
+		char num[16];
 		snprintf(num, sizeof num, "on %d\n", k);
 		if (strstr(text, num))
 			fail_msg("a wait listed as \"%s\"", num);
