@@ -22,6 +22,7 @@ enum co__fault_site {
 	CO__FAULT_THREAD,   /* pthread_create */
 	CO__FAULT_RING,     /* io_uring_queue_init_params */
 	CO__FAULT_EVENTFD,  /* eventfd */
+	CO__FAULT_RING_FD,  /* io_uring_register_ring_fd */
 	CO__FAULT_SITES
 };
 

@@ -329,7 +329,7 @@ int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle);
 int co__engine_wait_idle(co_engine *e, unsigned snap, uint64_t ns, int idle);
 
 /* At the first run: what the fast sleep enters the kernel with. */
-void co__engine_enter_setup(co_engine *e);
+void co__engine_enter_setup(co_engine *e, int registered);
 /* The fast sleep's enter ended with -ETIME (a valgrind slice): 0. */
 int co__engine_slice_end(co_engine *e);
 

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "engine_impl.h"
+#include "common/fault.h"
 
 static void wake_arm(co_engine *e)
 {
@@ -206,6 +207,13 @@ static co__inline void reap_all(co_engine *e, int direct)
 	}
 }
 
+static int register_ring_fd(struct io_uring *ring)
+{
+	int err = co__fault_hit(CO__FAULT_RING_FD);
+
+	return err ? -err : io_uring_register_ring_fd(ring);
+}
+
 static int first_run(co_engine *e)
 {
 	int ret;
@@ -216,8 +224,8 @@ static int first_run(co_engine *e)
 	ret = io_uring_register(e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
 	if (ret < 0)
 		return ret;
-	io_uring_register_ring_fd(&e->ring); /* optional: saves an fd lookup per enter */
-	co__engine_enter_setup(e);
+	/* optional: saves an fd lookup per enter; 1 when the fd is registered */
+	co__engine_enter_setup(e, register_ring_fd(&e->ring) == 1);
 	wake_arm(e);
 	ret = io_uring_submit(&e->ring);
 	return ret < 0 ? ret : 0;

@@ -253,11 +253,6 @@ static int engine_slept(co_engine *e, int ret)
 	return ret;
 }
 
-/* liburing's own flag (INT_FLAG_REG_RING) in io_uring.int_flags: the ring
- * fd is registered (io_uring_register_ring_fd, at the first run), and
- * enter_ring_fd is its index */
-#define LIBURING_REG_RING 1u
-
 /*
  * Submit what is queued and wait for a completion, or until *ts (NULL: no
  * limit), in one io_uring_enter. liburing's submit-and-wait does the same
@@ -282,8 +277,7 @@ static co__inline int enter_wait(co_engine *e, struct __kernel_timespec *ts)
 			  : io_uring_submit_and_wait(ring, 1);
 	}
 	tail = co__engine_sq_flush(e);
-	if (ring->int_flags & LIBURING_REG_RING)
-		flags |= IORING_ENTER_REGISTERED_RING;
+	flags |= e->enter_flags & IORING_ENTER_REGISTERED_RING;
 	if (ts == NULL) /* io_uring_enter2 answers -errno */
 		return io_uring_enter2((unsigned)ring->enter_ring_fd, tail - *sq->khead, 1, flags,
 				       NULL, _NSIG / 8);
@@ -337,21 +331,23 @@ static const struct io_uring_getevents_arg valgrind_arg = {
 	.ts = (uint64_t)(uintptr_t)&valgrind_slice
 };
 
-/* At the first run, once the ring fd is registered (or not): the loop's
- * fast sleep (co__engine_sleep_now) enters with these. Where the kernel
- * takes no timeout argument or its own thread submits, liburing's calls
+/* At the first run, once the ring fd is registered (registered: what
+ * io_uring_register_ring_fd answered was 1; liburing then enters with its
+ * index, ring->enter_ring_fd, as the engine does) or not: the loop's fast
+ * sleep (co__engine_sleep_now) enters with these, and enter_wait with
+ * REGISTERED_RING from enter_flags. Where the kernel takes no timeout
+ * argument or its own thread submits, the fast sleep is liburing's calls
  * (enter_fd -1). */
-void co__engine_enter_setup(co_engine *e)
+void co__engine_enter_setup(co_engine *e, int registered)
 {
 	struct io_uring *ring = &e->ring;
 	int slice = under_valgrind();
 
 	e->enter_fd = -1;
+	e->enter_flags = IORING_ENTER_GETEVENTS | (registered ? IORING_ENTER_REGISTERED_RING : 0);
 	if ((ring->flags & IORING_SETUP_SQPOLL) || (slice && !(ring->features & IORING_FEAT_EXT_ARG)))
 		return;
 	e->enter_fd = ring->enter_ring_fd;
-	e->enter_flags = IORING_ENTER_GETEVENTS |
-			 ((ring->int_flags & LIBURING_REG_RING) ? IORING_ENTER_REGISTERED_RING : 0);
 	e->enter_arg = NULL;
 	e->enter_argsz = _NSIG / 8;
 	if (slice) {

@@ -402,6 +402,73 @@ static void test_stop_cancels_io_started_later(void **state)
 	close(sp[1][1]);
 }
 
+/* Sleeps (the loop waits untimed: its fast sleep), then stops its engine
+ * with a limit and waits on a recv that gets nothing (the loop waits with
+ * a time limit, then the cancel ends the recv). */
+struct ring_fd_user {
+	co_frame co;
+	co_io io;
+	int fd, slept, got;
+	char c;
+};
+
+static int ring_fd_user_fn(co_frame *f)
+{
+	struct ring_fd_user *u = (struct ring_fd_user *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&u->io, CO_MS));
+	u->slept = co_result(f);
+	co_engine_stop_timed(co_engine_current(), 5 * CO_MS);
+	CO_AWAIT(f, co_recv(&u->io, u->fd, &u->c, 1, 0));
+	u->got = co_result(f);
+	CO_END(f);
+}
+
+/* The ring fd's registration at the first run (io_uring_register_ring_fd)
+ * refused, then granted: the engine enters with the plain fd, or with the
+ * registered index and IORING_ENTER_REGISTERED_RING, as the registration
+ * answered (not as liburing's private flags say), and both its waits (the
+ * untimed fast sleep, the timed one) work either way. */
+static void test_ring_fd_refused(void **state)
+{
+	struct io_uring probe;
+	int can_register, sp[2];
+	(void)state;
+	/* whether this kernel registers ring fds at all (5.18 on) */
+	assert_int_equal(io_uring_queue_init(4, &probe, 0), 0);
+	can_register = io_uring_register_ring_fd(&probe) == 1;
+	io_uring_queue_exit(&probe);
+	alarm(10); /* a wait that never ends fails here instead of hanging */
+	for (int refuse = 1; refuse >= 0; refuse--) {
+		struct ring_fd_user u = { 0 };
+		co_engine e;
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		co__fault_arm(CO__FAULT_RING_FD, refuse, EBUSY);
+		u.fd = sp[0];
+		co_init(&u.co, ring_fd_user_fn);
+		assert_int_equal(co_engine_spawn(&e, &u.co), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+		assert_int_equal(co__fault_calls(CO__FAULT_RING_FD), 1);
+		co__fault_arm(CO__FAULT_RING_FD, 0, 0);
+		assert_int_equal(u.slept, 0);
+		assert_int_equal(u.got, -ECANCELED);
+		assert_int_equal(co_status(&u.co), 0);
+		if (refuse || !can_register) {
+			assert_int_equal(e.enter_flags & IORING_ENTER_REGISTERED_RING, 0);
+			assert_int_equal(e.ring.enter_ring_fd, e.ring.ring_fd);
+		} else {
+			assert_int_not_equal(e.enter_flags & IORING_ENTER_REGISTERED_RING, 0);
+			assert_int_not_equal(e.ring.enter_ring_fd, e.ring.ring_fd);
+		}
+		assert_int_equal(co_engine_destroy(&e), 0);
+		close(sp[0]);
+		close(sp[1]);
+	}
+	alarm(0);
+}
+
 struct nester {
 	co_frame co;
 	co_engine *other;
@@ -606,6 +673,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
 		cmocka_unit_test(test_stop_cancels_io),
 		cmocka_unit_test(test_stop_cancels_io_started_later),
+		cmocka_unit_test(test_ring_fd_refused),
 		cmocka_unit_test(test_nested_run_refused),
 		cmocka_unit_test(test_post_from_other_threads),
 		cmocka_unit_test(test_post_errors_and_lifetime),
