@@ -35,7 +35,7 @@ MODES = {
 }
 SECTIONS = ["echo", "curve", "http", "kv", "fileio", "callgrind", "other", "handoff", "firmware", "soak"]
 NOISE = 0.10            # other processes' CPU, in CPUs, that makes a round noisy
-RETRIES = 2             # repeats of a noisy round
+RETRIES = 2             # repeats of a noisy round (BENCH_RETRIES=N: N instead)
 
 ECHO_SERVERS = ["echo_coring", "echo_coring_stream", "echo_epoll", "echo_uring", "echo_uring_mshot"] + \
     ["echo_libuv", "echo_asio", "echo_go", "echo_tokio"]
@@ -74,6 +74,12 @@ class Core:
             self.m["rounds"] = int(os.environ["ROUNDS"])
         if os.environ.get("SECONDS_PER_ROUND"):
             self.m["secs"] = float(os.environ["SECONDS_PER_ROUND"])
+        self.retries = RETRIES
+        if "BENCH_RETRIES" in os.environ:
+            v = os.environ["BENCH_RETRIES"]
+            if not v.isdigit():
+                raise BenchError(f"BENCH_RETRIES={v}: not a count of repeats (0, 1, 2 ...)")
+            self.retries = int(v)
         want = os.environ.get("BENCH_SECTIONS")
         self.sections = want.split(",") if want else \
             [s for s in SECTIONS if s != "soak" or self.mode == "full"]
@@ -205,12 +211,12 @@ class Core:
     def retry(self, measure, window):
         """The one retry loop: measure() returns a dict with other_cpu_s;
         repeated while other processes used more than NOISE of a CPU over
-        the window (RETRIES times at most); the last result is kept, with
-        its noisy flag."""
-        for attempt in range(RETRIES + 1):
+        the window (self.retries times at most); the last result is kept,
+        with its noisy flag."""
+        for attempt in range(self.retries + 1):
             r = measure()
             r["noisy"] = int(r["other_cpu_s"] > NOISE * window)
-            if not r["noisy"] or attempt == RETRIES:
+            if not r["noisy"] or attempt == self.retries:
                 return r
             self.progress("n")
 

@@ -5,6 +5,7 @@
     bench/runner/run.py [BUILD_DIR]   (default build-release)
     QUICK=1 / FULL=1                  a smoke-sized run / longer rounds plus the soak
     ROUNDS=N SECONDS_PER_ROUND=S      override the round count and length
+    BENCH_RETRIES=N                   repeats of a noisy round (default 2)
     SOAK_SECONDS=S                    soak length (FULL=1; default 180)
     BENCH_SECTIONS=echo,curve,...     run only these sections (any of: echo,
                                       curve, http, kv, fileio, callgrind, other, handoff,
@@ -93,7 +94,11 @@ def main():
     if not os.path.isdir(os.path.join(build, "bench")):
         print(f"bench: no {build}/bench: build first (make bench)", file=sys.stderr)
         return 2
-    run = Run(build)
+    try:
+        run = Run(build)
+    except BenchError as e:  # the environment's settings
+        print(f"bench: {e}", file=sys.stderr)
+        return 2
     # SIGTERM (a CI timeout, kill): end like Ctrl-C, through the cleanup
     # below, so that no server outlives the run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

@@ -6,7 +6,7 @@ record, with their table."""
 
 import benchlib
 from benchlib import BenchError, median, spread_pct
-from core import ECHO_SERVERS, ECHO_SHORT, HTTP_SHORT, RETRIES, SHORT, TITLE
+from core import ECHO_SERVERS, ECHO_SHORT, HTTP_SHORT, SHORT, TITLE
 
 RESULT_COLUMNS = ["bench", "conns", "size", "server", "rps_median", "rps_min", "rps_max",
                   "spread_pct", "cpu_us_per_req", "p50_us", "p99_us", "syscalls_per_req",
@@ -41,7 +41,7 @@ class Echo:
                     "p99": d["p99_us"], "other_cpu_s": d["other_cpu_s"]}
         r = self.retry(measure, secs)
         if r.get("starved"):
-            raise BenchError(f"{s.name}: no request completed in {RETRIES + 1} rounds of {secs} s "
+            raise BenchError(f"{s.name}: no request completed in {self.retries + 1} rounds of {secs} s "
                              f"({conns} x {size} B): other processes left the server or the load no CPU")
         return r
 
@@ -121,5 +121,5 @@ class Echo:
                              "".join(f"{x:>10}" for x in cells) + "".join(f"{x:>14}" for x in rat))
             noisy = sum(rows[(c, z, s)]["noisy_rounds"] for s in servers if (c, z, s) in rows)
             if noisy:
-                lines.append(f"{'':<16} ({noisy} noisy round(s) kept after {RETRIES} repeats)")
+                lines.append(f"{'':<16} ({noisy} noisy round(s) kept after {self.retries} repeats)")
         return "\n".join(lines)

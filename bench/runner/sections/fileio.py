@@ -8,7 +8,6 @@ import shutil
 
 import benchlib
 from benchlib import BenchError, median, spread_pct
-from core import RETRIES
 
 FILEIO_COLUMNS = ["test", "depth", "bs", "engine", "iops", "mb_s", "cpu_us_per_io", "spread_pct",
                   "rounds", "noisy_rounds", "mode", "date"]
@@ -158,5 +157,5 @@ class FileIO:
                              "".join(f"{x:>14}" for x in rat))
             noisy = sum(rows[(test, depth, e)]["noisy_rounds"] for e in FILE_ENGINES if (test, depth, e) in rows)
             if noisy:
-                lines.append(f"{'':<24} ({noisy} noisy round(s) kept after {RETRIES} repeats)")
+                lines.append(f"{'':<24} ({noisy} noisy round(s) kept after {self.retries} repeats)")
         return "\n".join(lines)

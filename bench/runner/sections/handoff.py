@@ -10,7 +10,6 @@ import time
 
 import benchlib
 from benchlib import BenchError, median, spread_pct
-from core import RETRIES
 
 # The hand-off section (bench/contexts/handoff.c, handoff_pthread.c, handoff.go,
 # handoff_tokio.rs): the
@@ -197,7 +196,7 @@ class Handoff:
                      "limit: two threads spinning on one cache line, or on a pthread_mutex; cond: two threads "
                      "taking turns through a condition variable; spread: coring's, (max - min) / median)")
         if noisy:
-            lines.append(f"({noisy} noisy run(s) kept after {RETRIES} repeats)")
+            lines.append(f"({noisy} noisy run(s) kept after {self.retries} repeats)")
         return "\n".join(lines)
 
     def handoff_targets(self):

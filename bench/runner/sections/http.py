@@ -7,7 +7,7 @@ import re
 import subprocess
 
 from benchlib import BenchError
-from core import HTTP_SERVERS, NOISE, RETRIES
+from core import HTTP_SERVERS, NOISE
 
 
 def wrk_requests(out):
@@ -41,7 +41,7 @@ class Http:
                     "p99": lat["99"], "other_cpu_s": other}
         r = self.retry(measure, secs)
         if r.get("starved"):
-            raise BenchError(f"wrk saw timeouts against {s.name} in {RETRIES + 1} rounds while other "
+            raise BenchError(f"wrk saw timeouts against {s.name} in {self.retries + 1} rounds while other "
                              f"processes took the CPUs:\n{r['starved']}")
         return r
 
