@@ -56,7 +56,8 @@ CO_API int co_local_port(int fd);
 /* All fields are private unless marked. */
 typedef struct co_dialer {
 	co_frame co;                  /* first: awaited as a child */
-	co_lookup dns;
+	co_lookup dns;                /* dns.result read-only: a list a lookup a
+	                                 cancel stop gave up left (see co_dial) */
 	co_io io;
 	co_limit lim;                 /* the lookup's time limit */
 	struct addrinfo hints;
@@ -88,7 +89,11 @@ typedef struct co_dialer {
  * port outside 1..65535, a name with NULL p), -EBUSY (d is in use by
  * another await). A NULL d returns NULL (-EINVAL). co_timeout and
  * co_cancel apply as to any child. d must be zeroed memory before its
- * first use (a field of a zeroed struct), as a co_stream.
+ * first use (a field of a zeroed struct), as a co_stream. A cancel stop
+ * whose grace runs out while a worker runs the lookup finishes the dial
+ * with -ECANCELED and the lookup goes on (coring/pool.h): d and host must
+ * then stay valid until co_pool_destroy succeeds, and the caller frees the
+ * list the lookup left in d->dns.result (freeaddrinfo).
  */
 CO_API co_frame *co_dial(co_dialer *d, co_pool *p, const char *host, int port,
 			 uint64_t timeout_ns);

@@ -44,6 +44,9 @@ static atomic_int multi_lookups;
 /* "late.test": the lookup returns 127.0.0.1 only after this time has
  * passed (CLOCK_MONOTONIC ns; a dial's deadline). */
 static const uint64_t *late_until;
+/* ... and, while late_held is set, not before it is cleared; late_lookups
+ * counts the lookups that began. */
+static atomic_int late_held, late_lookups;
 
 struct fake {
 	struct addrinfo ai;
@@ -64,7 +67,8 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
 
 	if (node && strcmp(node, "late.test") == 0 && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
 		*(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
-		while (co_now_ns() <= *late_until)
+		atomic_fetch_add(&late_lookups, 1);
+		while (co_now_ns() <= *late_until || atomic_load(&late_held))
 			usleep(1000);
 		return real("127.0.0.1", service, hints, res);
 	}
@@ -435,6 +439,52 @@ static void test_dial_time_limit(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
+/* A cancel stop whose grace runs out while a worker runs the lookup
+ * (net.h): the dial's frame is finished with -ECANCELED and the run
+ * returns; the lookup
+ * goes on, so co_pool_destroy answers -EBUSY until it has ended; then its
+ * list is in d->dns.result, the caller's to free (ASan: a leak otherwise),
+ * and the engine can go. */
+static void test_dial_lookup_given_up(void **state)
+{
+	static const uint64_t passed = 0;
+	co_engine_opts eo = { .cancel_grace_ns = 10 * CO_MS };
+	struct dial *c = calloc(1, sizeof *c);
+	co_test_runner r;
+	co_pool pool;
+	co_engine e;
+	int fds = co_test_open_fds(), lfd;
+	(void)state;
+	assert_non_null(c);
+	alarm(20); /* a wait below that never ends fails here instead of hanging */
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	assert_int_equal(co_engine_init(&e, &eo), 0);
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	late_until = &passed;
+	atomic_store(&late_lookups, 0);
+	atomic_store(&late_held, 1);
+	dial_init(c, &pool, "late.test", co_local_port(lfd), 0);
+	assert_int_equal(co_engine_spawn(&e, &c->co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&late_lookups) == 1); /* a worker runs the lookup */
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_test_runner_join(&r), 0); /* past the grace, the lookup held */
+	/* finished for it (docs/pool.md): its body never resumed */
+	assert_int_equal(co_status(&c->co), -ECANCELED);
+	assert_int_equal(c->res, 99);
+	assert_int_equal(c->d.tried, 0);
+	assert_int_equal(co_pool_destroy(&pool), -EBUSY); /* the lookup runs on */
+	atomic_store(&late_held, 0);
+	WAIT_UNTIL(co_pool_destroy(&pool) == 0);
+	assert_non_null(c->d.dns.result); /* 127.0.0.1, left to the caller */
+	freeaddrinfo(c->d.dns.result);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	free(c);
+	close(lfd);
+	alarm(0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 /* C: while A's dial hangs, the same dialer is refused, then A is
  * cancelled. */
 struct canceller {
@@ -762,6 +812,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dial_numeric_and_names),
 	cmocka_unit_test(test_dial_refused_and_unresolved),
 	cmocka_unit_test(test_dial_time_limit),
+	cmocka_unit_test(test_dial_lookup_given_up),
 	cmocka_unit_test(test_dial_cancel_and_misuse),
 	cmocka_unit_test(test_dial_result_kept),
 	cmocka_unit_test(test_accept_result_kept),
