@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suspend/resume round trip: a coring generator vs a C++20 coroutine (g++,
- * -std=c++20, in switch_cpp.cpp) vs ucontext swapcontext, in one run.
+ * -std=c++20, in switch_cpp.cpp) vs ucontext swapcontext, in one run. The
+ * coring generator runs twice: with co.h's default label backend (computed
+ * goto under GCC and Clang) and with the switch backend
+ * (CO_USE_COMPUTED_GOTO=0, switch_labels.c).
  * One round trip = resume the coroutine, it yields a value, control returns.
  * Usage: switch [--iters N] [--rounds R]   (prints the median of R rounds;
  * the rounds alternate the contestants)
@@ -12,7 +15,6 @@
 #include <string.h>
 #include <time.h>
 #include <ucontext.h>
-#include <coring/co.h>
 
 #ifdef HAVE_CPP_BASELINE
 long cpp_generator_sum(long iters); /* switch_cpp.cpp */
@@ -25,34 +27,12 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* --- coring --- */
-struct gen {
-	co_frame co;
-	long i, n, value;
-};
+/* --- coring: the generator of switch_gen.h, with this build's default
+ * label backend here and the switch backend in switch_labels.c --- */
+#define SWITCH_GEN_SUM coring_sum
+#include "switch_gen.h"
 
-static int gen_fn(co_frame *f)
-{
-	struct gen *g = (struct gen *)f;
-	CO_BEGIN(f);
-	for (g->i = 0; g->i < g->n; g->i++)
-		CO_YIELD_VALUE(f, g->value, g->i);
-	CO_END(f);
-}
-
-/* Read through a volatile so the compiler cannot inline the body into the
- * loop: the resume stays an indirect call, as a C++ resume is. */
-static int (*volatile gen_body)(co_frame *) = gen_fn;
-
-static long coring_sum(long iters)
-{
-	struct gen g = { .n = iters };
-	long sum = 0;
-	co_init(&g.co, gen_body);
-	while (co_next(&g.co))
-		sum += g.value;
-	return sum;
-}
+long coring_switch_sum(long iters); /* switch_labels.c */
 
 /* --- ucontext --- */
 static ucontext_t uc_main, uc_gen;
@@ -136,6 +116,7 @@ int main(int argc, char **argv)
 	}
 	struct contestant cs[] = {
 		{ "coring (co.h)", coring_sum, iters, { 0 } },
+		{ "coring, switch labels", coring_switch_sum, iters, { 0 } },
 #ifdef HAVE_CPP_BASELINE
 		{ "C++20 coroutine (g++)", cpp_generator_sum, iters, { 0 } },
 #endif

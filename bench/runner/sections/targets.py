@@ -82,12 +82,16 @@ class Targets:
                     line += f"; coring 1/enter: IOPS {each['iops'] / b['iops']:.2f}"
                 out.append(line)
         if getattr(self, "switch_out", None):
-            c = re.search(r"^coring.*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
+            c = re.search(r"^coring \(co\.h\).*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
+            w = re.search(r"^coring, switch labels.*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
             p = re.search(r"^C\+\+20.*?([\d.]+)\s+[\d.]+\s*$", self.switch_out, re.M)
             if c and p:
                 cv, pv = float(c.group(1)), float(p.group(1))
-                out.append(f"switch: coring {cv:.2f} ns vs C++20 {pv:.2f} ns, ratio {cv / pv:.2f} "
-                           f"(<= 1: {verdict(cv <= pv)})")
+                line = (f"switch: coring {cv:.2f} ns vs C++20 {pv:.2f} ns, ratio {cv / pv:.2f} "
+                        f"(<= 1: {verdict(cv <= pv)})")
+                if w:  # the switch label backend, for the record (no target of its own)
+                    line += f"; with switch labels {float(w.group(1)):.2f} ns, {float(w.group(1)) / pv:.2f}"
+                out.append(line)
         if getattr(self, "memory_out", None):
             t = re.search(r"awaiting a timer\s+(\d+)", self.memory_out)
             e = re.search(r"awaiting an event\s+(\d+)", self.memory_out)
