@@ -277,6 +277,22 @@ static co__inline void after_submit(co_engine *e)
 #endif
 }
 
+/* A turn with nothing to do but wait for the I/O in flight: no list other
+ * threads fill has moved (snap), no frame is queued or left for this
+ * turn, no stop was asked. Such a turn, on an engine thieves do not take
+ * from, goes straight to the wait, as the turn's steps would after
+ * finding nothing (a server with one connection busy takes it at every
+ * turn). The quiet flag needs no look: it is set only while nothing is in
+ * flight (co__engine_quiet_set, on an idle engine), and what gives the
+ * engine work again moves epoch or queues a frame, so the turn after it
+ * takes the whole path, which clears the flag. */
+static co__inline int quick_turn(co_engine *e, unsigned snap)
+{
+	return snap == e->seen_epoch && e->local_n == 0 && e->inflight != 0 &&
+	       ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) == 0 &&
+	       atomic_load_explicit(&e->stop_mode, memory_order_acquire) == CO__STOP_NONE;
+}
+
 /* The loop, for an engine thieves take from (steal 1) or not (0): a
  * constant at each call, since a scheduler sets it before the first run;
  * without stealing the turn's checks of the ring, of roaming and of the
@@ -289,50 +305,65 @@ static co__inline int loop_as(co_engine *e, int mode, int steal)
 
 	for (;;) {
 		unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
-		uint64_t wait_ns, cancel_deadline = turn_begin(e, snap, &wait_ns);
+		uint64_t wait_ns, cancel_deadline;
 
-		turn_ready(e);
-		if (steal && co__unlikely(e->roam != NULL)) /* roam: stealing groups only */
-			run_ready(e, cancel_deadline, e->batch, 1);
-		else
-			run_ready(e, cancel_deadline, e->batch, 0);
-		if (e->local_n != 0 || ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
-		    (steal && co__engine_ring_size(e) != 0)) {
-			/* Busy: flush SQEs and pick up completions without
-			 * waiting; liburing enters the kernel only if there is
-			 * something to submit or completions to run. */
-			if (e->hooks && e->hooks->backlog && co__engine_ring_size(e) > 1)
-				e->hooks->backlog(e, e->hook_arg);
-			ret = io_uring_submit(&e->ring);
-		} else if (!steal && (e->inflight != 0 ||
-					     atomic_load_explicit(&e->parked, memory_order_acquire) != 0)) {
-			/* The common wait, one syscall: submit + wait. What other
-			 * threads sent meanwhile (inbox, posts, cancels) is seen
-			 * by co__engine_wait, which then does not sleep. */
-			ret = co__engine_wait(e, snap, wait_ns, 0);
-		} else if (co__engine_ready_nonempty(e)) {
-			ret = io_uring_submit(&e->ring); /* other threads sent work */
-		} else if (steal && e->hooks->steal(e, e->hook_arg) > 0) {
-			ret = io_uring_submit(&e->ring); /* run the stolen frames next */
-		} else if (!co__engine_idle(e)) {
-			ret = co__engine_wait(e, snap, wait_ns, 0);
+		if (!steal && co__likely(quick_turn(e, snap))) {
+			/* co__engine_wait, with I/O in flight and no limit */
+			e->stats.turns++;
+			cancel_deadline = 0;
+			ret = co__likely(e->enter_fd >= 0) ? co__engine_sleep_now(e, snap)
+							   : co__engine_sleep(e, snap, 0, 0);
 		} else {
-			unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
-			int stopping = (live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
+			cancel_deadline = turn_begin(e, snap, &wait_ns);
+			turn_ready(e);
+			if (steal && co__unlikely(e->roam != NULL)) /* roam: stealing groups only */
+				run_ready(e, cancel_deadline, e->batch, 1);
+			else
+				run_ready(e, cancel_deadline, e->batch, 0);
+			if (e->local_n != 0 ||
+			    ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
+			    (steal && co__engine_ring_size(e) != 0)) {
+				/* Busy: flush SQEs and pick up completions
+				 * without waiting; liburing enters the kernel
+				 * only if there is something to submit or
+				 * completions to run. */
+				if (e->hooks && e->hooks->backlog && co__engine_ring_size(e) > 1)
+					e->hooks->backlog(e, e->hook_arg);
+				ret = io_uring_submit(&e->ring);
+			} else if (!steal &&
+				   (e->inflight != 0 ||
+				    atomic_load_explicit(&e->parked, memory_order_acquire) != 0)) {
+				/* The common wait, one syscall: submit + wait. What
+				 * other threads sent meanwhile (inbox, posts,
+				 * cancels) is seen by co__engine_wait, which then
+				 * does not sleep. */
+				ret = co__engine_wait(e, snap, wait_ns, 0);
+			} else if (co__engine_ready_nonempty(e)) {
+				ret = io_uring_submit(&e->ring); /* other threads sent work */
+			} else if (steal && e->hooks->steal(e, e->hook_arg) > 0) {
+				ret = io_uring_submit(&e->ring); /* run the stolen frames next */
+			} else if (!co__engine_idle(e)) {
+				ret = co__engine_wait(e, snap, wait_ns, 0);
+			} else {
+				unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
+				int stopping =
+					(live & CO__LIVE_STOPPED) || mode == CO_RUN_UNTIL_IDLE;
 
-			if (CO__LIVE_COUNT(live) == 0 && stopping)
-				break; /* every frame finished */
-			if (co__engine_visitor_inside(e)) {
-				sched_yield(); /* its change is about to land */
-				continue;
+				if (CO__LIVE_COUNT(live) == 0 && stopping)
+					break; /* every frame finished */
+				if (co__engine_visitor_inside(e)) {
+					sched_yield(); /* its change is about to land */
+					continue;
+				}
+				if (co__engine_unchanged(e, snap) && CO__LIVE_COUNT(live) != 0 &&
+				    stopping) {
+					e->stuck = CO__LIVE_COUNT(live);
+					ret = -EDEADLK;
+					break;
+				}
+				/* a visitor wakes us; quiet once it goes to sleep */
+				ret = co__engine_wait(e, snap, wait_ns, 1);
 			}
-			if (co__engine_unchanged(e, snap) && CO__LIVE_COUNT(live) != 0 && stopping) {
-				e->stuck = CO__LIVE_COUNT(live);
-				ret = -EDEADLK;
-				break;
-			}
-			/* a visitor wakes us; quiet once it goes to sleep */
-			ret = co__engine_wait(e, snap, wait_ns, 1);
 		}
 		if (co__unlikely(ret < 0) && ret != -EINTR && ret != -ETIME && ret != -EAGAIN &&
 		    ret != -EBUSY)

@@ -157,6 +157,23 @@ void co_test_counted_init(struct co_test_counted *t)
 	t->co.on_done = counted_done;
 }
 
+static int sleeper_fn(co_frame *f)
+{
+	struct co_test_sleeper *s = (struct co_test_sleeper *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sleep(&s->io, s->ns));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+void co_test_sleeper_init(struct co_test_sleeper *s, uint64_t ns)
+{
+	memset(s, 0, sizeof *s);
+	s->ns = ns;
+	s->res = 1;
+	co_init(&s->co, sleeper_fn);
+}
+
 static char tmp_dir[256];
 
 static void tmp_dir_remove(void)

@@ -95,6 +95,17 @@ struct co_test_counted {
 
 void co_test_counted_init(struct co_test_counted *t);
 
+/* A frame that sleeps ns (co_sleep) and keeps the await's value in res
+ * (1 until then: 0 slept, -ECANCELED cancelled). */
+struct co_test_sleeper {
+	co_frame co;
+	co_io io;
+	uint64_t ns;
+	int res;
+};
+
+void co_test_sleeper_init(struct co_test_sleeper *s, uint64_t ns);
+
 /* Durations whose sum with the clock wraps, or nearly (k < CO_TEST_HUGE_KINDS:
  * UINT64_MAX, UINT64_MAX - 5, one that makes now + ns wrap to 0, ...): each
  * must mean "never", not "at once". */

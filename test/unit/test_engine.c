@@ -274,21 +274,6 @@ static void test_parked_frame_keeps_engine_alive(void **state)
 		assert_int_equal(co_engine_destroy(&e), 0);
 }
 
-struct sleeper {
-	co_frame co;
-	co_io io;
-	int res;
-};
-
-static int sleeper_fn(co_frame *f)
-{
-	struct sleeper *s = (struct sleeper *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_sleep(&s->io, 30 * CO_S));
-	s->res = co_result(f);
-	CO_END(f);
-}
-
 struct killer {
 	co_frame co;
 	co_io io;
@@ -308,11 +293,11 @@ static void test_stop_cancels_io(void **state)
 	/* a 30 s sleep, then a stop with cancel_io: the sleep ends with
 	 * -ECANCELED and the run returns (the hang guard is meson's timeout) */
 	co_engine e;
-	struct sleeper s = { .res = 1 };
+	struct co_test_sleeper s;
 	struct killer k;
 	(void)state;
 	assert_int_equal(co_engine_init(&e, NULL), 0);
-	co_init(&s.co, sleeper_fn);
+	co_test_sleeper_init(&s, 30 * CO_S);
 	co_init(&k.co, killer_fn);
 	assert_int_equal(co_engine_spawn(&e, &s.co), 0);
 	assert_int_equal(co_engine_spawn(&e, &k.co), 0);

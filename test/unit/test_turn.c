@@ -558,6 +558,49 @@ static void test_turn_wait_keeps_loop_awake(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* A turn wait beside a frame whose I/O is in flight (a sleep of an hour):
+ * the loop still turns without sleeping until the wait is over, then the
+ * waiter cancels the sleep. A loop that went to sleep on the I/O instead
+ * (as a turn with nothing to do but wait may) would hang here: the alarm
+ * fails it. */
+struct turn_counter {
+	co_frame co;
+	co_turn turn;
+	co_frame *nap;
+	int res;
+};
+
+static int turn_counter_fn(co_frame *f)
+{
+	struct turn_counter *c = (struct turn_counter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_after_turns(&c->turn, 1000));
+	c->res = co_result(f);
+	co_cancel(c->nap);
+	CO_END(f);
+}
+
+static void test_turn_wait_beside_io(void **state)
+{
+	co_engine e;
+	struct co_test_sleeper n;
+	struct turn_counter c = { .res = 1, .nap = &n.co };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_test_sleeper_init(&n, 3600 * CO_S);
+	co_init(&c.co, turn_counter_fn);
+	assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &c.co), 0);
+	alarm(10);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	alarm(0);
+	assert_int_equal(c.res, 0);
+	assert_int_equal(n.res, -ECANCELED);
+	assert_true(e.stats.turns >= 1000);
+	assert_true(e.stats.waits < 10); /* the cancel's; none during the 1,000 */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -574,6 +617,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_next_turn_after_completions),
 		cmocka_unit_test(test_yield_takes_a_turn),
 		cmocka_unit_test(test_turn_wait_keeps_loop_awake),
+		cmocka_unit_test(test_turn_wait_beside_io),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
