@@ -19,7 +19,8 @@
  *
  * Costs for a set of n members (expected: the levels are drawn at
  * random, from a generator of the thread's own, never from the member's
- * name, so no choice of names makes the list degenerate):
+ * name, so no choice of names makes the list degenerate; the test
+ * test/examples/test_kv_zset.c checks both):
  *   - insert, remove, a new score, the rank of a member or of a score or
  *     name, the member at a rank: O(log n);
  *   - a range from there: O(1) a member, along level 0, either way;
