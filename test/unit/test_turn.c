@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <coring/coring.h>
+#include <coring/scheduler.h>
 #include "helpers.h"
 
 static long tick_now; /* the tick the test's loop is in (1, 2, ...) */
@@ -601,6 +602,68 @@ static void test_turn_wait_beside_io(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* The same on an engine thieves take from (context 0 of a stealing pair,
+ * context 1 held inside a frame, so it steals nothing): the frame its
+ * nop's completion wakes goes to the ring thieves see, not the owner's
+ * FIFO, and the loop runs it rather than sleeping on the other frame's
+ * hour-long sleep (the quick turn, which looks at the FIFO only, is for
+ * engines without thieves). */
+struct holder {
+	co_frame co;
+	atomic_int *held, *release;
+};
+
+static int holder_fn(co_frame *f)
+{
+	struct holder *h = (struct holder *)f;
+	CO_BEGIN(f);
+	atomic_store(h->held, 1);
+	while (!atomic_load(h->release))
+		;
+	CO_END(f);
+}
+
+struct nop_canceller {
+	co_frame co;
+	co_io io;
+	co_frame *nap;
+	atomic_int *release;
+};
+
+static int nop_canceller_fn(co_frame *f)
+{
+	struct nop_canceller *c = (struct nop_canceller *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&c->io));
+	co_cancel(c->nap);
+	atomic_store(c->release, 1);
+	CO_END(f);
+}
+
+static void test_stealing_engine_runs_its_ring_beside_io(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .steal = 1, .engine = { .no_spin = 1 } };
+	atomic_int held = 0, release = 0;
+	struct holder h = { .held = &held, .release = &release };
+	struct co_test_sleeper n;
+	struct nop_canceller c = { .nap = &n.co, .release = &release };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	co_init(&h.co, holder_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 1, &h.co), 0);
+	alarm(10); /* context 0 asleep on the sleep hangs the run: fail, not wait */
+	WAIT_UNTIL(atomic_load(&held));
+	co_test_sleeper_init(&n, 3600 * CO_S);
+	co_init(&c.co, nop_canceller_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &n.co), 0);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &c.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	alarm(0);
+	assert_int_equal(n.res, -ECANCELED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -618,6 +681,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_yield_takes_a_turn),
 		cmocka_unit_test(test_turn_wait_keeps_loop_awake),
 		cmocka_unit_test(test_turn_wait_beside_io),
+		cmocka_unit_test(test_stealing_engine_runs_its_ring_beside_io),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
