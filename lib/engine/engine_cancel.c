@@ -160,7 +160,7 @@ int co__engine_cancel_unrun(co_engine *e)
 {
 	co_frame *f, *next;
 
-	if (co__engine_take(e) < 0)
+	if (co__engine_take(e, CO__T_RUN) < 0)
 		return -EBUSY;
 	if (e->has_owner) {
 		co__engine_transition(e, CO__T_RUN_END);
@@ -189,7 +189,7 @@ int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
 	/* A visit: e outlives the call. Borrowed as a run would take it: a
 	 * run or a tick that comes meanwhile waits (co__engine_take); while
 	 * e does not run, its queues are the borrower's. */
-	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_acq_rel);
+	co__engine_borrow_begin(e);
 	if (co__engine_alive(e) && !e->stealing && co__engine_transition(e, CO__T_RUN) >= 0) {
 		if (co__engine_unqueue_unstarted(e, f)) {
 			co__engine_abandon(e, f); /* its finish waits for the request... */
@@ -198,7 +198,7 @@ int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
 		}
 		co__engine_transition(e, CO__T_RUN_END);
 	}
-	atomic_fetch_sub_explicit(&e->borrowers, 1, memory_order_release);
+	co__engine_borrow_end(e);
 	co__engine_visit_end(e, visit);
 	return err;
 }

@@ -106,10 +106,15 @@ enum co__transition {
 
 /* Apply t; returns the state it was applied to, or -1 (nothing changed). */
 int co__engine_transition(co_engine *e, enum co__transition t);
-/* co__engine_transition(e, CO__T_RUN) for a run, a tick or a cancel stop
- * of frames never run, waiting out a thread that borrows e (see
- * co__engine_cancel_unstarted: it is short). */
-int co__engine_take(co_engine *e);
+/* co__engine_transition(e, t) for a run, a tick or a cancel stop of
+ * frames never run (CO__T_RUN) or a destroy (CO__T_DESTROY), waiting out
+ * a thread that borrows e: the state e was in, or -1 if e is taken by a
+ * run or cannot make t. A borrower (co__engine_cancel_unstarted, a view
+ * of an engine that runs nowhere) takes e as a run would between
+ * co__engine_borrow_begin and co__engine_borrow_end; a borrow is short. */
+int co__engine_take(co_engine *e, enum co__transition t);
+void co__engine_borrow_begin(co_engine *e);
+void co__engine_borrow_end(co_engine *e);
 
 static inline int co__engine_alive(co_engine *e)
 {

@@ -431,7 +431,7 @@ static int enter(co_engine *e)
 		return -EINVAL;
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	if (co__engine_take(e) < 0)
+	if (co__engine_take(e, CO__T_RUN) < 0)
 		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {

@@ -316,9 +316,7 @@ int co_engine_destroy(co_engine *e)
 
 	if (e == NULL)
 		return -EINVAL;
-	while ((was = co__engine_transition(e, CO__T_DESTROY)) < 0 &&
-	       atomic_load_explicit(&e->borrowers, memory_order_acquire))
-		sched_yield(); /* a borrow (co__engine_cancel_unstarted) is short */
+	was = co__engine_take(e, CO__T_DESTROY); /* a borrower does not make it busy */
 	if (was < 0) {
 		int s = atomic_load_explicit(&e->state, memory_order_acquire);
 		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <sched.h>
 
+#include "common/fault.h"
 #include "engine_impl.h"
 
 /* The engine running on this thread; the layers above read it directly
@@ -58,12 +59,38 @@ int co_engine_state(co_engine *e)
 	return e ? atomic_load_explicit(&e->state, memory_order_acquire) : -EINVAL;
 }
 
-int co__engine_take(co_engine *e)
+/* The borrowers word: how many are inside (the low bits) and, above them,
+ * how many have left. A taker refused while the word stayed the same with
+ * nobody inside was refused by a run or a destroy, not by a borrow: one
+ * that held the engine then is either still inside or has left since. */
+#define BORROW_LEFT (1u << 16)
+#define BORROW_INSIDE(w) ((w) & (BORROW_LEFT - 1))
+
+int co__engine_take(co_engine *e, enum co__transition t)
 {
-	while (co__engine_transition(e, CO__T_RUN) < 0) {
-		if (!atomic_load_explicit(&e->borrowers, memory_order_acquire))
+	for (;;) {
+		unsigned w = atomic_load_explicit(&e->borrowers, memory_order_seq_cst);
+		int s;
+
+		co__fault_point(CO__POINT_TAKE); /* tests: a borrower comes now */
+		s = co__engine_transition(e, t);
+		if (s >= 0)
+			return s;
+		co__fault_point(CO__POINT_TAKE_REFUSED); /* tests: the borrower leaves now */
+		if (BORROW_INSIDE(w) == 0 &&
+		    atomic_load_explicit(&e->borrowers, memory_order_seq_cst) == w)
 			return -1;
-		sched_yield();
+		sched_yield(); /* a borrow is short */
 	}
-	return 0;
+}
+
+void co__engine_borrow_begin(co_engine *e)
+{
+	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_seq_cst);
+}
+
+void co__engine_borrow_end(co_engine *e)
+{
+	/* one fewer inside, one more left: a single add */
+	atomic_fetch_add_explicit(&e->borrowers, BORROW_LEFT - 1, memory_order_seq_cst);
 }

@@ -648,6 +648,152 @@ static void test_view_given_up_after_taken(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- a view borrows an engine that runs nowhere: a run or a destroy waits ------------ */
+
+/* A view of an engine that runs nowhere takes the engine as a run would
+ * (a borrow). A run or a destroy that finds it taken must wait the borrow
+ * out, not give up as if a run held the engine. Three windows, each held
+ * open with the library's test points: */
+enum borrow_window {
+	LEFT_BEFORE_LOOK, /* the borrow came first, and left between the taker's refused
+	                     take and its look at the borrowers (CO__POINT_TAKE_REFUSED) */
+	CAME_AFTER_LOOK,  /* the borrow came between the taker's look and its take
+	                     (CO__POINT_TAKE), and left before it looked again */
+	INSIDE_AT_LOOK,   /* the borrow still holds the engine when the taker looks:
+	                     it leaves once the taker has tried again */
+};
+
+struct borrow_race {
+	co_engine e;
+	co_view v;
+	pthread_t tv;
+	enum borrow_window w;
+	int view_ret, view_started;
+	atomic_int borrowed, refused, view_done, takes, retried;
+};
+
+static struct borrow_race *race;
+
+/* Bounded: a hook that waits forever would hang the test, not fail it. */
+static void wait_flag(atomic_int *flag)
+{
+	for (int i = 0; i < 100000 && !atomic_load(flag); i++)
+		usleep(100);
+}
+
+static void *view_thread(void *arg)
+{
+	struct borrow_race *b = arg;
+
+	b->view_ret = co_view_engine(&b->v, &b->e, CO_VIEW_WAIT);
+	atomic_store(&b->view_done, 1);
+	return NULL;
+}
+
+static void start_view(struct borrow_race *b)
+{
+	assert_int_equal(pthread_create(&b->tv, NULL, view_thread, b), 0);
+	b->view_started = 1;
+	wait_flag(&b->borrowed);
+}
+
+static void hold_borrow(void *arg) /* the view, holding the engine */
+{
+	(void)arg;
+	atomic_store(&race->borrowed, 1);
+	wait_flag(race->w == INSIDE_AT_LOOK ? &race->retried : &race->refused);
+}
+
+static void at_take(void *arg) /* the taker, its look done */
+{
+	int n = atomic_fetch_add(&race->takes, 1);
+
+	(void)arg;
+	if (race->w == CAME_AFTER_LOOK && n == 0)
+		start_view(race); /* the borrow comes now */
+	if (race->w == INSIDE_AT_LOOK && n == 1)
+		atomic_store(&race->retried, 1); /* the borrow may leave now */
+}
+
+static void at_refused(void *arg) /* the taker, refused */
+{
+	(void)arg;
+	if (atomic_exchange(&race->refused, 1) == 0 && race->w != INSIDE_AT_LOOK)
+		wait_flag(&race->view_done); /* the borrow leaves now */
+}
+
+static void *destroy_thread(void *arg)
+{
+	return (void *)(intptr_t)co_engine_destroy(arg);
+}
+
+static void borrow_race(int destroy, enum borrow_window w)
+{
+	static struct borrow_race b;
+	struct idler d;
+	co_event ev;
+	co_test_runner r;
+	pthread_t td;
+	void *dret;
+	int ret;
+
+	memset(&b, 0, sizeof b);
+	race = &b;
+	b.w = w;
+	co_event_init(&ev, 1); /* set: the idler passes its wait at once */
+	assert_int_equal(co_engine_init(&b.e, NULL), 0);
+	if (!destroy) { /* a destroy refuses an engine with a live frame */
+		d.ev = &ev;
+		co_init(&d.co, idler_fn);
+		assert_int_equal(co_engine_spawn(&b.e, &d.co), 0);
+	}
+	co__fault_on_point(CO__POINT_BORROWED, hold_borrow, NULL);
+	co__fault_on_point(CO__POINT_TAKE, at_take, NULL);
+	co__fault_on_point(CO__POINT_TAKE_REFUSED, at_refused, NULL);
+	if (w != CAME_AFTER_LOOK)
+		start_view(&b);
+	if (destroy) {
+		assert_int_equal(pthread_create(&td, NULL, destroy_thread, &b.e), 0);
+		assert_int_equal(pthread_join(td, &dret), 0);
+		ret = (int)(intptr_t)dret;
+	} else {
+		co_test_runner_start(&r, &b.e, CO_RUN_UNTIL_IDLE);
+		ret = co_test_runner_join(&r);
+	}
+	co__fault_on_point(CO__POINT_TAKE, NULL, NULL);
+	co__fault_on_point(CO__POINT_BORROWED, NULL, NULL);
+	co__fault_on_point(CO__POINT_TAKE_REFUSED, NULL, NULL);
+	assert_int_equal(b.view_started, 1);
+	assert_int_equal(pthread_join(b.tv, NULL), 0);
+	assert_int_equal(atomic_load(&b.borrowed), 1);
+	assert_int_equal(atomic_load(&b.refused), 1); /* the window was held open */
+	assert_true(atomic_load(&b.takes) >= 2);      /* and the taker tried again */
+	assert_int_equal(ret, 0); /* waited the borrow out, then ran (or destroyed) */
+	assert_int_equal(b.view_ret, 0);
+	assert_int_equal(b.v.n, destroy ? 0 : 1); /* the idler, listed before it ran */
+	co_view_free(&b.v);
+	if (!destroy)
+		assert_int_equal(co_engine_destroy(&b.e), 0);
+	co_event_destroy(&ev);
+}
+
+#define BORROW_CASES(window, name)                                     \
+	static void test_run_waits_out_a_view_##name(void **state)     \
+	{                                                              \
+		(void)state;                                           \
+		NEED_VIEW();                                           \
+		borrow_race(0, window);                                \
+	}                                                              \
+	static void test_destroy_waits_out_a_view_##name(void **state) \
+	{                                                              \
+		(void)state;                                           \
+		NEED_VIEW();                                           \
+		borrow_race(1, window);                                \
+	}
+BORROW_CASES(LEFT_BEFORE_LOOK, left_before_look)
+BORROW_CASES(CAME_AFTER_LOOK, came_after_look)
+BORROW_CASES(INSIDE_AT_LOOK, inside_at_look)
+
 /* ---- a lone engine: idle, and run by another thread -------------------------------- */
 
 static void test_view_lone_engine(void **state)
@@ -1000,6 +1146,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_unanswered),
 		cmocka_unit_test(test_view_given_up_after_taken),
 		cmocka_unit_test(test_view_lone_engine),
+		cmocka_unit_test(test_run_waits_out_a_view_left_before_look),
+		cmocka_unit_test(test_destroy_waits_out_a_view_left_before_look),
+		cmocka_unit_test(test_run_waits_out_a_view_came_after_look),
+		cmocka_unit_test(test_destroy_waits_out_a_view_came_after_look),
+		cmocka_unit_test(test_run_waits_out_a_view_inside_at_look),
+		cmocka_unit_test(test_destroy_waits_out_a_view_inside_at_look),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_view_errors),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
