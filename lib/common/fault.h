@@ -38,8 +38,8 @@ enum co__fault_point {
 	CO__POINT_WAIT_VISIT,  /* an engine's look saw a parked waiter waiting, unlocked (lib/waiter/waiter.c) */
 	CO__POINT_POOL_ENDED,  /* a pool job returned; its result not recorded (lib/pool/pool.c) */
 	CO__POINT_CHAN_POLL,   /* a channel end about to poll, or to take its locks in order, before parking: no lock held (lib/sync/channel.c) */
-	CO__POINT_BORROWED,    /* a view holds an engine that runs nowhere, borrowed to answer
-	                          itself (lib/engine/engine_view.c) */
+	CO__POINT_BORROWED,    /* a thread holds an engine that runs nowhere, borrowed (a view's
+	                          answer, a cancel of frames never run) (lib/engine/engine_state.c) */
 	CO__POINT_TAKE,        /* a run, a tick or a destroy has looked at the borrowers and is about
 	                          to take the engine (lib/engine/engine_state.c) */
 	CO__POINT_TAKE_REFUSED, /* a run, a tick or a destroy found the engine taken (a borrower may

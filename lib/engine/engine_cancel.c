@@ -159,11 +159,12 @@ void co__engine_settle_finishes(co_engine *e)
 int co__engine_cancel_unrun(co_engine *e)
 {
 	co_frame *f, *next;
+	co_engine *prev;
 
-	if (co__engine_take(e, CO__T_RUN) < 0)
+	if (co__engine_borrow(e, &prev) < 0)
 		return -EBUSY;
 	if (e->has_owner) {
-		co__engine_transition(e, CO__T_RUN_END);
+		co__engine_unborrow(e, prev);
 		return -EBUSY;
 	}
 	/* Spawns are refused (a stop was asked); let those counted before it
@@ -178,27 +179,26 @@ int co__engine_cancel_unrun(co_engine *e)
 		co__engine_abandon(e, f);
 	}
 	co__engine_run_cancels(e); /* requests for them: each finishes its frame */
-	co__engine_transition(e, CO__T_RUN_END);
+	co__engine_unborrow(e, prev);
 	return 0;
 }
 
 int co__engine_cancel_unstarted(co_engine *e, co_frame *f)
 {
 	int visit = co__engine_visit_begin(e), err = -EBUSY;
+	co_engine *prev;
 
-	/* A visit: e outlives the call. Borrowed as a run would take it: a
-	 * run or a tick that comes meanwhile waits (co__engine_take); while
-	 * e does not run, its queues are the borrower's. */
-	co__engine_borrow_begin(e);
-	if (co__engine_alive(e) && !e->stealing && co__engine_transition(e, CO__T_RUN) >= 0) {
+	/* A visit: e outlives the call. Borrowed (a view's borrow is waited
+	 * out; a run or a tick that comes meanwhile waits); while e does not
+	 * run, its queues are the borrower's. */
+	if (co__engine_alive(e) && !e->stealing && co__engine_borrow(e, &prev) == 0) {
 		if (co__engine_unqueue_unstarted(e, f)) {
 			co__engine_abandon(e, f); /* its finish waits for the request... */
 			co__engine_settle_finishes(e); /* ...which is in (or on its way) */
 			err = 0;
 		}
-		co__engine_transition(e, CO__T_RUN_END);
+		co__engine_unborrow(e, prev);
 	}
-	co__engine_borrow_end(e);
 	co__engine_visit_end(e, visit);
 	return err;
 }

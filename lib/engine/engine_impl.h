@@ -106,15 +106,18 @@ enum co__transition {
 
 /* Apply t; returns the state it was applied to, or -1 (nothing changed). */
 int co__engine_transition(co_engine *e, enum co__transition t);
-/* co__engine_transition(e, t) for a run, a tick or a cancel stop of
- * frames never run (CO__T_RUN) or a destroy (CO__T_DESTROY), waiting out
- * a thread that borrows e: the state e was in, or -1 if e is taken by a
- * run or cannot make t. A borrower (co__engine_cancel_unstarted, a view
- * of an engine that runs nowhere) takes e as a run would between
- * co__engine_borrow_begin and co__engine_borrow_end; a borrow is short. */
+/* co__engine_transition(e, t) for a run or a tick (CO__T_RUN) or a
+ * destroy (CO__T_DESTROY), waiting out a thread that borrows e: the state
+ * e was in, or -1 if a run holds e, e cannot make t, or the calling
+ * thread holds e borrowed. */
 int co__engine_take(co_engine *e, enum co__transition t);
-void co__engine_borrow_begin(co_engine *e);
-void co__engine_borrow_end(co_engine *e);
+/* Take e as a run would while it runs nowhere, for a moment (a view's
+ * answer, co__engine_cancel_unstarted, co__engine_cancel_unrun), waiting
+ * out other borrowers: 0, or -1 as co__engine_take. A run, a tick, a
+ * destroy or another borrow that comes meanwhile waits for
+ * co__engine_unborrow(e, prev), prev as the borrow gave it. */
+int co__engine_borrow(co_engine *e, co_engine **prev);
+void co__engine_unborrow(co_engine *e, co_engine *prev);
 
 static inline int co__engine_alive(co_engine *e)
 {

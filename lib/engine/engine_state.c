@@ -61,13 +61,22 @@ int co_engine_state(co_engine *e)
 
 /* The borrowers word: how many are inside (the low bits) and, above them,
  * how many have left. A taker refused while the word stayed the same with
- * nobody inside was refused by a run or a destroy, not by a borrow: one
- * that held the engine then is either still inside or has left since. */
+ * no borrower inside but itself was refused by a run or a destroy, not by
+ * a borrow: one that held the engine then is either still inside or has
+ * left since. */
 #define BORROW_LEFT (1u << 16)
 #define BORROW_INSIDE(w) ((w) & (BORROW_LEFT - 1))
 
-int co__engine_take(co_engine *e, enum co__transition t)
+/* The engine this thread holds borrowed. A take of it from inside the
+ * borrow (the on_done of a frame a cancel stop finishes there) would wait
+ * for itself: it is refused instead. */
+static _Thread_local co_engine *borrowed_here;
+
+/* Make t, waiting out the borrowers but mine (1: the caller is one). */
+static int take(co_engine *e, enum co__transition t, unsigned mine)
 {
+	if (borrowed_here == e)
+		return -1;
 	for (;;) {
 		unsigned w = atomic_load_explicit(&e->borrowers, memory_order_seq_cst);
 		int s;
@@ -77,20 +86,40 @@ int co__engine_take(co_engine *e, enum co__transition t)
 		if (s >= 0)
 			return s;
 		co__fault_point(CO__POINT_TAKE_REFUSED); /* tests: the borrower leaves now */
-		if (BORROW_INSIDE(w) == 0 &&
+		if (BORROW_INSIDE(w) <= mine &&
 		    atomic_load_explicit(&e->borrowers, memory_order_seq_cst) == w)
 			return -1;
 		sched_yield(); /* a borrow is short */
 	}
 }
 
-void co__engine_borrow_begin(co_engine *e)
+int co__engine_take(co_engine *e, enum co__transition t)
 {
-	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_seq_cst);
+	return take(e, t, 0);
 }
 
-void co__engine_borrow_end(co_engine *e)
+/* One borrower fewer inside, one more left: a single add. */
+static void borrow_leave(co_engine *e)
 {
-	/* one fewer inside, one more left: a single add */
 	atomic_fetch_add_explicit(&e->borrowers, BORROW_LEFT - 1, memory_order_seq_cst);
+}
+
+int co__engine_borrow(co_engine *e, co_engine **prev)
+{
+	atomic_fetch_add_explicit(&e->borrowers, 1, memory_order_seq_cst);
+	if (take(e, CO__T_RUN, 1) >= 0) {
+		*prev = borrowed_here;
+		borrowed_here = e;
+		co__fault_point(CO__POINT_BORROWED); /* tests: a run, a destroy or a borrow comes now */
+		return 0;
+	}
+	borrow_leave(e);
+	return -1;
+}
+
+void co__engine_unborrow(co_engine *e, co_engine *prev)
+{
+	borrowed_here = prev;
+	co__engine_transition(e, CO__T_RUN_END);
+	borrow_leave(e);
 }

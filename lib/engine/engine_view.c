@@ -81,10 +81,9 @@ static int borrow_answer(co_engine *e, struct co__view_req *r)
 {
 	int visit = co__engine_visit_begin(e), did = 0;
 	void *mine = r;
+	co_engine *prev;
 
-	co__engine_borrow_begin(e);
-	if (co__engine_alive(e) && co__engine_transition(e, CO__T_RUN) >= 0) {
-		co__fault_point(CO__POINT_BORROWED); /* tests: a run or a destroy comes now */
+	if (co__engine_alive(e) && co__engine_borrow(e, &prev) == 0) {
 		if (atomic_compare_exchange_strong_explicit(&e->view_req, &mine, NULL,
 							    memory_order_acq_rel, memory_order_acquire)) {
 			if (!e->stealing)
@@ -92,9 +91,8 @@ static int borrow_answer(co_engine *e, struct co__view_req *r)
 			answer(e, r);
 			did = 1;
 		}
-		co__engine_transition(e, CO__T_RUN_END);
+		co__engine_unborrow(e, prev);
 	}
-	co__engine_borrow_end(e);
 	co__engine_visit_end(e, visit);
 	return did;
 }
