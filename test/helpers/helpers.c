@@ -174,6 +174,21 @@ void co_test_sleeper_init(struct co_test_sleeper *s, uint64_t ns)
 	co_init(&s->co, sleeper_fn);
 }
 
+int co_test_idler_fn(co_frame *f)
+{
+	struct co_test_idler *d = (struct co_test_idler *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&d->w, d->ev));
+	CO_END(f);
+}
+
+void co_test_idler_init(struct co_test_idler *d, co_event *ev)
+{
+	memset(d, 0, sizeof *d);
+	d->ev = ev;
+	co_init(&d->co, co_test_idler_fn);
+}
+
 static char tmp_dir[256];
 
 static void tmp_dir_remove(void)

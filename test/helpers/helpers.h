@@ -21,6 +21,7 @@
 
 #include <coring/engine.h>
 #include <coring/io.h>
+#include <coring/sync.h>
 
 /* Run the case named argv[1] (every case without an argument). With
  * needs_uring, exit 77 (meson: skipped) when io_uring cannot be set up
@@ -105,6 +106,17 @@ struct co_test_sleeper {
 };
 
 void co_test_sleeper_init(struct co_test_sleeper *s, uint64_t ns);
+
+/* A frame that waits for event ev (co_event_wait); its function is
+ * co_test_idler_fn, which a view's records name. */
+struct co_test_idler {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+};
+
+int co_test_idler_fn(co_frame *f);
+void co_test_idler_init(struct co_test_idler *d, co_event *ev);
 
 /* Durations whose sum with the clock wraps, or nearly (k < CO_TEST_HUGE_KINDS:
  * UINT64_MAX, UINT64_MAX - 5, one that makes now + ns wrap to 0, ...): each

@@ -32,21 +32,6 @@
 			skip();              \
 	} while (0)
 
-/* A frame that waits for an event (set: it passes at once). */
-struct idler {
-	co_frame co;
-	co_waiter w;
-	co_event *ev;
-};
-
-static int idler_fn(co_frame *f)
-{
-	struct idler *d = (struct idler *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_event_wait(&d->w, d->ev));
-	CO_END(f);
-}
-
 /* ---- a view borrows an engine that runs nowhere: a run or a destroy waits ---------- */
 
 /* A view of an engine that runs nowhere takes the engine as a run would
@@ -129,7 +114,7 @@ static void *destroy_thread(void *arg)
 static void borrow_race(int destroy, enum borrow_window w)
 {
 	static struct borrow_race b;
-	struct idler d;
+	struct co_test_idler d;
 	co_event ev;
 	co_test_runner r;
 	pthread_t td;
@@ -142,8 +127,7 @@ static void borrow_race(int destroy, enum borrow_window w)
 	co_event_init(&ev, 1); /* set: the idler passes its wait at once */
 	assert_int_equal(co_engine_init(&b.e, NULL), 0);
 	if (!destroy) { /* a destroy refuses an engine with a live frame */
-		d.ev = &ev;
-		co_init(&d.co, idler_fn);
+		co_test_idler_init(&d, &ev);
 		assert_int_equal(co_engine_spawn(&b.e, &d.co), 0);
 	}
 	co__fault_on_point(CO__POINT_BORROWED, hold_borrow, NULL);

@@ -385,25 +385,12 @@ static int viewer_fn(co_frame *f)
 	CO_END(f);
 }
 
-struct idler {
-	co_frame co;
-	co_waiter w;
-	co_event *ev;
-};
-
-static int idler_fn(co_frame *f)
-{
-	struct idler *d = (struct idler *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_event_wait(&d->w, d->ev));
-	CO_END(f);
-}
 
 static void test_view_from_a_frame(void **state)
 {
 	co_sched s;
 	struct viewer w = { 0 };
-	struct idler d[3];
+	struct co_test_idler d[3];
 	co_event ev;
 	int running = 0, waiting = 0;
 	(void)state;
@@ -411,8 +398,7 @@ static void test_view_from_a_frame(void **state)
 	co_event_init(&ev, 0);
 	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
 	for (int i = 0; i < 3; i++) {
-		d[i].ev = &ev;
-		co_init(&d[i].co, idler_fn);
+		co_test_idler_init(&d[i], &ev);
 		assert_int_equal(co_sched_spawn_to(&s, 1, &d[i].co), 0);
 	}
 	w.s = &s;
@@ -428,7 +414,7 @@ static void test_view_from_a_frame(void **state)
 			assert_int_equal(f->state, CO_VIEW_RUNNING);
 			assert_int_equal(f->context, 0);
 			running++;
-		} else if (f->fn == idler_fn && f->state == CO_VIEW_WAITING) {
+		} else if (f->fn == co_test_idler_fn && f->state == CO_VIEW_WAITING) {
 			assert_int_equal(f->context, 1);
 			waiting++;
 		}
@@ -569,7 +555,7 @@ static void test_view_unanswered(void **state)
 {
 	co_sched s;
 	struct spinner p;
-	struct idler d;
+	struct co_test_idler d;
 	co_event ev;
 	atomic_int go = 0, in = 0;
 	co_view v;
@@ -580,8 +566,7 @@ static void test_view_unanswered(void **state)
 	p = (struct spinner){ .go = &go, .in = &in };
 	co_init(&p.co, spinner_fn);
 	assert_int_equal(co_sched_spawn_to(&s, 0, &p.co), 0);
-	d.ev = &ev;
-	co_init(&d.co, idler_fn);
+	co_test_idler_init(&d, &ev);
 	assert_int_equal(co_sched_spawn_to(&s, 1, &d.co), 0);
 	WAIT_UNTIL(atomic_load(&in));
 	assert_int_equal(co_view_sched(&v, &s, 20 * 1000000ull), 0);
@@ -653,7 +638,7 @@ static void test_view_given_up_after_taken(void **state)
 static void test_view_lone_engine(void **state)
 {
 	co_engine e;
-	struct idler d[2];
+	struct co_test_idler d[2];
 	co_event ev;
 	co_view v;
 	co_test_runner r;
@@ -662,8 +647,7 @@ static void test_view_lone_engine(void **state)
 	co_event_init(&ev, 0);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	for (int i = 0; i < 2; i++) {
-		d[i].ev = &ev;
-		co_init(&d[i].co, idler_fn);
+		co_test_idler_init(&d[i], &ev);
 		assert_int_equal(co_engine_spawn(&e, &d[i].co), 0);
 	}
 	/* never run: spawned from this thread, listed, not started */
