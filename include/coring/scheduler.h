@@ -113,8 +113,9 @@ typedef struct co_sched {
 	/* private: threads inside a call on s; top bit: destroyed, calls
 	 * that come now answer -EINVAL and touch nothing else of s */
 	CO__ATOMIC(unsigned) visitors;
-	/* (tasks << 1) | ACCEPTING, in one word: a spawn counts itself only
-	 * while the scheduler accepts (docs/scheduler.md). */
+	/* (tasks << 2) | CLOSING | ACCEPTING, in one word: a spawn counts
+	 * itself only while the scheduler accepts, and waits while a destroy
+	 * looks whether anything is live (docs/scheduler.md). */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned long) word;
 	CO__ATOMIC(int) quiet;         /* private: engines reporting quiet */
 	CO__ALIGNAS(CO_CACHELINE) CO__ATOMIC(unsigned) spinning; /* private:

@@ -40,6 +40,10 @@ enum co__fault_point {
 	CO__POINT_CHAN_POLL,   /* a channel end about to poll, or to take its locks in order, before parking: no lock held (lib/sync/channel.c) */
 	CO__POINT_BORROWED,    /* a thread holds an engine that runs nowhere, borrowed (a view's
 	                          answer, a cancel of frames never run) (lib/engine/engine_state.c) */
+	CO__POINT_SCHED_CLOSING, /* a scheduler's destroy refused spawns for a look at whether
+	                            anything is live, and has not looked yet (lib/scheduler/scheduler.c) */
+	CO__POINT_SPAWN_WAITS, /* a spawn found a destroy looking, and waits for its answer
+	                          (lib/scheduler/scheduler.c) */
 	CO__POINT_TAKE,        /* a run, a tick or a destroy has looked at the borrowers and is about
 	                          to take the engine (lib/engine/engine_state.c) */
 	CO__POINT_TAKE_REFUSED, /* a run, a tick or a destroy found the engine taken (a borrower may

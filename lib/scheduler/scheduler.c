@@ -17,8 +17,12 @@
 #include "common/fault.h"
 #include "scheduler_internal.h"
 
+/* The word: spawns accepted, a destroy looking whether anything is live
+ * (spawns wait for its answer), and the task count above them. */
 #define ACCEPTING 1ul
-#define TASK 2ul /* one task in the word */
+#define CLOSING 2ul
+#define TASK 4ul /* one task in the word */
+#define TASKS(w) ((w) >> 2)
 #define GONE 0x80000000u /* in visitors: destroyed */
 
 static co_context *ctx_of(co_engine *e)
@@ -449,17 +453,21 @@ static int engines_held(co_sched *s)
 
 /* Under the lock, while RUNNING: refuse spawns and stop every context,
  * if nothing is live and no engine holds anything; 0 once every context
- * has ended. -EBUSY otherwise, with the refusal taken back (a spawn that
- * saw it was refused with -ESHUTDOWN and kept nothing). */
+ * has ended. -EBUSY otherwise, refusing nothing: a spawn that comes while
+ * the look is taken (CLOSING) waits for its answer. Nothing else changes
+ * the word meanwhile: no task is counted, and a stop takes the lock. */
 static int stop_idle(co_sched *s)
 {
 	unsigned long w = ACCEPTING;
 
-	if (!atomic_compare_exchange_strong(&s->word, &w, 0) || live_frames(s) || engines_held(s)) {
-		if (w == ACCEPTING)
-			atomic_fetch_or(&s->word, ACCEPTING);
+	if (!atomic_compare_exchange_strong(&s->word, &w, CLOSING))
+		return -EBUSY; /* tasks are counted */
+	co__fault_point(CO__POINT_SCHED_CLOSING); /* tests: a spawn comes now */
+	if (live_frames(s) || engines_held(s)) {
+		atomic_store(&s->word, ACCEPTING);
 		return -EBUSY;
 	}
+	atomic_store(&s->word, 0);
 	s->state = CO_SCHED_STOPPING;
 	unlock(s);
 	for (unsigned i = 0; i < s->n; i++)
@@ -589,6 +597,11 @@ static int spawn(co_sched *s, co_context *c, co_frame *f)
 	visit = co__engine_visit_begin(e);
 	w = atomic_load_explicit(&s->word, memory_order_relaxed);
 	do {
+		while (co__unlikely(w & CLOSING)) { /* a destroy looks: its answer is short */
+			co__fault_point(CO__POINT_SPAWN_WAITS); /* tests: the look ends now */
+			sched_yield();
+			w = atomic_load_explicit(&s->word, memory_order_relaxed);
+		}
 		if (!(w & ACCEPTING)) {
 			co__engine_visit_end(e, visit);
 			return -ESHUTDOWN;
@@ -666,7 +679,7 @@ co_context *co_sched_pick(co_sched *s, unsigned kind)
 
 unsigned long co_sched_tasks(co_sched *s)
 {
-	return s ? atomic_load(&s->word) >> 1 : 0;
+	return s ? TASKS(atomic_load(&s->word)) : 0;
 }
 
 int co_sched_state(co_sched *s)
@@ -752,7 +765,7 @@ static int all_quiet(co_sched *s, unsigned *epochs, int *work)
 
 	if (!collect(s, epochs))
 		return 0;
-	*work = (atomic_load(&s->word) >> 1) != 0 || live_frames(s);
+	*work = TASKS(atomic_load(&s->word)) != 0 || live_frames(s);
 	if (!collect(s, again))
 		return 0;
 	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
@@ -789,7 +802,7 @@ static int over(co_sched *s, int *ret, int poll)
 		waiting = 0;
 		if (work && idle)
 			unticked_count(s, &waiting);
-		if (!work || !idle || waiting || (atomic_load(&s->word) >> 1) <= live_sum(s))
+		if (!work || !idle || waiting || TASKS(atomic_load(&s->word)) <= live_sum(s))
 			break;
 		unlock(s); /* a spawn onto an unticked context is under way */
 		sched_yield();
@@ -803,7 +816,7 @@ static int over(co_sched *s, int *ret, int poll)
 		 * caller is taken for that thread */
 		*ret = poll ? -EAGAIN : -EBUSY;
 	} else if (work) {
-		s->stuck = (unsigned)(atomic_load(&s->word) >> 1);
+		s->stuck = (unsigned)TASKS(atomic_load(&s->word));
 		*ret = -EDEADLK;
 	}
 	return 1;

@@ -16,6 +16,7 @@
 #include <coring/scheduler.h>
 #include <coring/sync.h>
 #include <coring/io.h>
+#include "common/fault.h"
 #include "helpers.h"
 
 /* ---- 1,000,000 tiny coroutines over 2 contexts ---------------------------- */
@@ -805,6 +806,85 @@ static void test_spawns_race_destroy(void **state)
 	assert_true(destroyed >= DOOR_ROUNDS);
 }
 
+/* A destroy that finds work left (-EBUSY) refuses no spawn. It closes the
+ * door while it looks whether anything is live; a spawn that comes then
+ * (the window held open at CO__POINT_SCHED_CLOSING until the spawn waits,
+ * CO__POINT_SPAWN_WAITS) waits for the answer, and is accepted once the
+ * destroy has found the frame left on a context and given up. */
+struct closing_race {
+	co_sched *s;
+	co_frame task;
+	pthread_t t;
+	int started, ret;
+	atomic_int waits, ran;
+};
+
+static struct closing_race *closing;
+
+static int closing_task_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	atomic_fetch_add(&closing->ran, 1);
+	CO_END(f);
+}
+
+static void *closing_spawner(void *arg)
+{
+	struct closing_race *c = arg;
+
+	c->ret = co_sched_spawn(c->s, &c->task);
+	return NULL;
+}
+
+static void spawn_while_closing(void *arg) /* the destroy, about to look */
+{
+	(void)arg;
+	if (closing->started++)
+		return;
+	assert_int_equal(pthread_create(&closing->t, NULL, closing_spawner, closing), 0);
+	for (int i = 0; i < 100000 && !atomic_load(&closing->waits); i++) /* bounded */
+		usleep(100);
+}
+
+static void spawn_waits(void *arg)
+{
+	(void)arg;
+	atomic_store(&closing->waits, 1);
+}
+
+static void test_busy_destroy_refuses_no_spawn(void **state)
+{
+	static struct closing_race c;
+	co_sched s;
+	co_event ev;
+	struct co_test_idler d;
+	(void)state;
+
+	memset(&c, 0, sizeof c);
+	closing = &c;
+	c.s = &s;
+	c.ret = 1;
+	co_event_init(&ev, 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 1 }), 0);
+	co_test_idler_init(&d, &ev); /* live on the context, not a task */
+	assert_int_equal(co_context_spawn(&s.ctx[0], &d.co), 0);
+	co_init(&c.task, closing_task_fn);
+	co__fault_on_point(CO__POINT_SCHED_CLOSING, spawn_while_closing, NULL);
+	co__fault_on_point(CO__POINT_SPAWN_WAITS, spawn_waits, NULL);
+	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* the idler is live */
+	co__fault_on_point(CO__POINT_SCHED_CLOSING, NULL, NULL);
+	assert_int_equal(c.started, 1);
+	assert_int_equal(pthread_join(c.t, NULL), 0);
+	co__fault_on_point(CO__POINT_SPAWN_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&c.waits), 1); /* the window was held open */
+	assert_int_equal(c.ret, 0);                  /* and the spawn accepted */
+	co_event_set(&ev);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&c.ran), 1);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	co_event_destroy(&ev);
+}
+
 /* Spawns from two threads race a stop (drain or cancel, in turn): each is
  * accepted and finishes, or is refused; co_sched_run then returns 0 (a
  * spawn refused by its stopped context while the run looks is no work
@@ -1153,6 +1233,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_submit_from_task_and_ownership),
 		cmocka_unit_test(test_shutdown_cancels_blocked_tasks),
 		cmocka_unit_test(test_spawns_race_destroy),
+		cmocka_unit_test(test_busy_destroy_refuses_no_spawn),
 		cmocka_unit_test(test_spawns_race_stop),
 		cmocka_unit_test(test_run_from_inside_is_refused),
 		cmocka_unit_test(test_run_with_unticked_manual),
