@@ -106,13 +106,22 @@ static void at_refused(void *arg) /* the taker, refused */
 		wait_flag(&race->borrow_done); /* the borrow leaves now */
 }
 
+/* Who takes the engine while the view borrows it. */
+enum taker { BY_RUN, BY_TICK, BY_DESTROY };
+
 static void *destroy_thread(void *arg)
 {
 	return (void *)(intptr_t)co_engine_destroy(arg);
 }
 
-static void borrow_race(int destroy, enum borrow_window w)
+static void *tick_thread(void *arg)
 {
+	return (void *)(intptr_t)co_engine_tick(arg);
+}
+
+static void borrow_race(enum taker by, enum borrow_window w)
+{
+	int destroy = by == BY_DESTROY;
 	static struct borrow_race b;
 	struct co_test_idler d;
 	co_event ev;
@@ -135,13 +144,14 @@ static void borrow_race(int destroy, enum borrow_window w)
 	co__fault_on_point(CO__POINT_TAKE_REFUSED, at_refused, NULL);
 	if (w != CAME_AFTER_LOOK)
 		start_view(&b);
-	if (destroy) {
-		assert_int_equal(pthread_create(&td, NULL, destroy_thread, &b.e), 0);
-		assert_int_equal(pthread_join(td, &dret), 0);
-		ret = (int)(intptr_t)dret;
-	} else {
+	if (by == BY_RUN) {
 		co_test_runner_start(&r, &b.e, CO_RUN_UNTIL_IDLE);
 		ret = co_test_runner_join(&r);
+	} else {
+		assert_int_equal(pthread_create(&td, NULL, destroy ? destroy_thread : tick_thread,
+						&b.e), 0);
+		assert_int_equal(pthread_join(td, &dret), 0);
+		ret = (int)(intptr_t)dret;
 	}
 	co__fault_on_point(CO__POINT_TAKE, NULL, NULL);
 	co__fault_on_point(CO__POINT_BORROWED, NULL, NULL);
@@ -151,7 +161,8 @@ static void borrow_race(int destroy, enum borrow_window w)
 	assert_int_equal(atomic_load(&b.borrowed), 1);
 	assert_int_equal(atomic_load(&b.refused), 1); /* the window was held open */
 	assert_true(atomic_load(&b.takes) >= 2);      /* and the taker tried again */
-	assert_int_equal(ret, 0); /* waited the borrow out, then ran (or destroyed) */
+	/* waited the borrow out, then ran (a tick: the idler, once), or destroyed */
+	assert_int_equal(ret, by == BY_TICK ? 1 : 0);
 	assert_int_equal(b.view_ret, 0);
 	assert_int_equal(b.v.n, destroy ? 0 : 1); /* the idler, listed before it ran */
 	co_view_free(&b.v);
@@ -160,19 +171,17 @@ static void borrow_race(int destroy, enum borrow_window w)
 	co_event_destroy(&ev);
 }
 
-#define BORROW_CASES(window, name)                                     \
-	static void test_run_waits_out_a_view_##name(void **state)     \
-	{                                                              \
-		(void)state;                                           \
-		NEED_VIEW();                                           \
-		borrow_race(0, window);                                \
-	}                                                              \
-	static void test_destroy_waits_out_a_view_##name(void **state) \
-	{                                                              \
-		(void)state;                                           \
-		NEED_VIEW();                                           \
-		borrow_race(1, window);                                \
+#define BORROW_CASE(by, window, name)                       \
+	static void test_##name(void **state)               \
+	{                                                   \
+		(void)state;                                \
+		NEED_VIEW();                                \
+		borrow_race(by, window);                    \
 	}
+#define BORROW_CASES(window, name)                                            \
+	BORROW_CASE(BY_RUN, window, run_waits_out_a_view_##name)              \
+	BORROW_CASE(BY_TICK, window, tick_waits_out_a_view_##name)            \
+	BORROW_CASE(BY_DESTROY, window, destroy_waits_out_a_view_##name)
 BORROW_CASES(LEFT_BEFORE_LOOK, left_before_look)
 BORROW_CASES(CAME_AFTER_LOOK, came_after_look)
 BORROW_CASES(INSIDE_AT_LOOK, inside_at_look)
@@ -411,8 +420,11 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_waits_out_a_view_left_before_look),
+		cmocka_unit_test(test_tick_waits_out_a_view_left_before_look),
 		cmocka_unit_test(test_run_waits_out_a_view_came_after_look),
+		cmocka_unit_test(test_tick_waits_out_a_view_came_after_look),
 		cmocka_unit_test(test_run_waits_out_a_view_inside_at_look),
+		cmocka_unit_test(test_tick_waits_out_a_view_inside_at_look),
 		cmocka_unit_test(test_destroy_waits_out_a_view_left_before_look),
 		cmocka_unit_test(test_destroy_waits_out_a_view_came_after_look),
 		cmocka_unit_test(test_destroy_waits_out_a_view_inside_at_look),
