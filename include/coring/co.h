@@ -438,6 +438,31 @@ struct co_awaiter {
 };
 
 /*
+ * The library's short path through the protocol (private: its flags are
+ * in the high bits of co_awaiter_ops.kind, which a user's awaiter leaves
+ * 0; the kind itself is the low 16 bits, CO__AW_KIND). An awaiter whose
+ * ops carry them begins with co__parking:
+ *   CO__AW_PARKS  it always waits and only needs its frame: CO_AWAIT stores
+ *                 the frame in co__parking.frame and calls no suspend,
+ *                 unless the root's cancel byte is not 0 (a cancel asked,
+ *                 a time limit, a move): then suspend runs as usual;
+ *   CO__AW_VALUE  the await's value is co__parking.value when the frame
+ *                 resumes: CO_AWAIT calls no resume.
+ * Both ops stay callable (a wrapper such as co_timeout calls them), and a
+ * program built before the flags calls them: the flags only save calls.
+ */
+#define CO__AW_PARKS 0x80000000u
+#define CO__AW_VALUE 0x40000000u
+#define CO__AW_KIND(ops) ((ops)->kind & 0xffffu)
+
+typedef struct co__parking {
+	co_awaiter aw;
+	co_frame *frame; /* CO__AW_PARKS: the frame waiting here */
+	void *own;       /* the awaiter's own */
+	int value;       /* CO__AW_VALUE: the await's value */
+} co__parking;
+
+/*
  * A runner: anything that runs root frames (the bare-metal co_loop of loop.h,
  * the Linux engine). wake() makes a root runnable again; it is called by
  * co_wake() and must be safe from wherever the runner says it is (the
@@ -900,6 +925,11 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 	 * body may be compiled with another CO_DEBUG than the resume. */
 	running = r->state & CO__ST_RUNNING;
 	r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
+	/* The short path (co__parking): nothing asked of the root. */
+	if ((a->ops->kind & CO__AW_PARKS) && CO__LOAD_RELAXED(&r->cancel) == 0) {
+		((co__parking *)(void *)a)->frame = f;
+		return 1;
+	}
 	if (a->ops->suspend(a, f))
 		return 1;
 	r->state = (r->state & ~(unsigned)CO__ST_WAITING) | running;
@@ -909,6 +939,9 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 static inline int co__await_end(co_frame *f)
 {
 	co_awaiter *a = f->u.aw;
+
+	if (a->ops->kind & CO__AW_VALUE)
+		return ((co__parking *)(void *)a)->value;
 	return a->ops->resume ? a->ops->resume(a, f) : 0;
 }
 

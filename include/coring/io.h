@@ -49,8 +49,8 @@ struct statx;
 
 typedef struct co_io {
 	co_awaiter aw;                /* private: first, returned by the preps */
-	co_io_info info;              /* private: the SQE's user_data */
 	co_frame *frame;              /* private: the awaiting frame */
+	co_io_info info;              /* private: the SQE's user_data */
 	int res;                      /* read-only: the kernel's result */
 	int tres;                     /* private: the linked timeout's result */
 	unsigned cqe_flags;           /* read-only: the CQE's flags */

@@ -45,7 +45,7 @@ _Static_assert(CO__AW_FAILED == CO__AW_FAILED_KIND, "co.h's failed kind");
  * else the -EINVAL awaiter. */
 static inline co_awaiter *co__wrong_kind(co_awaiter *aw)
 {
-	return aw->ops != NULL && aw->ops->kind == CO__AW_FAILED ? aw : co__einval_awaiter();
+	return aw->ops != NULL && CO__AW_KIND(aw->ops) == CO__AW_FAILED ? aw : co__einval_awaiter();
 }
 
 #endif

@@ -2,6 +2,7 @@
 /* I/O awaiters: SQE in, CQE out, frame resumed. See docs/io.md. */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,23 @@ enum {
 	K_RESTART = 1u << 7,  /* a splice or tee: a signal's end of it comes
 	                         back as the kernel's -ERESTARTSYS */
 };
+
+static const co_awaiter_ops io_ops, io_ops_plain;
+
+/* The short path through CO_AWAIT (co.h's co__parking): frame and res are
+ * where it stores the frame and reads the value. */
+_Static_assert(offsetof(co_io, frame) == offsetof(co__parking, frame), "co_io: frame");
+_Static_assert(offsetof(co_io, res) == offsetof(co__parking, value), "co_io: res");
+
+/* io's kind gains k: its await takes the full path (io_ops), whose
+ * suspend and resume read the kind. A plain await's (kind 0) value is the
+ * CQE's result as it is, and its suspend, when nothing was asked of the
+ * frame, only notes the frame: io_ops_plain lets CO_AWAIT do both. */
+static inline void io_kind_add(co_io *io, unsigned k)
+{
+	io->kind = (unsigned char)(io->kind | k);
+	io->aw.ops = &io_ops;
+}
 
 /* The SQEs of one await: the operation, its linked timeout, the
  * library's cancel of it, the timer before that cancel is asked again. */
@@ -88,7 +106,7 @@ static struct io_uring_sqe *io_own_sqe(co_engine *e, co_io *io, unsigned tag)
 static void io_cancel_op(co_engine *e, co_io *io)
 {
 	if (!(io->kind & K_AGAIN)) {
-		io->kind |= K_AGAIN;
+		io_kind_add(io, K_AGAIN);
 		io->again = 0;
 	}
 	if (io->again & AGAIN_ASK)
@@ -245,6 +263,8 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 
 /* No ready op: the suspend op tells, which saves a call per await. */
 static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO, "io" };
+static const co_awaiter_ops io_ops_plain = { NULL, io_suspend, io_resume, io_cancel,
+					     CO__AW_IO | CO__AW_PARKS | CO__AW_VALUE, "io" };
 
 static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
@@ -296,7 +316,7 @@ static co_awaiter *io_fail(co_io *io, int err)
  * them before. */
 static inline void io_start(co_io *io, unsigned kind)
 {
-	io->aw.ops = &io_ops;
+	io->aw.ops = kind ? &io_ops : &io_ops_plain;
 	io->info.cb = io_done;
 	io->frame = NULL;
 	io->pending = 1;
@@ -693,14 +713,14 @@ co_awaiter *co_fixed_file(co_awaiter *aw)
 
 	if (aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
-	if (aw->ops == NULL || aw->ops->kind != CO__AW_IO)
+	if (aw->ops == NULL || CO__AW_KIND(aw->ops) != CO__AW_IO)
 		return co__wrong_kind(aw); /* not I/O: -EINVAL */
 	if (io->pending == 0)
 		return aw; /* the prep failed: the await ends at once anyway */
 	/* right after the prep only (before co_deadline): its SQE is queued */
 	op = io->kind & K_DEADLINE ? NULL : co_engine_last_sqe(co__tls_engine, &io->info);
 	if (op == NULL) {
-		io->kind |= K_NOLIMIT; /* cancelled at once: -EINVAL */
+		io_kind_add(io, K_NOLIMIT); /* cancelled at once: -EINVAL */
 		return aw;
 	}
 	op->flags |= IOSQE_FIXED_FILE;
@@ -730,9 +750,9 @@ co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg),
 	 * operation the kernel holds back. Refused, as an opcode the kernel
 	 * lacks is: the SQE is taken, a nop completes it. */
 	if (co__unlikely(sqe->flags & IOSQE_IO_DRAIN))
-		io->kind |= K_DRAIN;
+		io_kind_add(io, K_DRAIN);
 	else if (!co_engine_supports(co__tls_engine, sqe->opcode))
-		io->kind |= K_UNSUP;
+		io_kind_add(io, K_UNSUP);
 	if (co__unlikely(io->kind)) {
 		io_uring_prep_nop(sqe);
 		sqe->user_data = data;
@@ -836,7 +856,7 @@ int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 	io_uring_prep_link_timeout(sqe, ts, 0);
 	io->tres = 0;
 	io->pending = 2;
-	io->kind |= K_DEADLINE;
+	io_kind_add(io, K_DEADLINE);
 	return 0;
 }
 
@@ -844,10 +864,10 @@ co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 {
 	if (aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
-	if (aw->ops == NULL || aw->ops->kind != CO__AW_IO)
+	if (aw->ops == NULL || CO__AW_KIND(aw->ops) != CO__AW_IO)
 		return co__wrong_kind(aw); /* not I/O: -EINVAL (co_timeout limits any) */
 	if (co__io_link_timeout(aw, ns) < 0)
-		((co_io *)aw)->kind |= K_NOLIMIT;
+		io_kind_add((co_io *)aw, K_NOLIMIT);
 	return aw;
 }
 

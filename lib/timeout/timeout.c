@@ -201,7 +201,7 @@ co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
 	if (aw == &l->aw || aw->ops == NULL)
 		return co__einval_awaiter(); /* a limit of itself (a fresh one has no ops yet) */
-	switch (aw->ops->kind) {
+	switch (CO__AW_KIND(aw->ops)) {
 	case CO__AW_FAILED:
 		return aw; /* the prep failed: it ends at once with its error */
 	case CO__AW_TRANSFER:

@@ -227,7 +227,7 @@ static void snapshot(co_frame *f)
 	me.moved_at[1] = f->label;
 	me.moved_at[2] = P(leaf->fn);
 	me.moved_at[3] = leaf->label;
-	me.moved_sub = leaf->u.aw && leaf->u.aw->ops ? leaf->u.aw->ops->kind : 0;
+	me.moved_sub = leaf->u.aw && leaf->u.aw->ops ? CO__AW_KIND(leaf->u.aw->ops) : 0;
 }
 
 void co__trace_wake(co_engine *e, co_frame *f)
@@ -267,7 +267,7 @@ void co__trace_frame(co_engine *e, co_frame *f, int kind)
 		}
 		leaf = f->top;
 		if (leaf->u.aw && leaf->u.aw->ops)
-			sub = leaf->u.aw->ops->kind;
+			sub = CO__AW_KIND(leaf->u.aw->ops);
 		record(CO_TRACE_WAIT, sub, 0, e, f, P(f->fn), f->label, P(leaf->fn), leaf->label);
 		return;
 	case CO_TRACE_YIELD:

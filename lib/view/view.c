@@ -57,7 +57,7 @@ static void name_wait(co_view_frame *r, const co_awaiter *aw)
 		r->wait = "await";
 		return;
 	}
-	switch (aw->ops->kind) {
+	switch (CO__AW_KIND(aw->ops)) {
 	case CO__AW_IO: {
 		unsigned op = ((const co_io *)aw)->op;
 

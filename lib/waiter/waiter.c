@@ -348,7 +348,7 @@ co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 {
 	if (aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
-	if (aw->ops == NULL || aw->ops->kind != CO__AW_WAIT)
+	if (aw->ops == NULL || CO__AW_KIND(aw->ops) != CO__AW_WAIT)
 		return co__wrong_kind(aw); /* not a wait: -EINVAL (co_timeout limits any) */
 	co__wait_limit(aw, co__deadline_after(ns));
 	return aw;
