@@ -489,6 +489,120 @@ static void test_null_arguments(void **state)
 	assert_int_equal(co_status(c), -EINVAL);
 }
 
+/* ---- awaits that must not wait on their operation alone -------------------- */
+
+/* A wait that should not be: every 2 s the guard writes to the pipe, which
+ * ends it with a count instead of the error the case expects (a failure,
+ * not a hang). The case cancels the guard once it is done. */
+struct pipe_guard {
+	co_frame co;
+	co_io io;
+	int fd;
+};
+
+static int pipe_guard_fn(co_frame *f)
+{
+	struct pipe_guard *g = (struct pipe_guard *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_sleep(&g->io, 2 * CO_S));
+		if (co_result(f) != 0)
+			break;
+		CO_AWAIT(f, co_write(&g->io, g->fd, "hang", 4, (uint64_t)-1));
+	}
+	CO_END(f);
+}
+
+struct nowait {
+	co_frame co;
+	co_io io, other;
+	co_awaiter *a;
+	int p[2];
+	char buf[8];
+	int r[4];
+	struct pipe_guard guard;
+};
+
+static void nowait_run(struct nowait *w, int (*fn)(co_frame *))
+{
+	memset(w, 0, sizeof *w);
+	assert_int_equal(pipe(w->p), 0);
+	co_init(&w->co, fn);
+	co_init(&w->guard.co, pipe_guard_fn);
+	w->guard.fd = w->p[1];
+	co_test_run_frames((co_frame *[]){ &w->co, &w->guard.co }, 2);
+	close(w->p[0]);
+	close(w->p[1]);
+}
+
+/* co_deadline and co_fixed_file given a read of an empty pipe after another
+ * prep took an SQE (so the read's is no longer the last): never a wait
+ * without the limit. The read is cancelled at once and the await ends with
+ * -EINVAL, although nothing would ever end it otherwise; the pipe still
+ * works afterwards. */
+static int late_fn(co_frame *f)
+{
+	struct nowait *l = (struct nowait *)f;
+	CO_BEGIN(f);
+	l->a = co_read(&l->io, l->p[0], l->buf, sizeof l->buf, (uint64_t)-1);
+	co_nop(&l->other); /* its CQE is never awaited: no frame to wake */
+	CO_AWAIT(f, co_deadline(l->a, CO_S));
+	l->r[0] = co_result(f);
+	l->a = co_read(&l->io, l->p[0], l->buf, sizeof l->buf, (uint64_t)-1);
+	co_nop(&l->other);
+	CO_AWAIT(f, co_fixed_file(l->a));
+	l->r[1] = co_result(f);
+	CO_AWAIT(f, co_write(&l->io, l->p[1], "ok", 2, (uint64_t)-1));
+	CO_AWAIT(f, co_read(&l->io, l->p[0], l->buf, sizeof l->buf, (uint64_t)-1));
+	l->r[2] = co_result(f);
+	co_cancel(&l->guard.co);
+	CO_END(f);
+}
+
+static void test_late_limit_never_waits(void **state)
+{
+	struct nowait l;
+	(void)state;
+	nowait_run(&l, late_fn);
+	assert_int_equal(l.r[0], -EINVAL);
+	assert_int_equal(l.r[1], -EINVAL);
+	assert_int_equal(l.r[2], 2);
+}
+
+/* A frame asked to cancel before it awaits an operation that would wait
+ * (a read of an empty pipe): the operation is submitted and cancelled at
+ * once, the await ends with -ECANCELED; under co_shield it would wait, so
+ * the shielded read is given data first. */
+static int asked_fn(co_frame *f)
+{
+	struct nowait *w = (struct nowait *)f;
+	CO_BEGIN(f);
+	w->r[3] = co_cancel(f);
+	CO_AWAIT(f, co_read(&w->io, w->p[0], w->buf, sizeof w->buf, (uint64_t)-1));
+	w->r[0] = co_result(f);
+	co_shield(f);
+	if (write(w->p[1], "ok", 2) != 2)
+		w->r[3] = -EIO;
+	CO_AWAIT(f, co_read(&w->io, w->p[0], w->buf, sizeof w->buf, (uint64_t)-1));
+	w->r[1] = co_result(f);
+	co_unshield(f);
+	CO_AWAIT(f, co_read(&w->io, w->p[0], w->buf, sizeof w->buf, (uint64_t)-1));
+	w->r[2] = co_result(f);
+	co_cancel(&w->guard.co);
+	CO_END(f);
+}
+
+static void test_cancelled_before_await(void **state)
+{
+	struct nowait w;
+	(void)state;
+	nowait_run(&w, asked_fn);
+	assert_int_equal(w.r[3], 0);
+	assert_int_equal(w.r[0], -ECANCELED);
+	assert_int_equal(w.r[1], 2);
+	assert_int_equal(w.r[2], -ECANCELED);
+}
+
 /* ---- lengths past 32 bits, and a write to a pipe with no reader -------------- */
 
 struct big {
@@ -760,6 +874,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_deadline_cancel_completion_race),
 		cmocka_unit_test(test_no_engine),
 		cmocka_unit_test(test_null_arguments),
+		cmocka_unit_test(test_late_limit_never_waits),
+		cmocka_unit_test(test_cancelled_before_await),
 		cmocka_unit_test(test_length_past_32_bits),
 		cmocka_unit_test(test_write_to_closed_pipe),
 		cmocka_unit_test(test_submit_batch),
