@@ -416,8 +416,9 @@ struct co_frame {
  *                  Without it the await cannot be cancelled, nor limited
  *                  in time (co_timeout answers -EINVAL).
  *   kind           0 for a user's awaiter; the library marks its own kinds
- *                  (I/O, waits, transfer ...) so that co_timeout can limit
- *                  each in its own way.
+ *                  (I/O, waits, transfer ...) in the low 16 bits, so that
+ *                  co_timeout can limit each in its own way, and flags of
+ *                  a shorter path in the high bits (CO__AW_PARKS below).
  *   name           optional; what a frame waiting here waits on, in a view
  *                  of the coroutines (coring/view.h): "vsync", "reply" ...
  *                  NULL: "await".
@@ -441,7 +442,7 @@ struct co_awaiter {
  * The library's short path through the protocol (private: its flags are
  * in the high bits of co_awaiter_ops.kind, which a user's awaiter leaves
  * 0; the kind itself is the low 16 bits, CO__AW_KIND). An awaiter whose
- * ops carry them begins with co__parking:
+ * ops carry them is laid out as co__parking:
  *   CO__AW_PARKS  it always waits and only needs its frame: CO_AWAIT stores
  *                 the frame in co__parking.frame and calls no suspend,
  *                 unless the root's cancel byte is not 0 (a cancel asked,

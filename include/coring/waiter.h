@@ -29,6 +29,13 @@ typedef struct co_waitq {
 struct co_waiter {
 	co_awaiter aw;                /* first, returned by the preps */
 	co_io_info info;              /* a timed wait's timer CQE */
+	co_frame *frame;              /* the waiting frame */
+	int res;                      /* the await's value (where co.h's
+	                                 co__parking has its value) */
+	unsigned char timed;          /* a timer is armed for this wait */
+	unsigned char timer_done;     /* the timer's CQE came (engine) */
+	unsigned short many;          /* channel receive: at most this many
+	                                 items (co_chan_recv_many); 0: one */
 	co_post post;                 /* a timed wait's "remove the timer",
 	                                 posted to its engine by the claimer */
 	co_stop_link stop_link;       /* on its engine's list of parked waits */
@@ -41,17 +48,11 @@ struct co_waiter {
 		struct co_mutex *mutex; /* condition variable: its mutex */
 		unsigned long mark;   /* mutex lock: its barges when it parked */
 	} u;
-	co_frame *frame;              /* the waiting frame */
 	co_engine *engine;            /* the engine it is parked on */
 	uint64_t deadline;            /* CLOCK_MONOTONIC ns; 0: none */
 	CO__ATOMIC(unsigned) state;   /* lib/waiter/waiter_internal.h: CO__W_* */
 	CO__ATOMIC(unsigned) pend;    /* timed: the timer's CQE and the removal
 	                                 post still due before the frame wakes */
-	int res;                      /* the await's value */
-	unsigned char timed;          /* a timer is armed for this wait */
-	unsigned char timer_done;     /* the timer's CQE came (engine) */
-	unsigned short many;          /* channel receive: at most this many
-	                                 items (co_chan_recv_many); 0: one */
 };
 
 /*

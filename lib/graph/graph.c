@@ -411,7 +411,7 @@ static int graph_wait_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops graph_wait_ops = {
-	{ NULL, graph_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, "graph" }, NULL
+	{ NULL, graph_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER, "graph" }, NULL
 };
 
 co_awaiter *co_graph_wait(co_waiter *w, co_graph *g)

@@ -34,8 +34,8 @@ enum {
 
 static const co_awaiter_ops io_ops, io_ops_plain;
 
-/* The short path through CO_AWAIT (co.h's co__parking): frame and res are
- * where it stores the frame and reads the value. */
+/* The short path through CO_AWAIT (co.h's co__parking): frame is where it
+ * stores the frame, res where it reads the value. */
 _Static_assert(offsetof(co_io, frame) == offsetof(co__parking, frame), "co_io: frame");
 _Static_assert(offsetof(co_io, res) == offsetof(co__parking, value), "co_io: res");
 

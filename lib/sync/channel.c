@@ -508,10 +508,10 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops send_ops = {
-	{ NULL, send_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, "channel send" }, NULL
+	{ NULL, send_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER, "channel send" }, NULL
 };
 static const co__wait_ops recv_ops = {
-	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, "channel recv" }, NULL
+	{ NULL, recv_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER, "channel recv" }, NULL
 };
 
 static co_awaiter *chan_prep(co_waiter *w, const co__wait_ops *ops, co_chan *c, void *item,

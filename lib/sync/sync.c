@@ -50,7 +50,7 @@ static int simple_suspend(co_awaiter *a, co_frame *f)
 
 #define SIMPLE_OPS(name, what, type, take_fn)                                       \
 	static const simple_ops name = {                                            \
-		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, what }, \
+		{ { NULL, simple_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER, what }, \
 		  NULL },                                                           \
 		take_fn, offsetof(type, q)                                          \
 	}
@@ -399,7 +399,7 @@ static void mutex_deliver(co_waiter *w)
 }
 
 static const simple_ops mutex_lock_ops = {
-	{ { NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT, "mutex" },
+	{ { NULL, mutex_lock_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER, "mutex" },
 	  mutex_deliver },
 	mutex_take, offsetof(co_mutex, q)
 };
@@ -776,7 +776,7 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 }
 
 static const co__wait_ops cond_wait_ops = {
-	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAIT,
+	{ NULL, cond_wait_suspend, co__wait_resume, co__wait_cancel, CO__AW_WAITER,
 	  "condition" },
 	cond_deliver
 };

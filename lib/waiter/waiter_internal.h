@@ -7,6 +7,8 @@
 #ifndef CORING_LIB_WAITER_INTERNAL_H
 #define CORING_LIB_WAITER_INTERNAL_H
 
+#include <stddef.h>
+
 #include <coring/waiter.h>
 #include "common/awaiter.h"
 #include "engine/engine_internal.h"
@@ -42,6 +44,12 @@ typedef struct co__wake_list {
 } co__wake_list;
 
 #define CO__WAKE_LIST_INIT { NULL, NULL }
+
+/* The kind of a waiter's ops: a wait (timeout.c and view.c tell it by
+ * that), whose value CO_AWAIT reads from res itself (co.h's short path),
+ * as co__wait_resume, which wrappers call, returns it. */
+#define CO__AW_WAITER (CO__AW_WAIT | CO__AW_VALUE)
+_Static_assert(offsetof(co_waiter, res) == offsetof(co__parking, value), "co_waiter: res");
 
 /* The shared ops every waiter uses for resume and cancel. */
 int co__wait_resume(co_awaiter *a, co_frame *f);
