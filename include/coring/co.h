@@ -917,20 +917,24 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 		a = co__einval_awaiter();
 	}
 	f->u.aw = a;
-	if (a->ops->ready && a->ops->ready(a, f))
-		return 0;
 	r = co_root(f);
+	if (CO__LIKELY(a->ops->kind & CO__AW_PARKS)) {
+		/* The short path (co__parking, which has no ready op): with
+		 * nothing asked of the root, the frame waits here. */
+		if (CO__LOAD_RELAXED(&r->cancel) == 0) {
+			r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
+			((co__parking *)(void *)a)->frame = f;
+			return 1;
+		}
+	} else if (a->ops->ready && a->ops->ready(a, f)) {
+		return 0;
+	}
 	/* Mark waiting before suspend(): from inside suspend() on, another
 	 * thread may wake and resume the frame. */
 	/* RUNNING (set by a debug co_resume) ends here in every build: the
 	 * body may be compiled with another CO_DEBUG than the resume. */
 	running = r->state & CO__ST_RUNNING;
 	r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
-	/* The short path (co__parking): nothing asked of the root. */
-	if ((a->ops->kind & CO__AW_PARKS) && CO__LOAD_RELAXED(&r->cancel) == 0) {
-		((co__parking *)(void *)a)->frame = f;
-		return 1;
-	}
 	if (a->ops->suspend(a, f))
 		return 1;
 	r->state = (r->state & ~(unsigned)CO__ST_WAITING) | running;
