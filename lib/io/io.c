@@ -32,7 +32,7 @@ enum {
 	                         back as the kernel's -ERESTARTSYS */
 };
 
-static const co_awaiter_ops io_ops, io_ops_plain;
+static const co_awaiter_ops io_ops, io_ops_plain, io_ops_parks;
 
 /* The short path through CO_AWAIT (co.h's co__parking): frame is where it
  * stores the frame, res where it reads the value. */
@@ -42,7 +42,8 @@ _Static_assert(offsetof(co_io, res) == offsetof(co__parking, value), "co_io: res
 /* io's kind gains k: its await takes the full path (io_ops), whose
  * suspend and resume read the kind. A plain await's (kind 0) value is the
  * CQE's result as it is, and its suspend, when nothing was asked of the
- * frame, only notes the frame: io_ops_plain lets CO_AWAIT do both. */
+ * frame, only notes the frame: io_ops_plain lets CO_AWAIT do both; a
+ * sleep's, a signal wait's, a splice's (io_ops_parks) the suspend. */
 static inline void io_kind_add(co_io *io, unsigned k)
 {
 	io->kind = (unsigned char)(io->kind | k);
@@ -265,6 +266,10 @@ static int io_cancel(co_awaiter *a, co_frame *f)
 static const co_awaiter_ops io_ops = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO, "io" };
 static const co_awaiter_ops io_ops_plain = { NULL, io_suspend, io_resume, io_cancel,
 					     CO__AW_IO | CO__AW_PARKS | CO__AW_VALUE, "io" };
+/* A sleep, a signal wait, a splice or tee: the value needs io_resume (it
+ * maps the CQE's result), the suspend is a plain one's. */
+static const co_awaiter_ops io_ops_parks = { NULL, io_suspend, io_resume, io_cancel,
+					     CO__AW_IO | CO__AW_PARKS, "io" };
 
 static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
@@ -316,7 +321,9 @@ static co_awaiter *io_fail(co_io *io, int err)
  * them before. */
 static inline void io_start(co_io *io, unsigned kind)
 {
-	io->aw.ops = kind ? &io_ops : &io_ops_plain;
+	io->aw.ops = kind == 0				     ? &io_ops_plain
+		     : kind & ~(K_SLEEP | K_SIGNAL | K_RESTART) ? &io_ops
+								 : &io_ops_parks;
 	io->info.cb = io_done;
 	io->frame = NULL;
 	io->pending = 1;
