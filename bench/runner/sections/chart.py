@@ -89,7 +89,8 @@ set terminal pngcairo size 1400,1700 font ",10" noenhanced
 set output "{png}"
 set datafile missing "-"
 set grid ytics
-set key top right
+# the keys outside the plots, at their right: inside, they hid bars and points
+set key outside right top vertical
 set multiplot layout 4,2 title "coring vs epoll, raw liburing, libuv, Asio, Go, tokio, nginx; file reads vs fio; hand-off vs Go, tokio ({self.mode}, {self.now:%Y-%m-%d}, {self.pin.ncpu} CPUs)"
 set style data histograms
 set style histogram clustered gap 1
@@ -104,7 +105,6 @@ set ylabel "server CPU us/request (log)"
 set title "echo and HTTP: server CPU per request (lower is better)"
 {plot(hist(bars, 2 + len(CHART_SHORT), names, ecolors))}
 set style data linespoints
-set key top left
 set xtics norotate
 set logscale x
 set xlabel "connections (log)"

@@ -236,11 +236,10 @@ class Handoff:
         def hist(data):
             return "plot " + ", ".join(f'"{data}" using {2 + i}' + (":xtic(1)" if i == 0 else "") +
                                        f' title "{t}" lc rgb {colors[i]}' for i, t in enumerate(titles))
-        return f"""set offsets 1, 0, 0, 0
-set ylabel "us per round trip (log)"
+        return f"""set ylabel "us per round trip (log)"
 set title "hand-off between 2 contexts: round trips (lower is better)"
 {hist(rt)}
+set xtics rotate by -60
 set ylabel "million items or lock operations/s (log)"
 set title "hand-off between 2 contexts: channel items/s and mutex ops/s (higher is better)"
-{hist(rate)}
-set offsets 0, 0, 0, 0"""
+{hist(rate)}"""
