@@ -669,7 +669,7 @@ static inline void co_unshield(co_frame *f)
 
 /* How co_resume returns a suspension r of root's chain (YIELD or WAIT).
  * After a wait the awaiter may already have handed the frame to another
- * thread: touch nothing (the await cleared RUNNING before). */
+ * thread: touch nothing (the wake clears RUNNING: co__wake_root). */
 static inline int co__suspended(co_frame *root, int r)
 {
 #if CO_DEBUG
@@ -722,16 +722,21 @@ static CO__NOINLINE int co__resume_odd(co_frame *root, unsigned hot)
 	co_frame *cur = root->top;
 	int r;
 
-	CO__CHECK(!(hot & CO__ST_DBG_RUNNING),
-		  "co_resume: frame is running (resumed from its own body or an "
-		  "interrupt handler)");
+	/* WAITING first: a frame that waits keeps the RUNNING of the resume
+	 * that ran it until its wake (co__wake_root) */
 	if (hot & (CO__ST_DONE | CO__ST_WAITING | CO__ST_CHILD)) {
 		CO__CHECK(!(hot & CO__ST_DONE), "co_resume: frame already finished");
 		CO__CHECK(!(hot & CO__ST_WAITING),
 			  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
+		CO__CHECK(!(hot & CO__ST_DBG_RUNNING),
+			  "co_resume: frame is running (resumed from its own body or an "
+			  "interrupt handler)");
 		/* release builds: a child runs only when its root resumes */
 		return (hot & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 	}
+	CO__CHECK(!(hot & CO__ST_DBG_RUNNING),
+		  "co_resume: frame is running (resumed from its own body or an "
+		  "interrupt handler)");
 	r = cur->fn(cur);
 	if (r != CO__RET_DONE)
 		return co__suspended(root, r);
@@ -803,8 +808,11 @@ static inline co_frame *co__wake_root(co_frame *f)
 	if (CO__UNLIKELY(!(r->state & CO__ST_WAITING)))
 		return NULL; /* release builds: never queue a frame twice */
 	/* a store, not |= / &=: only co_wake writes the word while the frame
-	 * waits (co_cancel writes r->cancel) */
-	CO__STORE_RELAXED(&r->state, r->state & ~(unsigned)CO__ST_WAITING);
+	 * waits (co_cancel writes r->cancel). RUNNING (set by a debug
+	 * co_resume, which a body's await leaves) ends here too: the frame
+	 * runs again only through another co_resume. */
+	CO__STORE_RELAXED(&r->state,
+			  r->state & ~(unsigned)(CO__ST_WAITING | CO__ST_RUNNING));
 	return r;
 }
 
@@ -910,19 +918,18 @@ static inline co_awaiter *co__einval_awaiter(void)
 static inline int co__await_begin(co_frame *f, co_awaiter *a)
 {
 	co_frame *r;
-	unsigned running;
 
 	if (CO__UNLIKELY(a == NULL)) {
 		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
 		a = co__einval_awaiter();
 	}
 	f->u.aw = a;
-	r = co_root(f);
 	if (CO__LIKELY(a->ops->kind & CO__AW_PARKS)) {
 		/* The short path (co__parking, which has no ready op): with
 		 * nothing asked of the root, the frame waits here. */
+		r = co_root(f);
 		if (CO__LOAD_RELAXED(&r->cancel) == 0) {
-			r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
+			r->state |= CO__ST_WAITING;
 			((co__parking *)(void *)a)->frame = f;
 			return 1;
 		}
@@ -930,14 +937,14 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 		return 0;
 	}
 	/* Mark waiting before suspend(): from inside suspend() on, another
-	 * thread may wake and resume the frame. */
-	/* RUNNING (set by a debug co_resume) ends here in every build: the
-	 * body may be compiled with another CO_DEBUG than the resume. */
-	running = r->state & CO__ST_RUNNING;
-	r->state = (r->state | CO__ST_WAITING) & ~(unsigned)CO__ST_RUNNING;
-	if (a->ops->suspend(a, f))
+	 * thread may wake and resume the frame. Nothing but f lives across
+	 * the ops' calls (a and the root are taken again), so that a body,
+	 * which enters through its prologue at every resume, saves no
+	 * register for them. */
+	co_root(f)->state |= CO__ST_WAITING;
+	if (f->u.aw->ops->suspend(f->u.aw, f))
 		return 1;
-	r->state = (r->state & ~(unsigned)CO__ST_WAITING) | running;
+	co_root(f)->state &= (uint16_t)~CO__ST_WAITING; /* completed at once */
 	return 0;
 }
 
