@@ -952,7 +952,7 @@ static inline int co__await_end(co_frame *f)
 {
 	co_awaiter *a = f->u.aw;
 
-	if (a->ops->kind & CO__AW_VALUE)
+	if (CO__LIKELY(a->ops->kind & CO__AW_VALUE))
 		return ((co__parking *)(void *)a)->value;
 	return a->ops->resume ? a->ops->resume(a, f) : 0;
 }
