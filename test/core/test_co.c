@@ -1142,6 +1142,32 @@ static void misuse_reenter_self(void)
 	misuse_reenter(0);
 }
 
+/* The same after an await whose suspend completed at once: the frame still
+ * runs inside the resume that ran it, so it is still marked running (the
+ * mark ends at a wake, and nothing woke it). */
+struct reawait {
+	co_frame co;
+	struct probe p;
+};
+
+static struct reawait reawait_probe;
+
+static int reawait_fn(co_frame *f)
+{
+	struct reawait *r = (struct reawait *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &r->p.aw);
+	co_resume(f);
+	CO_END(f);
+}
+
+static void misuse_reenter_after_await(void)
+{
+	reawait_probe.p = (struct probe){ .aw = { &probe_ops }, .suspends = 0 };
+	co_init(&reawait_probe.co, reawait_fn);
+	co_resume(&reawait_probe.co);
+}
+
 static void misuse_reenter_signal(void)
 {
 	misuse_reenter(1);
@@ -1346,6 +1372,7 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
 	assert_true(traps_with(misuse_reenter_self, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_reenter_signal, "co_resume: frame is running"));
+	assert_true(traps_with(misuse_reenter_after_await, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_body_called_plainly, "called as a plain function"));
 	{
 		struct helped h;
