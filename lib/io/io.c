@@ -345,7 +345,7 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 
 /* io_begin for the preps below, which call nothing on their common path:
  * with the SQ too full, the SQE is the thread's spill slot (*spilled set)
- * and io_prepped moves it into the SQ once it is filled. An operation the
+ * and io_unspill moves it into the SQ once it is filled. An operation the
  * kernel lacks (opcode, not 0, that the engine's probe did not find) ends
  * the await with -EOPNOTSUPP, nothing queued. */
 static inline struct io_uring_sqe *io_begin_prep(co_io *io, unsigned opcode, int in_ring,
@@ -381,21 +381,24 @@ static __attribute__((noinline, cold)) co_awaiter *io_unspill(co_io *io)
 	return &io->aw;
 }
 
-/* A prep filled sqe: named, and moved into the SQ if it was spilled (a
- * tail call, so that the common path saves no register). */
-static inline co_awaiter *io_prepped(co_io *io, struct io_uring_sqe *sqe, int spilled)
+/* A prep filled sqe: the await's fields, the early submit of a read or
+ * write (soon), the name. */
+static inline void io_prepped(co_io *io, unsigned kind, int soon, struct io_uring_sqe *sqe)
 {
+	io_start(io, kind);
+	if (soon)
+		co__tls_engine->submit_soon = 1;
 	io_named(io, sqe);
-	if (co__unlikely(spilled))
-		return io_unspill(io);
-	return &io->aw;
 }
 
 /* The body of a prep: begin (opcode 0: one every kernel has), fill, end;
  * soon: a read or write, which goes to the kernel as soon as its frame
  * suspends (a disk serves several at once), not at the turn's end
  * (docs/engine.md, "The loop"); in_ring: a prep that needs its SQE's
- * place in the SQ (a timeout's timespec), never spilled. */
+ * place in the SQ (a timeout's timespec), never spilled. A spilled SQE
+ * is filled on a path of its own, which ends in the tail call that moves
+ * it into the SQ: the common path tests the spill once and saves one
+ * register. */
 #define IO_PREP_AS(io, kind, opcode, soon, in_ring, prep_call)           \
 	do {                                                             \
 		int spilled_;                                            \
@@ -403,11 +406,14 @@ static inline co_awaiter *io_prepped(co_io *io, struct io_uring_sqe *sqe, int sp
 			io_begin_prep((io), (opcode), (in_ring), &spilled_); \
 		if (sqe == NULL)                                         \
 			return (io) ? &(io)->aw : NULL;                  \
+		if (co__unlikely(spilled_)) {                            \
+			prep_call;                                       \
+			io_prepped((io), (kind), (soon), sqe);           \
+			return io_unspill(io);                           \
+		}                                                        \
 		prep_call;                                               \
-		io_start((io), (kind));                                  \
-		if (soon)                                                \
-			co__tls_engine->submit_soon = 1;                 \
-		return io_prepped((io), sqe, spilled_);                  \
+		io_prepped((io), (kind), (soon), sqe);                   \
+		return &(io)->aw;                                        \
 	} while (0)
 
 #define IO_PREP_OP(io, kind, opcode, prep_call) IO_PREP_AS(io, kind, opcode, 0, 0, prep_call)
