@@ -122,15 +122,19 @@ static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigne
 {
 	co_frame *f;
 
-	for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++) {
-		if (co__unlikely(cancel_deadline)) {
+	if (co__likely(cancel_deadline == 0)) {
+		/* the loop as a server runs it: no test of the stop per frame */
+		for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++)
+			resume_one(e, f, roam);
+	} else {
+		for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++) {
 			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
 			}
 			CO__OR_BYTE(&f->cancel, CO__CANCEL_ASKED);
+			resume_one(e, f, roam);
 		}
-		resume_one(e, f, roam);
 	}
 #ifdef CO_WITH_VIEW
 	e->running = NULL; /* between two resumes it names the frame that ran,
