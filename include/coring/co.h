@@ -728,9 +728,6 @@ static CO__NOINLINE int co__resume_odd(co_frame *root, unsigned hot)
 		CO__CHECK(!(hot & CO__ST_DONE), "co_resume: frame already finished");
 		CO__CHECK(!(hot & CO__ST_WAITING),
 			  "co_resume: frame waits on an awaiter; only co_wake may make it ready");
-		CO__CHECK(!(hot & CO__ST_DBG_RUNNING),
-			  "co_resume: frame is running (resumed from its own body or an "
-			  "interrupt handler)");
 		/* release builds: a child runs only when its root resumes */
 		return (hot & CO__ST_DONE) ? CO_DONE : CO_WAITING;
 	}
