@@ -234,7 +234,9 @@ static int child_fn(co_frame *f)
 {
 	struct child *c = (struct child *)f;
 	CO_BEGIN(f);
-	c->kind = co_context_current() ? co_context_current()->kind : 99;
+	/* read by the test's thread while the child sleeps */
+	__atomic_store_n(&c->kind, co_context_current() ? co_context_current()->kind : 99,
+			 __ATOMIC_RELEASE);
 	if (c->sleep_ns) {
 		CO_AWAIT(f, co_sleep(&c->io, c->sleep_ns));
 		c->slept = co_result(f);
@@ -294,7 +296,7 @@ static void test_spawn_on(void **state)
 	co_init(&q.co, parent_fn);
 	assert_int_equal(co_sched_spawn_kind(&s, 0, &q.co), 0);
 	WAIT_UNTIL(atomic_load(&q.waiting));
-	WAIT_UNTIL(q.kid.kind == 1); /* it is asleep over there */
+	WAIT_UNTIL(__atomic_load_n(&q.kid.kind, __ATOMIC_ACQUIRE) == 1); /* asleep over there */
 	assert_int_equal(co_cancel(&q.co), 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(q.res, -ECANCELED);
@@ -332,10 +334,65 @@ static void test_spawn_on(void **state)
  * does not run: a lone engine never run, a context not started, a manual
  * context nobody ticks. The child has not started, so it is finished for
  * it (-ECANCELED, it never runs) and the await ends: -ETIME, -ECANCELED. */
+/* An awaiter around another that raises a flag once the inner one's
+ * suspend has returned 1: the awaiting frame is parked by then, so a
+ * co_cancel from another thread reaches the await's cancel op, not the
+ * cancel byte that a suspend still to run would read ("cancelled before
+ * the await": nothing spawned). */
+struct signal_after {
+	co_awaiter aw;
+	co_awaiter *inner;
+	atomic_int *flag;
+};
+
+static int signal_after_ready(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((struct signal_after *)a)->inner;
+
+	return in->ops->ready ? in->ops->ready(in, f) : 0;
+}
+
+static int signal_after_suspend(co_awaiter *a, co_frame *f)
+{
+	struct signal_after *s = (struct signal_after *)a;
+	int r = s->inner->ops->suspend(s->inner, f);
+
+	if (r)
+		atomic_store(s->flag, 1);
+	return r;
+}
+
+static int signal_after_resume(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((struct signal_after *)a)->inner;
+
+	return in->ops->resume ? in->ops->resume(in, f) : 0;
+}
+
+static int signal_after_cancel(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((struct signal_after *)a)->inner;
+
+	return in->ops->cancel(in, f);
+}
+
+static const co_awaiter_ops signal_after_ops = { signal_after_ready, signal_after_suspend,
+						 signal_after_resume, signal_after_cancel, 0,
+						 "signal_after" };
+
+static co_awaiter *signal_after(struct signal_after *s, co_awaiter *inner, atomic_int *flag)
+{
+	s->aw.ops = &signal_after_ops;
+	s->inner = inner;
+	s->flag = flag;
+	return &s->aw;
+}
+
 struct limited_parent {
 	co_frame co;
 	co_when w;
 	co_limit lim;
+	struct signal_after sig;
 	struct child kid;
 	co_engine *on;
 	uint64_t limit_ns;
@@ -347,11 +404,10 @@ static int limited_parent_fn(co_frame *f)
 {
 	struct limited_parent *p = (struct limited_parent *)f;
 	CO_BEGIN(f);
-	atomic_store(&p->waiting, 1);
 	if (p->limit_ns)
 		CO_AWAIT(f, co_timeout(&p->lim, co_spawn_on(&p->w, p->on, &p->kid.co), p->limit_ns));
 	else
-		CO_AWAIT(f, co_spawn_on(&p->w, p->on, &p->kid.co));
+		CO_AWAIT(f, signal_after(&p->sig, co_spawn_on(&p->w, p->on, &p->kid.co), &p->waiting));
 	p->res = co_result(f);
 	CO_END(f);
 }
@@ -374,8 +430,8 @@ static void spawn_on_idle(co_engine *on, uint64_t limit_ns)
 	assert_int_equal(co_engine_spawn(&e, &p.co), 0);
 	co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
 	if (!limit_ns) {
-		/* its engine takes the request at a turn after the one that
-		 * runs the frame into its await */
+		/* the child spawned and the parent parked: the cancel
+		 * reaches the await (see signal_after) */
 		WAIT_UNTIL(atomic_load(&p.waiting));
 		assert_int_equal(co_cancel(&p.co), 0);
 	}
