@@ -159,7 +159,7 @@ struct co__view_slot;
 	co_io_info *last_info;          /* whose the last SQE handed out                \
 	                                   (the SQ tail's) is, until the next submit */ \
 	unsigned sqe_shift;             /* 1 with IORING_SETUP_SQE128 */                \
-	unsigned cqe_shift;             /* 1 with IORING_SETUP_CQE32 */                 \
+	unsigned cqe_shift;             /* a CQE's bytes, log2: 4, 5 with CQE32 */      \
 	int stealing;                   /* a scheduler may steal frames                 \
 	                                   (the ready ring is used) */                  \
 	unsigned char submit_soon;      /* look at the SQ after this                    \

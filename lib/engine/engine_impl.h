@@ -344,15 +344,21 @@ int co__engine_slice_end(co_engine *e);
 /* Every sleep's check (invariant 1): sleeping goes up, then epoch is
  * looked at; something changed since snap (or a frame is queued, looked at
  * again as a guard): no sleep, 0. Else 1, counted in stats.waits. */
-static co__inline int co__engine_sleep_begin(co_engine *e, unsigned snap)
+static co__inline int co__engine_sleep_as(co_engine *e, unsigned snap, int queued_looked_at)
 {
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
-	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap || e->local_n != 0) {
+	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap ||
+	    (!queued_looked_at && e->local_n != 0)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
 	return 1;
+}
+
+static co__inline int co__engine_sleep_begin(co_engine *e, unsigned snap)
+{
+	return co__engine_sleep_as(e, snap, 0);
 }
 
 /* liburing's flush: the kernel sees the SQEs handed out up to the tail,
@@ -375,12 +381,12 @@ static co__inline unsigned co__engine_sq_flush(co_engine *e)
  * for a completion, with the flags the first run worked out (the ring fd
  * registered or not; under valgrind a slice).
  */
-static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
+static co__inline int co__engine_sleep_now_as(co_engine *e, unsigned snap, int queued_looked_at)
 {
 	unsigned tail;
 	int ret;
 
-	if (!co__engine_sleep_begin(e, snap))
+	if (!co__engine_sleep_as(e, snap, queued_looked_at))
 		return 0;
 	tail = co__engine_sq_flush(e);
 	ret = io_uring_enter2((unsigned)e->enter_fd, tail - *e->ring.sq.khead, 1, e->enter_flags,
@@ -389,6 +395,18 @@ static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
 	if (co__unlikely(ret == -ETIME))
 		return co__engine_slice_end(e);
 	return ret;
+}
+
+static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
+{
+	return co__engine_sleep_now_as(e, snap, 0);
+}
+
+/* The loop's quick turn, which has just looked at local_n on this thread:
+ * the guard's second look is left out. */
+static co__inline int co__engine_sleep_quick(co_engine *e, unsigned snap)
+{
+	return co__engine_sleep_now_as(e, snap, 1);
 }
 
 /* With nothing in flight the engine can only be waiting for another

@@ -173,7 +173,8 @@ static inline void co__engine_push_owner(co_engine *e, co_frame *f)
  * by hand) takes co_wake's path. When the loop's completion walk is open
  * for it (an engine thieves do not take from; no frame kept aside yet)
  * and nothing is queued, the root goes to e->direct instead: the walk
- * resumes it at its end (docs/engine.md, "The loop"). */
+ * resumes it at its end (docs/engine.md, "The loop"); once one is kept
+ * aside, the others go to the owner's FIFO without the test for thieves. */
 static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 {
 	co_frame *r = co__wake_root(f);
@@ -183,8 +184,15 @@ static inline void co__engine_wake_here(co_engine *e, co_frame *f)
 		return;
 	run = CO__LOAD_RELAXED(&r->runner);
 	if (co__likely(run == &e->runner)) {
+		uintptr_t d = (uintptr_t)e->direct;
+
 		CO__TRACE_WAKE(e, r); /* before the push: a thief may take it */
-		if (e->direct == CO__DIRECT_OPEN && e->local_n == 0) {
+		if (d > (uintptr_t)CO__DIRECT_OPEN) {
+			/* a frame kept aside: thieves do not take from e */
+			co__engine_local_push(e, r);
+			return;
+		}
+		if (d == (uintptr_t)CO__DIRECT_OPEN && e->local_n == 0) {
 			e->direct = r;
 			return;
 		}

@@ -174,7 +174,8 @@ static co__inline unsigned reap(co_engine *e, int direct)
 	if (direct)
 		e->direct = CO__DIRECT_OPEN;
 	do {
-		struct io_uring_cqe *cqe = &cq->cqes[(head & mask) << shift];
+		struct io_uring_cqe *cqe =
+			(struct io_uring_cqe *)((char *)cq->cqes + ((size_t)(head & mask) << shift));
 		uintptr_t ud = (uintptr_t)cqe->user_data;
 		co_io_info *info = (co_io_info *)(ud & ~(uintptr_t)CO_IO_TAG_MASK);
 
@@ -204,8 +205,12 @@ static co__inline unsigned reap(co_engine *e, int direct)
 static co__inline void reap_all(co_engine *e, int direct)
 {
 	/* With FEAT_NODROP the kernel keeps what did not fit in the CQ; flush
-	 * it in as soon as there is room. */
-	while (reap(e, direct) && co__unlikely(io_uring_cq_has_overflow(&e->ring))) {
+	 * it in as soon as there is room. It keeps a completion aside only
+	 * while the CQ is full, and only the walk empties it: the walk after
+	 * one was kept finds the CQ full, so a walk that did not need not look
+	 * at the flag (the kernel's wait flushes what it kept too). */
+	while (co__unlikely(reap(e, direct) == e->ring.cq.ring_entries) &&
+	       io_uring_cq_has_overflow(&e->ring)) {
 		e->stats.cq_overflow++;
 		io_uring_get_events(&e->ring);
 	}
@@ -312,10 +317,12 @@ static co__inline int loop_as(co_engine *e, int mode, int steal)
 		uint64_t wait_ns, cancel_deadline;
 
 		if (!steal && co__likely(quick_turn(e, snap))) {
-			/* co__engine_wait, with I/O in flight and no limit */
+			/* co__engine_wait, with I/O in flight and no limit;
+			 * quick_turn just found no frame queued (only this
+			 * thread queues to local_n) */
 			e->stats.turns++;
 			cancel_deadline = 0;
-			ret = co__likely(e->enter_fd >= 0) ? co__engine_sleep_now(e, snap)
+			ret = co__likely(e->enter_fd >= 0) ? co__engine_sleep_quick(e, snap)
 							   : co__engine_sleep(e, snap, 0, 0);
 		} else {
 			cancel_deadline = turn_begin(e, snap, &wait_ns);

@@ -285,7 +285,7 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	if (ret < 0)
 		goto fail;
 	e->sqe_shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
-	e->cqe_shift = (e->ring.flags & IORING_SETUP_CQE32) ? 1 : 0;
+	e->cqe_shift = (e->ring.flags & IORING_SETUP_CQE32) ? 5 : 4; /* a CQE's bytes, log2 */
 	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
 	if (e->ts == NULL) {
 		io_uring_queue_exit(&e->ring);

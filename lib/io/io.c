@@ -271,16 +271,25 @@ static const co_awaiter_ops io_ops_plain = { NULL, io_suspend, io_resume, io_can
 static const co_awaiter_ops io_ops_parks = { NULL, io_suspend, io_resume, io_cancel,
 					     CO__AW_IO | CO__AW_PARKS, "io" };
 
-static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+/* A CQE of io's counted out: the last one wakes the awaiting frame (none
+ * yet when the await is still being prepared); one before the last may
+ * need the library's cancel asked again (io_again). */
+static inline void io_count_out(co_engine *e, co_io *io)
 {
-	co_io *io = co__container_of(info, co_io, info);
+	if (co__likely(--io->pending == 0)) {
+		if (io->frame)
+			co__engine_wake_here(e, io->frame);
+	} else if (co__unlikely(io->kind & (K_AGAIN | K_DEADLINE))) {
+		io_again(e, &io->info);
+	}
+}
 
-	if (tag < TAG_CANCEL) /* (the library's own cancels and timers: not traced) */
-		CO__TRACE_COMPLETE(io->frame, info, res, tag);
-	if (co__likely((tag | (cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE))) == 0)) {
-		io->res = res; /* the operation's one CQE */
-		io->cqe_flags = cqe_flags;
-	} else if (tag == TAG_DEADLINE) {
+/* Any CQE but an operation's one and only: a linked timeout's, the
+ * library's cancel or timer, a zero-copy send's two. */
+static __attribute__((noinline)) void io_done_other(co_engine *e, co_io *io, int res,
+						     unsigned cqe_flags, unsigned tag)
+{
+	if (tag == TAG_DEADLINE) {
 		io->tres = res;
 	} else if (tag != TAG_OP) { /* the library's cancel or timer */
 		io_answer(io, tag, res);
@@ -291,12 +300,22 @@ static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags,
 		io->cqe_flags = cqe_flags;
 		io->pending++;
 	}
-	if (--io->pending == 0) {
-		if (io->frame)
-			co__engine_wake_here(e, io->frame);
-	} else if (co__unlikely(io->kind & (K_AGAIN | K_DEADLINE))) {
-		io_again(e, info);
+	io_count_out(e, io);
+}
+
+static void io_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
+{
+	co_io *io = co__container_of(info, co_io, info);
+
+	if (tag < TAG_CANCEL) /* (the library's own cancels and timers: not traced) */
+		CO__TRACE_COMPLETE(io->frame, info, res, tag);
+	if (co__unlikely((tag | (cqe_flags & (IORING_CQE_F_NOTIF | IORING_CQE_F_MORE))) != 0)) {
+		io_done_other(e, io, res, cqe_flags, tag);
+		return;
 	}
+	io->res = res; /* the operation's one CQE */
+	io->cqe_flags = cqe_flags;
+	io_count_out(e, io);
 }
 
 /* An await that completes at once with err (bad arguments, no engine):
@@ -382,13 +401,23 @@ static __attribute__((noinline, cold)) co_awaiter *io_unspill(co_io *io)
 }
 
 /* A prep filled sqe: the await's fields, the early submit of a read or
- * write (soon), the name. */
+ * write (soon), the name. pending (1), kind, op and again (0: read only
+ * under K_AGAIN, which sets it) are adjacent bytes, written in one store:
+ * with the prep inlined, the opcode is a constant. */
+_Static_assert(offsetof(co_io, kind) == offsetof(co_io, pending) + 1 &&
+		       offsetof(co_io, op) == offsetof(co_io, pending) + 2 &&
+		       offsetof(co_io, again) == offsetof(co_io, pending) + 3,
+	       "co_io: pending, kind, op, again adjacent");
+
 static inline void io_prepped(co_io *io, unsigned kind, int soon, struct io_uring_sqe *sqe)
 {
+	unsigned char bytes[4] = { 1, (unsigned char)kind, sqe->opcode, 0 };
+
 	io_start(io, kind);
+	memcpy((char *)io + offsetof(co_io, pending), bytes, sizeof bytes);
 	if (soon)
 		co__tls_engine->submit_soon = 1;
-	io_named(io, sqe);
+	CO__TRACE_SUBMIT(sqe);
 }
 
 /* The body of a prep: begin (opcode 0: one every kernel has), fill, end;

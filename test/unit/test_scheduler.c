@@ -321,6 +321,81 @@ static void test_stealing_spreads_work(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* Waits on I/O (a nop) instead of yielding, until some task has come
+ * back from a completion on another context than the one it waited on,
+ * or 20 s have passed: the completion's wake is what puts the frame in
+ * its context's ready ring, where a thief can take it. */
+struct io_stealee {
+	co_frame co;
+	co_io io;
+	co_context *before, *ran_on;
+	atomic_int *moved;
+	uint64_t deadline;
+};
+
+static int io_stealee_fn(co_frame *f)
+{
+	struct io_stealee *w = (struct io_stealee *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(w->moved) && co_now_ns() < w->deadline) {
+		for (volatile int spin = 0; spin < 20000; spin++)
+			;
+		w->before = co_context_current();
+		CO_AWAIT(f, co_nop(&w->io));
+		assert_int_equal(co_result(f), 0);
+		if (co_context_current() != w->before)
+			atomic_store(w->moved, 1);
+	}
+	w->ran_on = co_context_current();
+	CO_END(f);
+}
+
+/* Keeps its context turning (a context with work of its own steals at
+ * every turn that finds nothing ready; an idle one sleeps until kicked). */
+static int io_poller_fn(co_frame *f)
+{
+	struct io_stealee *w = (struct io_stealee *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(w->moved) && co_now_ns() < w->deadline) {
+		CO_AWAIT(f, co_nop(&w->io));
+		assert_int_equal(co_result(f), 0);
+	}
+	CO_END(f);
+}
+
+static void test_stealing_takes_io_woken_frames(void **state)
+{
+	/* every task on context 0, busy between its completions, and a
+	 * poller that keeps context 1 turning: a thief takes some woken by a
+	 * completion (which, on an engine thieves take from, goes to the ring
+	 * they see, never to the owner's own FIFO) */
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	static struct io_stealee w[64], poller;
+	atomic_int moved = 0;
+	uint64_t deadline = co_now_ns() + 20 * CO_S;
+	int on[2] = { 0, 0 };
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	poller = (struct io_stealee){ .moved = &moved, .deadline = deadline };
+	co_init(&poller.co, io_poller_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 1, &poller.co), 0);
+	for (int i = 0; i < 64; i++) {
+		w[i] = (struct io_stealee){ .moved = &moved, .deadline = deadline };
+		co_init(&w[i].co, io_stealee_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 0, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 64; i++) {
+		assert_non_null(w[i].ran_on);
+		on[w[i].ran_on == &s.ctx[1]]++;
+	}
+	print_message("      context 0 finished %d, context 1 finished %d\n", on[0], on[1]);
+	assert_int_equal(atomic_load(&moved), 1);
+	assert_int_equal(on[0] + on[1], 64);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 static void test_no_stealing_keeps_work(void **state)
 {
 	co_sched s;
@@ -1226,6 +1301,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
 		cmocka_unit_test(test_stealing_spreads_work),
+		cmocka_unit_test(test_stealing_takes_io_woken_frames),
 		cmocka_unit_test(test_no_stealing_keeps_work),
 		cmocka_unit_test(test_dispatch_strategies),
 		cmocka_unit_test(test_run_waits_for_io),

@@ -974,6 +974,7 @@ struct in_frame {
 	co_frame co;
 	co_bufring b;
 	int res;
+	atomic_int done; /* the test's thread waits for it */
 };
 
 static int in_frame_fn(co_frame *f)
@@ -984,6 +985,7 @@ static int in_frame_fn(co_frame *f)
 	t->res = co_bufring_init(&t->b, co_engine_current(), 8, 128);
 	if (t->res == 0)
 		t->res = co_bufring_destroy(&t->b);
+	atomic_store(&t->done, 1);
 	CO_END(f);
 }
 
@@ -1026,10 +1028,11 @@ static void test_bufring_errors(void **state)
 	t.res = 1;
 	co_init(&t.co, in_frame_fn);
 	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
-	WAIT_UNTIL(co_done(&t.co));
-	assert_int_equal(t.res, 0);
+	WAIT_UNTIL(atomic_load(&t.done));
 	co_engine_stop(&e, CO_STOP_DRAIN);
 	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_true(co_done(&t.co)); /* read once the engine's thread is joined */
+	assert_int_equal(t.res, 0);
 	/* once another thread ran it: -EPERM from here */
 	assert_int_equal(co_bufring_init(&b[0], &e, 4, 64), -EPERM);
 	assert_int_equal(co_engine_destroy(&e), 0);
