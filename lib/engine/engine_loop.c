@@ -118,16 +118,22 @@ static co__inline void resume_one(co_engine *e, co_frame *f, int roam)
 /* Resume up to max ready frames; a yield waits for the next turn (the
  * later list). Under a cancel stop, every frame resumed is marked
  * cancelled first. */
-static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max, int roam)
+static co__inline co_frame *ready_pop(co_engine *e, int steal)
+{
+	return steal ? co__engine_ready_pop(e) : co__engine_local_pop(e);
+}
+
+static co__inline void run_ready(co_engine *e, uint64_t cancel_deadline, unsigned max, int roam,
+				 int steal)
 {
 	co_frame *f;
 
 	if (co__likely(cancel_deadline == 0)) {
 		/* the loop as a server runs it: no test of the stop per frame */
-		for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++)
+		for (unsigned n = 0; n < max && (f = ready_pop(e, steal)) != NULL; n++)
 			resume_one(e, f, roam);
 	} else {
-		for (unsigned n = 0; n < max && (f = co__engine_ready_pop(e)) != NULL; n++) {
+		for (unsigned n = 0; n < max && (f = ready_pop(e, steal)) != NULL; n++) {
 			if (f->label == 0 || co__now_ns() >= cancel_deadline) {
 				co__engine_abandon(e, f);
 				continue;
@@ -328,9 +334,9 @@ static co__inline int loop_as(co_engine *e, int mode, int steal)
 			cancel_deadline = turn_begin(e, snap, &wait_ns);
 			turn_ready(e);
 			if (steal && co__unlikely(e->roam != NULL)) /* roam: stealing groups only */
-				run_ready(e, cancel_deadline, e->batch, 1);
+				run_ready(e, cancel_deadline, e->batch, 1, steal);
 			else
-				run_ready(e, cancel_deadline, e->batch, 0);
+				run_ready(e, cancel_deadline, e->batch, 0, steal);
 			if (e->local_n != 0 ||
 			    ((uintptr_t)e->later_head | (uintptr_t)e->turns_head) != 0 ||
 			    (steal && co__engine_ring_size(e) != 0)) {
@@ -423,7 +429,7 @@ static int tick(co_engine *e)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
 	reap_all(e, 0); /* its frames run below, after those ready before */
 	turn_ready(e);
-	run_ready(e, cancel_deadline, ready_count(e) + e->batch, e->roam != NULL);
+	run_ready(e, cancel_deadline, ready_count(e) + e->batch, e->roam != NULL, 1);
 	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
 		ret = io_uring_submit(&e->ring);
 	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
