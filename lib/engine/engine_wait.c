@@ -85,6 +85,15 @@ static void spin_adapt(co_engine *e, int found)
 		e->spin_cur = 0;
 }
 
+/* Pauses between two looks at epoch while polling. epoch shares its line
+ * with what a sender changes on its way in (the visit count, the live
+ * count, the inbox); each look while it is on its way takes the line back
+ * from it, and the sender's next change has to fetch it again. Three
+ * pauses, against one: a transfer round trip 13 % and a co_spawn_on round
+ * trip 33 % shorter on the machine of docs/benchmarks.md, the other
+ * hand-offs level; 8 made the transfer 50 % longer (the wait for the look). */
+#define SPIN_PAUSES 3
+
 /* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
  * 1 if one came (epoch moved, or frames were stolen), 0 if not. */
 static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
@@ -98,7 +107,7 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 		return 0; /* enough contexts poll already */
 	/* a single writer; readable from any thread (engine.h) */
 	__atomic_store_n(&e->stats.spins, e->stats.spins + 1, __ATOMIC_RELAXED);
-	/* the clock is first read after 64 pauses: a hand-off that comes
+	/* the clock is first read after 64 looks: a hand-off that comes
 	 * sooner (most do) costs no clock read */
 	for (unsigned i = 1, start_set = 0;; i++) {
 		/* relaxed: a hint; the next turn reads epoch seq_cst */
@@ -106,7 +115,8 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 			found = 1;
 			break;
 		}
-		co__cpu_relax();
+		for (unsigned k = 0; k < SPIN_PAUSES; k++)
+			co__cpu_relax();
 		if (i % 64 == 0) {
 			uint64_t now = co__now_ns();
 
