@@ -416,6 +416,57 @@ static void test_take_inside_own_borrow_refused(void **state)
 	assert_int_equal(co_context_destroy(&other), 0);
 }
 
+/* ---- a context never started whose engine was ticked by hand ------------------ */
+
+/* Its engine has an owner (the thread that ticked it) and may hold frames
+ * that started: the cancel stop leaves its queued frames to the owner's
+ * next tick or run, which finishes the unstarted ones unrun and resumes
+ * the started ones with the cancel asked, as on any engine. */
+struct yielder {
+	co_frame co;
+	int started, saw_cancel;
+};
+
+static int yielder_fn(co_frame *f)
+{
+	struct yielder *y = (struct yielder *)f;
+	CO_BEGIN(f);
+	y->started = 1;
+	while (!co_cancelled(f))
+		CO_YIELD(f);
+	y->saw_cancel = 1;
+	CO_END(f);
+}
+
+static void test_cancel_stop_leaves_a_hand_ticked_engine_to_its_owner(void **state)
+{
+	co_context c;
+	struct yielder y;
+	co_frame queued;
+	(void)state;
+
+	memset(&y, 0, sizeof y);
+	atomic_store(&never_ran, 0);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_init(&y.co, yielder_fn);
+	assert_int_equal(co_engine_spawn(&c.engine, &y.co), 0);
+	assert_true(co_engine_tick(&c.engine) >= 0); /* this thread owns it now */
+	assert_int_equal(y.started, 1);
+	co_init(&queued, never_fn);
+	assert_int_equal(co_context_spawn(&c, &queued), 0);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+	assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0);
+	assert_false(co_done(&queued)); /* not finished by the stop... */
+	assert_false(co_done(&y.co));
+	for (int i = 0; i < 100 && !(co_done(&queued) && co_done(&y.co)); i++)
+		assert_true(co_engine_tick(&c.engine) >= 0); /* ...but by its owner's ticks */
+	assert_int_equal(co_status(&queued), -ECANCELED);
+	assert_int_equal(atomic_load(&never_ran), 0);
+	assert_true(co_done(&y.co));
+	assert_int_equal(y.saw_cancel, 1);
+	assert_int_equal(co_context_destroy(&c), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -432,6 +483,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_cancel_waits_out_a_view_inside_at_look),
 		cmocka_unit_test(test_start_waits_out_a_cancel_stop),
 		cmocka_unit_test(test_take_inside_own_borrow_refused),
+		cmocka_unit_test(test_cancel_stop_leaves_a_hand_ticked_engine_to_its_owner),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
