@@ -343,22 +343,18 @@ int co__engine_slice_end(co_engine *e);
 
 /* Every sleep's check (invariant 1): sleeping goes up, then epoch is
  * looked at; something changed since snap (or a frame is queued, looked at
- * again as a guard): no sleep, 0. Else 1, counted in stats.waits. */
-static co__inline int co__engine_sleep_as(co_engine *e, unsigned snap, int queued_looked_at)
+ * again as a guard unless the caller just looked: looked): no sleep, 0.
+ * Else 1, counted in stats.waits. */
+static co__inline int co__engine_sleep_begin(co_engine *e, unsigned snap, int looked)
 {
 	atomic_store_explicit(&e->sleeping, 1, memory_order_seq_cst); /* pairs with engine_kick */
 	if (atomic_load_explicit(&e->epoch, memory_order_seq_cst) != snap ||
-	    (!queued_looked_at && e->local_n != 0)) {
+	    (!looked && e->local_n != 0)) {
 		atomic_store_explicit(&e->sleeping, 0, memory_order_relaxed);
 		return 0;
 	}
 	e->stats.waits++;
 	return 1;
-}
-
-static co__inline int co__engine_sleep_begin(co_engine *e, unsigned snap)
-{
-	return co__engine_sleep_as(e, snap, 0);
 }
 
 /* liburing's flush: the kernel sees the SQEs handed out up to the tail,
@@ -381,12 +377,12 @@ static co__inline unsigned co__engine_sq_flush(co_engine *e)
  * for a completion, with the flags the first run worked out (the ring fd
  * registered or not; under valgrind a slice).
  */
-static co__inline int co__engine_sleep_now_as(co_engine *e, unsigned snap, int queued_looked_at)
+static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap, int looked)
 {
 	unsigned tail;
 	int ret;
 
-	if (!co__engine_sleep_as(e, snap, queued_looked_at))
+	if (!co__engine_sleep_begin(e, snap, looked))
 		return 0;
 	tail = co__engine_sq_flush(e);
 	ret = io_uring_enter2((unsigned)e->enter_fd, tail - *e->ring.sq.khead, 1, e->enter_flags,
@@ -397,18 +393,6 @@ static co__inline int co__engine_sleep_now_as(co_engine *e, unsigned snap, int q
 	return ret;
 }
 
-static co__inline int co__engine_sleep_now(co_engine *e, unsigned snap)
-{
-	return co__engine_sleep_now_as(e, snap, 0);
-}
-
-/* The loop's quick turn, which has just looked at local_n on this thread:
- * the guard's second look is left out. */
-static co__inline int co__engine_sleep_quick(co_engine *e, unsigned snap)
-{
-	return co__engine_sleep_now_as(e, snap, 1);
-}
-
 /* With nothing in flight the engine can only be waiting for another
  * thread: it polls for that first; with I/O in flight, a server's every
  * turn, it sleeps at once (inline: a few tests in the loop). */
@@ -417,7 +401,7 @@ static inline int co__engine_wait(co_engine *e, unsigned snap, uint64_t ns, int 
 	if (co__unlikely(e->inflight == 0) && e->spin_max != 0)
 		return co__engine_wait_idle(e, snap, ns, idle);
 	if (co__likely((ns | (uint64_t)idle) == 0) && e->enter_fd >= 0)
-		return co__engine_sleep_now(e, snap);
+		return co__engine_sleep_now(e, snap, 0);
 	return co__engine_sleep(e, snap, ns, idle);
 }
 int co__engine_idle_sleep(co_engine *e, uint64_t ns);

@@ -328,7 +328,7 @@ static co__inline int loop_as(co_engine *e, int mode, int steal)
 			 * thread queues to local_n) */
 			e->stats.turns++;
 			cancel_deadline = 0;
-			ret = co__likely(e->enter_fd >= 0) ? co__engine_sleep_quick(e, snap)
+			ret = co__likely(e->enter_fd >= 0) ? co__engine_sleep_now(e, snap, 1)
 							   : co__engine_sleep(e, snap, 0, 0);
 		} else {
 			cancel_deadline = turn_begin(e, snap, &wait_ns);

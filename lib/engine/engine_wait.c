@@ -398,7 +398,7 @@ int co__engine_sleep(co_engine *e, unsigned snap, uint64_t ns, int idle)
 	 * that a poll catches costs no write to the scheduler's count. */
 	if (idle)
 		co__engine_quiet_set(e, snap);
-	if (!co__engine_sleep_begin(e, snap))
+	if (!co__engine_sleep_begin(e, snap, 0))
 		return 0;
 	if (co__unlikely(under_valgrind()))
 		return engine_slept(e, valgrind_sleep(e, ns, idle));

@@ -337,16 +337,24 @@ static co_awaiter *io_fail(co_io *io, int err)
 
 /* The await's fields as an operation starts. res and cqe_flags are the
  * CQE's, tres the linked timeout's (set when one is linked): nothing reads
- * them before. */
-static inline void io_start(co_io *io, unsigned kind)
+ * them before. pending (1), kind, op and again (0: read only under
+ * K_AGAIN, which sets it) are adjacent bytes, written in one store: with a
+ * prep inlined, the opcode is a constant. */
+_Static_assert(offsetof(co_io, kind) == offsetof(co_io, pending) + 1 &&
+		       offsetof(co_io, op) == offsetof(co_io, pending) + 2 &&
+		       offsetof(co_io, again) == offsetof(co_io, pending) + 3,
+	       "co_io: pending, kind, op, again adjacent");
+
+static inline void io_start(co_io *io, unsigned kind, unsigned char op)
 {
+	unsigned char bytes[4] = { 1, (unsigned char)kind, op, 0 };
+
 	io->aw.ops = kind == 0				     ? &io_ops_plain
 		     : kind & ~(K_SLEEP | K_SIGNAL | K_RESTART) ? &io_ops
 								 : &io_ops_parks;
 	io->info.cb = io_done;
 	io->frame = NULL;
-	io->pending = 1;
-	io->kind = (unsigned char)kind;
+	memcpy((char *)io + offsetof(co_io, pending), bytes, sizeof bytes);
 }
 
 /* Start an operation: an SQE of the current engine, or a failed await. */
@@ -358,7 +366,7 @@ static struct io_uring_sqe *io_begin(co_io *io, unsigned kind)
 		io_fail(io, -ENXIO);
 		return NULL;
 	}
-	io_start(io, kind);
+	io_start(io, kind, 0); /* the caller names the operation (io_named) */
 	return co__engine_sqe(e, &io->info, TAG_OP);
 }
 
@@ -401,20 +409,10 @@ static __attribute__((noinline, cold)) co_awaiter *io_unspill(co_io *io)
 }
 
 /* A prep filled sqe: the await's fields, the early submit of a read or
- * write (soon), the name. pending (1), kind, op and again (0: read only
- * under K_AGAIN, which sets it) are adjacent bytes, written in one store:
- * with the prep inlined, the opcode is a constant. */
-_Static_assert(offsetof(co_io, kind) == offsetof(co_io, pending) + 1 &&
-		       offsetof(co_io, op) == offsetof(co_io, pending) + 2 &&
-		       offsetof(co_io, again) == offsetof(co_io, pending) + 3,
-	       "co_io: pending, kind, op, again adjacent");
-
+ * write (soon), the trace. */
 static inline void io_prepped(co_io *io, unsigned kind, int soon, struct io_uring_sqe *sqe)
 {
-	unsigned char bytes[4] = { 1, (unsigned char)kind, sqe->opcode, 0 };
-
-	io_start(io, kind);
-	memcpy((char *)io + offsetof(co_io, pending), bytes, sizeof bytes);
+	io_start(io, kind, sqe->opcode);
 	if (soon)
 		co__tls_engine->submit_soon = 1;
 	CO__TRACE_SUBMIT(sqe);
