@@ -89,9 +89,12 @@ static void spin_adapt(co_engine *e, int found)
  * with what a sender changes on its way in (the visit count, the live
  * count, the inbox); each look while it is on its way takes the line back
  * from it, and the sender's next change has to fetch it again. Three
- * pauses, against one: a transfer round trip 13 % and a co_spawn_on round
- * trip 33 % shorter on the machine of docs/benchmarks.md, the other
- * hand-offs level; 8 made the transfer 50 % longer (the wait for the look). */
+ * pauses, against one, on the machine of docs/benchmarks.md: in its fast
+ * mode for traffic between CPUs a transfer round trip 13 % and a
+ * co_spawn_on round trip 33 % shorter, the other hand-offs level; in its
+ * slow mode (a line transfer about 7x dearer) the transfer about 15 %
+ * longer and co_spawn_on level to 10 % longer; 8 made the transfer 50 %
+ * longer (the wait for the look). */
 #define SPIN_PAUSES 3
 
 /* Poll for a hand-off until wait_ns (0: no limit) or the budget runs out:
