@@ -243,6 +243,12 @@ void co__engine_wake_op(co_runner *r, co_frame *f);
  * time limit (the MOVING mark, then the runner): 0, or -ECANCELED or
  * -EBUSY (pinned) with nothing published. */
 int co__engine_runner_move(co_frame *f, co_engine *to);
+/* runner_move in two halves, for a caller with more to decide between
+ * them: the mark (0, -ECANCELED, -EBUSY; a cancel asked after it waits
+ * for the unmark), then the unmark, publishing `to` as the runner (NULL:
+ * the runner stays, the move is given up). */
+int co__engine_runner_mark(co_frame *f);
+void co__engine_runner_unmark(co_frame *f, co_engine *to);
 /* f, counted on from and moved to `to` (runner and count), leaves from's
  * count and list for to's list (inside a visit of from). */
 void co__engine_rehome(co_engine *from, co_engine *to, co_frame *f);

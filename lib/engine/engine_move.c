@@ -45,27 +45,36 @@ unsigned co__engine_steal(co_engine *thief, co_engine *victim, unsigned max)
  * the engine running it to target, and wake it there. Fails, leaving
  * everything as it was, with -ESHUTDOWN if target refuses spawns, or
  * -ECANCELED if the frame was asked to cancel.
+ *
+ * What touches target (the visit, the count, the push, the kick: one cache
+ * line that target's thread may be polling) comes together: the frame is
+ * marked and leaves from's list before, from's count drops after. Each
+ * look of target's poller between two of those writes takes the line back
+ * and costs the next one a transfer.
  */
 int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 {
+	int visit, err = co__engine_runner_mark(root);
+	co_frame *r;
+
+	if (err < 0)
+		return err;
+	co__view_del(from, root); /* target lists it when it takes it */
 	/* Counted inside a visit, as a spawn is: target never sees the count
 	 * without the visitor or the frame (co__engine_visitor_inside). */
-	int visit = co__engine_visit_begin(target), err = 0;
-
-	if (!co__engine_live_get(target))
-		err = -ESHUTDOWN;
-	else if ((err = co__engine_runner_move(root, target)) < 0)
-		co__live_drop(target);
-	if (err == 0) {
-		co_frame *r;
-
-		co__live_drop(from);
-		co__view_del(from, root); /* target lists it when it takes it */
-		CO__TRACE_TRANSFER(root, from, target);
-		r = co__wake_root(root); /* co_wake, inside this visit */
-		if (r)
-			co__engine_enqueue(target, visit, r);
+	visit = co__engine_visit_begin(target);
+	if (!co__engine_live_get(target)) {
+		co__engine_visit_end(target, visit);
+		co__engine_runner_unmark(root, NULL);
+		co__view_add(from, root); /* the slot it left: no allocation */
+		return -ESHUTDOWN;
 	}
+	co__engine_runner_unmark(root, target);
+	CO__TRACE_TRANSFER(root, from, target);
+	r = co__wake_root(root); /* co_wake, inside this visit */
+	if (r)
+		co__engine_enqueue(target, visit, r);
 	co__engine_visit_end(target, visit);
-	return err;
+	co__live_drop(from); /* ours: nothing of the frame is read */
+	return 0;
 }

@@ -75,7 +75,7 @@ int co__engine_call_begin(co_engine *e, int *remote)
 	return -EINVAL;
 }
 
-int co__engine_runner_move(co_frame *f, co_engine *to)
+int co__engine_runner_mark(co_frame *f)
 {
 	unsigned char old = co__cx_load(f);
 
@@ -86,9 +86,23 @@ int co__engine_runner_move(co_frame *f, co_engine *to)
 			return -ECANCELED;
 	} while (!__atomic_compare_exchange_n(&f->cancel, &old, (unsigned char)(old | CO__CX_MOVING), 1,
 					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
-	__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_MOVING, __ATOMIC_RELEASE);
 	return 0;
+}
+
+void co__engine_runner_unmark(co_frame *f, co_engine *to)
+{
+	if (to)
+		__atomic_store_n(&f->runner, &to->runner, __ATOMIC_RELEASE);
+	__atomic_fetch_and(&f->cancel, (unsigned char)~CO__CX_MOVING, __ATOMIC_RELEASE);
+}
+
+int co__engine_runner_move(co_frame *f, co_engine *to)
+{
+	int err = co__engine_runner_mark(f);
+
+	if (err == 0)
+		co__engine_runner_unmark(f, to);
+	return err;
 }
 
 void co__engine_rehome(co_engine *from, co_engine *to, co_frame *f)

@@ -10,12 +10,14 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include <coring/scheduler.h>
 #include <coring/sync.h>
 #include <coring/io.h>
+#include <coring/view.h>
 #include "common/fault.h"
 #include "helpers.h"
 
@@ -247,6 +249,105 @@ static void test_transfer_errors(void **state)
 	assert_int_equal(co_context_destroy(&a), 0);
 	assert_int_equal(co_context_destroy(&b), 0);
 	assert_int_equal(co_context_join(&b), -EINVAL); /* never started */
+}
+
+/* Moves to a context that refuses it, then waits on an event. */
+struct refused {
+	co_frame co;
+	co_transfer tr;
+	co_waiter w;
+	co_event *ev;
+	co_context *to;
+	int moved, waited;
+	atomic_int after;
+};
+
+static int refused_fn(co_frame *f)
+{
+	struct refused *r = (struct refused *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_transfer_to(&r->tr, r->to));
+	r->moved = co_result(f);
+	atomic_store(&r->after, 1);
+	CO_AWAIT(f, co_event_wait(&r->w, r->ev));
+	r->waited = co_result(f);
+	CO_END(f);
+}
+
+static void *cancel_thread(void *arg)
+{
+	struct refused *r = arg;
+
+	co_cancel(&r->co); /* waits while a move it raced is under way */
+	atomic_store(&r->after, 2);
+	return NULL;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * A transfer the target refuses (it stopped) leaves the frame as it was:
+ * still listed by its engine's view (the move takes it out of the list
+ * before it asks the target, and puts it back), and still cancellable
+ * from another thread (the move marks the frame before it asks, and a
+ * cancel waits for the mark to go: a mark left behind would hold that
+ * cancel for good). The cancel runs on a thread of its own and is given
+ * 5 s, so a mark left behind fails the case instead of hanging it.
+ */
+static void test_transfer_refused_leaves_frame_as_it_was(void **state)
+{
+	co_context a, b;
+	co_event ev;
+	struct refused r = { .ev = &ev };
+	pthread_t t;
+	uint64_t t0;
+	(void)state;
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_context_init(&a, NULL), 0);
+	assert_int_equal(co_context_init(&b, NULL), 0);
+	assert_int_equal(co_context_stop(&b, 0), 0);
+	r.to = &b;
+	co_init(&r.co, refused_fn);
+	assert_int_equal(co_context_spawn(&a, &r.co), 0);
+	assert_int_equal(co_context_start(&a, CO_RUN_UNTIL_STOP), 0);
+	/* waiting on the event once listed so (the view answers on a's
+	 * thread, after the await suspended) */
+	for (t0 = mono_ms();; usleep(1000)) {
+		co_view v;
+		int waiting = 0;
+
+		assert_true(mono_ms() - t0 < 5000);
+		if (atomic_load(&r.after) == 0)
+			continue;
+		if (!co_view_available())
+			break;
+		assert_int_equal(co_view_engine(&v, &a.engine, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.unanswered, 0);
+		assert_int_equal(v.n, 1); /* listed after the refusal */
+		assert_ptr_equal(v.frames[0].frame, &r.co);
+		waiting = v.frames[0].state == CO_VIEW_WAITING && v.frames[0].wait &&
+			  strcmp(v.frames[0].wait, "event") == 0;
+		co_view_free(&v);
+		if (waiting)
+			break;
+	}
+	assert_int_equal(r.moved, -ESHUTDOWN);
+	assert_int_equal(pthread_create(&t, NULL, cancel_thread, &r), 0);
+	for (t0 = mono_ms(); atomic_load(&r.after) != 2; usleep(1000))
+		assert_true(mono_ms() - t0 < 5000); /* the cancel returned */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(co_context_stop(&a, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_context_join(&a), 0);
+	assert_true(co_done(&r.co));
+	assert_int_equal(r.waited, -ECANCELED);
+	assert_int_equal(co_context_destroy(&a), 0);
+	assert_int_equal(co_context_destroy(&b), 0);
 }
 
 /* ---- work stealing ------------------------------------------------------------ */
@@ -1300,6 +1401,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawns_race_end_of_run),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
+		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
 		cmocka_unit_test(test_stealing_takes_io_woken_frames),
 		cmocka_unit_test(test_no_stealing_keeps_work),
