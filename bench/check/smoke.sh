@@ -135,7 +135,7 @@ shapes="pingpong transfer spawn chan1 chan16 chan256 chan16_many chan256_many pi
 roam="pingpong_roam spawn_roam chan1_roam chan16_roam chan256_roam mutex1_roam mutex32_roam"
 # shellcheck disable=SC2086
 handoff_check "$B/contexts/handoff" coring $shapes $roam
-handoff_check "$B/contexts/handoff_pthread" pthread spin cond mutex
+handoff_check "$B/contexts/handoff_pthread" pthread spin hop cond mutex
 "$B/contexts/handoff" --shapes pingpong,mutex32 --rt 100 --ops 6400 >"$tmp/ho.out" &&
 	[ "$(grep -c '^handoff ' "$tmp/ho.out")" -eq 2 ] || { echo "FAIL: handoff --shapes"; cat "$tmp/ho.out"; exit 1; }
 echo "ok: handoff --shapes"

@@ -7,6 +7,11 @@
  *          waits for 2i+2, the other waits for 2i+1 and stores 2i+2 (the
  *          fastest round trip two CPUs can make; a side that waits long
  *          yields its CPU): ns per round trip
+ *   hop    spin, with 128 bytes (two cache lines apart from the turn's)
+ *          that each side reads and writes in its turn before it passes
+ *          the turn on: a piece of state that moves to the other CPU and is
+ *          used there, the least a transfer of a frame between two threads
+ *          costs (co_transfer_to's row): ns per round trip
  *   cond   the same turn-taking through a mutex and two condition
  *          variables (each side sleeps until the other wakes it: the round
  *          trip of a sleeping thread): ns per round trip
@@ -28,7 +33,7 @@
 
 #include "handoff.h"
 
-static const char *const shapes[] = { "spin", "cond", "mutex", NULL };
+static const char *const shapes[] = { "spin", "hop", "cond", "mutex", NULL };
 
 static struct handoff_args args;
 static uint64_t deadline;
@@ -72,9 +77,26 @@ static void run_pair(void *(*a)(void *), void *(*b)(void *), void *arg)
 
 struct spin {
 	_Alignas(64) atomic_uint_least64_t turn;
+	/* hop: the state that moves; word 0 in one line, word 8 in the
+	 * next, each the last turn's value (ordered by turn's release and
+	 * acquire) */
+	_Alignas(64) uint64_t pay[16];
 	_Alignas(64) long rounds_a, rounds_b;
-	int bad;
+	int bad, hop;
 };
+
+/* hop: take the state the other side left for turn `was` and leave it for
+ * turn `now`; 0 if it was not there (spin: nothing to move, always 1). */
+static int spin_move(struct spin *s, uint64_t was, uint64_t now)
+{
+	if (!s->hop)
+		return 1;
+	if (s->pay[0] != was || s->pay[8] != was)
+		return 0;
+	s->pay[0] = now;
+	s->pay[8] = now;
+	return 1;
+}
 
 /* Spin until turn is no longer old; its new value. After 1024 pauses (far
  * longer than a round trip between two running threads) the partner is
@@ -101,6 +123,10 @@ static void *spin_a(void *arg)
 
 	handoff_span_begin(&span);
 	for (i = 0; i < args.rt && !past_deadline(i, 16); i++) {
+		if (!spin_move(s, 2 * (uint64_t)i, 2 * (uint64_t)i + 1)) {
+			s->bad = 1;
+			break;
+		}
 		atomic_store_explicit(&s->turn, 2 * (uint64_t)i + 1, memory_order_release);
 		if (spin_wait(s, 2 * (uint64_t)i + 1) != 2 * (uint64_t)i + 2) {
 			s->bad = 1;
@@ -121,29 +147,36 @@ static void *spin_b(void *arg)
 	long i;
 
 	for (i = 0; (v = spin_wait(s, last)) != STOP; i++) {
-		if (v != 2 * (uint64_t)i + 1) { /* a's turn out of order: stop it */
+		/* --miscount: the turn wrong (spin), or only the state (hop) */
+		int wrong = args.miscount && i == MISCOUNT_AT;
+
+		/* a's turn out of order, or its state not there: stop it */
+		if (v != 2 * (uint64_t)i + 1 || !spin_move(s, v, 2 * (uint64_t)i + 2 + (wrong && s->hop))) {
 			s->bad = 1;
 			atomic_store_explicit(&s->turn, STOP, memory_order_release);
 			break;
 		}
-		last = 2 * (uint64_t)i + 2 + (args.miscount && i == MISCOUNT_AT);
+		last = 2 * (uint64_t)i + 2 + (wrong && !s->hop);
 		atomic_store_explicit(&s->turn, last, memory_order_release);
 	}
 	s->rounds_b = i;
 	return NULL;
 }
 
-static void spin(void)
+static void spin(const char *shape, int hop)
 {
 	static struct spin s;
 
 	atomic_init(&s.turn, 0);
+	memset(s.pay, 0, sizeof s.pay);
 	s.bad = 0;
+	s.hop = hop;
 	start_shape(1);
 	run_pair(spin_a, spin_b, &s);
 	if (s.bad || s.rounds_a != s.rounds_b || s.rounds_a < 1)
-		handoff_fail("pthread", "spin", "a turn was lost or out of order");
-	handoff_rt("pthread", "spin", s.rounds_a, handoff_span_seconds(&span));
+		handoff_fail("pthread", shape, hop ? "a turn or its state was lost or out of order"
+						   : "a turn was lost or out of order");
+	handoff_rt("pthread", shape, s.rounds_a, handoff_span_seconds(&span));
 }
 
 /* ---- cond: sleep and wake ------------------------------------------------------------------ */
@@ -289,7 +322,9 @@ int main(int argc, char **argv)
 	args = handoff_parse(argc, argv);
 	handoff_check_shapes(&args, shapes, argv[0]);
 	if (handoff_want(&args, "spin"))
-		spin();
+		spin("spin", 0);
+	if (handoff_want(&args, "hop"))
+		spin("hop", 1);
 	if (handoff_want(&args, "cond"))
 		cond();
 	if (handoff_want(&args, "mutex"))

@@ -27,14 +27,14 @@ HANDOFF_BASE = ["pingpong", "transfer", "spawn", "chan1", "chan16", "chan256", "
 # rule Go and tokio run every shape under, compared with their same shape
 HANDOFF_ROAM = ["pingpong", "spawn", "chan1", "chan16", "chan256", "mutex1", "mutex32"]
 HANDOFF_SHAPES = {"coring": HANDOFF_BASE + [s + "_roam" for s in HANDOFF_ROAM],
-                  "pthread": ["spin", "cond", "mutex"], "go": HANDOFF_BASE}
+                  "pthread": ["spin", "hop", "cond", "mutex"], "go": HANDOFF_BASE}
 # tokio has no transfer (a task cannot be moved to a thread) and no channel of
 # capacity 0 (Go's stand-in)
 HANDOFF_SHAPES["tokio"] = [s for s in HANDOFF_BASE if s != "transfer"]
 # the table's rows: shape, label, the pthread limit's shape, the condition variable's
 HANDOFF_ROWS = [
     ("pingpong", "channel ping-pong, capacity 1, round trip", "spin", "cond"),
-    ("transfer", "co_transfer_to 0 -> 1 -> 0 (Go: unbuffered hop)", "spin", "cond"),
+    ("transfer", "co_transfer_to 0 -> 1 -> 0 (Go: unbuffered hop)", "hop", "cond"),
     ("spawn", "co_spawn_on round trip (Go: go func; tokio: spawn)", "spin", "cond"),
     ("chan1", "channel 8 B items, capacity 1", None, None),
     ("chan16", "channel 8 B items, capacity 16", None, None),
@@ -193,7 +193,8 @@ class Handoff:
                          f"{rat[0]:>11}{rat[1]:>14}{rat[2]:>14}{spread[0] if spread else '-':>10}")
         noisy = sum(r["noisy_rounds"] for r in self.handoff_rows if r["shape"] in ("pingpong", "spin"))
         lines.append("(ratios of the figures shown: for round trips lower is better, for rates higher; "
-                     "limit: two threads spinning on one cache line, or on a pthread_mutex; cond: two threads "
+                     "limit: two threads spinning on one cache line (for the transfer, with 128 bytes that move to the "
+                     "other thread at each turn), or on a pthread_mutex; cond: two threads "
                      "taking turns through a condition variable; spread: coring's, (max - min) / median)")
         if noisy:
             lines.append(f"({noisy} noisy run(s) kept after {self.retries} repeats)")
