@@ -66,7 +66,7 @@ int co__engine_move(co_frame *root, co_engine *from, co_engine *target)
 	if (!co__engine_live_get(target)) {
 		co__engine_visit_end(target, visit);
 		co__engine_runner_unmark(root, NULL);
-		co__view_add(from, root); /* into the slot it left, now free */
+		co__view_add(from, root); /* a free slot: the one it left at least */
 		return -ESHUTDOWN;
 	}
 	co__engine_runner_unmark(root, target);
