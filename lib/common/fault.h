@@ -48,6 +48,8 @@ enum co__fault_point {
 	                          to take the engine (lib/engine/engine_state.c) */
 	CO__POINT_TAKE_REFUSED, /* a run, a tick or a destroy found the engine taken (a borrower may
 	                           hold it) and has not looked at the borrowers yet (lib/engine/engine_state.c) */
+	CO__POINT_MUTEX_REPARKED, /* a mutex waiter's retry found the mutex held, put the waiter back
+	                             at the head of the queue and released the lock (lib/sync/sync.c) */
 	CO__POINTS
 };
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include <coring/sync.h>
+#include "common/fault.h"
 #include "waiter/waiter_internal.h"
 
 
@@ -357,21 +358,28 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
 static void mutex_retry(co_waiter *w)
 {
 	co_mutex *m = w->obj;
-	int waiting = 0, handed;
+	int waiting = 0, timed = 0, handed;
 
 	co__lock(m);
 	handed = m->invited == MUTEX_HELD_FOR;
 	m->invited = 0;
 	if (handed) /* held since that unlock: its now (MX_SLOW was set) */
 		mutex_hold(m, w->engine, 0);
-	if (handed || mutex_take_or_mark(m, w->engine))
+	if (handed || mutex_take_or_mark(m, w->engine)) {
 		w->res = 0;
-	else /* held, MX_SLOW set: back to the head of the queue */
+	} else { /* held, MX_SLOW set: back to the head of the queue */
 		waiting = co__wait_repark(w);
+		/* Read under the lock: once it is released, an unlock on
+		 * another thread may claim an untimed waiter again, and its
+		 * frame run there and reuse it at once. A timed one stays
+		 * ours until its timer's CQE (co__wait_repark). */
+		timed = waiting && w->timed;
+	}
 	co__unlock(m);
-	if (waiting)
+	co__fault_point(CO__POINT_MUTEX_REPARKED);
+	if (timed)
 		co__wait_rearm(w);
-	else
+	else if (!waiting)
 		co__wait_wake_frame(w);
 }
 

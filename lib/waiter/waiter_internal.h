@@ -90,7 +90,9 @@ void co__waitq_push(co_waitq *q, co_waiter *w);
  * the thread that runs its frame), with *w->lk held. Returns 1 (waiting
  * again: once the lock is released, co__wait_rearm arms a timed wait's
  * timer again), or 0 with w->res = -ECANCELED when its frame was cancelled
- * or its engine is in a cancel stop: the caller wakes it.
+ * or its engine is in a cancel stop: the caller wakes it. Whether w is
+ * timed is to be read before the lock is released: from then on an untimed
+ * w may be claimed again and reused by its frame on another thread.
  */
 int co__wait_repark(co_waiter *w);
 void co__wait_rearm(co_waiter *w);

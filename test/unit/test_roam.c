@@ -29,6 +29,7 @@
 #include <coring/view.h>
 #include <coring/when.h>
 
+#include "common/fault.h"
 #include "helpers.h"
 
 static co_sched s;
@@ -592,6 +593,136 @@ static void test_woken_inside_suspend_stays(void **state)
 	assert_ptr_equal(x.after, eng(1));
 }
 
+/* ---- a mutex waiter parked again, claimed at once on another context ------------ */
+
+static co_mutex rmx;
+static co_event unlock_now, timed_ev;
+static atomic_int arm_reparked, reparked_done, x_running, retaken;
+
+/* Roams: waits for rmx on context 0; once it holds it, lets it go and
+ * waits again with the same waiter, under a time limit (a timed wait:
+ * its waiter arms a timer on the engine it runs on). */
+struct reparker {
+	co_frame co;
+	co_waiter w;
+	co_limit lim;
+	int lock_res, wait_res;
+	co_engine *locked_on;
+};
+
+static int reparker_fn(co_frame *f)
+{
+	struct reparker *x = (struct reparker *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&x->w, &rmx));
+	x->lock_res = co_result(f);
+	x->locked_on = co_engine_current();
+	co_mutex_unlock(&rmx);
+	CO_AWAIT(f, co_timeout(&x->lim, co_event_wait(&x->w, &timed_ev), 60 * CO_S));
+	x->wait_res = co_result(f);
+	CO_END(f);
+}
+
+/* Keeps context 0's thread until the test has taken the mutex back (5 s:
+ * a hang guard), so that the waiter's retry runs after that. */
+static int keeper_fn(co_frame *f)
+{
+	uint64_t end = co_now_ns() + 5 * CO_S;
+
+	atomic_store(&x_running, 1);
+	while (!atomic_load(&retaken) && co_now_ns() < end)
+		;
+	(void)f;
+	return 0;
+}
+
+/* Context 1: releases the mutex the test holds once told to. */
+struct releaser {
+	co_frame co;
+	co_waiter w;
+	int res;
+};
+
+static int releaser_fn(co_frame *f)
+{
+	struct releaser *r = (struct releaser *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&r->w, &unlock_now));
+	r->res = co_mutex_unlock(&rmx);
+	CO_END(f);
+}
+
+/* Whether context i lists f as waiting on anything. */
+static int waiting_on(unsigned i, const co_frame *f)
+{
+	co_view v;
+	int found = 0;
+
+	assert_int_equal(co_view_engine(&v, eng(i), CO_VIEW_WAIT), 0);
+	for (size_t k = 0; k < v.n; k++)
+		found |= v.frames[k].frame == f && v.frames[k].state == CO_VIEW_WAITING;
+	co_view_free(&v);
+	return found;
+}
+
+static struct reparker rp;
+
+/* On context 0, in the retry that put the waiter back and released the
+ * lock (once): context 1 releases the mutex, which claims the waiter
+ * again; its frame follows there and waits, timed, with the same waiter.
+ * Only then does the retry go on: what it does now must not depend on the
+ * waiter (it is context 1's again). */
+static void at_reparked(void *arg)
+{
+	(void)arg;
+	if (!atomic_exchange(&arm_reparked, 0))
+		return;
+	assert_int_equal(co_event_set(&unlock_now), 0);
+	WAIT_UNTIL(waiting_on(1, &rp.co));
+	atomic_store(&reparked_done, 1);
+}
+
+static void test_mutex_waiter_reparked_then_claimed_elsewhere(void **state)
+{
+	static struct releaser rl;
+	static co_frame keeper;
+	(void)state;
+	need_view();
+	memset(&rp, 0, sizeof rp);
+	memset(&rl, 0, sizeof rl);
+	atomic_store(&arm_reparked, 0);
+	atomic_store(&reparked_done, 0);
+	atomic_store(&x_running, 0);
+	atomic_store(&retaken, 0);
+	assert_int_equal(co_mutex_init(&rmx), 0);
+	assert_int_equal(co_event_init(&unlock_now, 0), 0);
+	assert_int_equal(co_event_init(&timed_ev, 0), 0);
+	co__fault_on_point(CO__POINT_MUTEX_REPARKED, at_reparked, NULL);
+	sched_up(2, 1);
+	assert_int_equal(co_mutex_trylock(&rmx), 0); /* held by this thread */
+	spawn_to(1, &rl.co, releaser_fn, 0);
+	spawn_to(0, &rp.co, reparker_fn, 1);
+	wait_parked(0, &rp.co, "mutex");
+	wait_parked(1, &rl.co, "event");
+	spawn_to(0, &keeper, keeper_fn, 0);
+	WAIT_UNTIL(atomic_load(&x_running));
+	/* the unlock invites the waiter: its retry is posted to context 0,
+	 * busy; this thread takes the mutex back before it runs */
+	assert_int_equal(co_mutex_unlock(&rmx), 0);
+	assert_int_equal(co_mutex_trylock(&rmx), 0);
+	atomic_store(&arm_reparked, 1);
+	atomic_store(&retaken, 1);
+	WAIT_UNTIL(atomic_load(&reparked_done));
+	assert_int_equal(co_event_set(&timed_ev), 0);
+	sched_down();
+	co__fault_on_point(CO__POINT_MUTEX_REPARKED, NULL, NULL);
+	assert_int_equal(rp.lock_res, 0);
+	assert_ptr_equal(rp.locked_on, eng(1)); /* it followed context 1's unlock */
+	assert_int_equal(rp.wait_res, 0);       /* the event, not a timer */
+	assert_int_equal(rl.res, 0);
+	assert_int_equal(co_mutex_destroy(&rmx), 0);
+}
+
 /* ---- a fan-out still spreads ---------------------------------------------------- */
 
 #define FAN 64
@@ -839,6 +970,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_asked_stays),
 	cmocka_unit_test(test_stopped_waker_takes_nothing),
 	cmocka_unit_test(test_woken_inside_suspend_stays),
+	cmocka_unit_test(test_mutex_waiter_reparked_then_claimed_elsewhere),
 	cmocka_unit_test(test_fan_out_spreads),
 	cmocka_unit_test(test_stress),
 	cmocka_unit_test(test_stress_cancel_stop),
