@@ -62,7 +62,7 @@ static void need_view(void)
 		skip();
 }
 
-/* Whether context i lists f as waiting on `what`. */
+/* Whether context i lists f as waiting on `what` (NULL: on anything). */
 static int parked_on(unsigned i, const co_frame *f, const char *what)
 {
 	co_view v;
@@ -71,7 +71,7 @@ static int parked_on(unsigned i, const co_frame *f, const char *what)
 	assert_int_equal(co_view_engine(&v, eng(i), CO_VIEW_WAIT), 0);
 	for (size_t k = 0; k < v.n; k++)
 		if (v.frames[k].frame == f && v.frames[k].state == CO_VIEW_WAITING &&
-		    strcmp(v.frames[k].wait, what) == 0)
+		    (what == NULL || strcmp(v.frames[k].wait, what) == 0))
 			found = 1;
 	co_view_free(&v);
 	return found;
@@ -652,19 +652,6 @@ static int releaser_fn(co_frame *f)
 	CO_END(f);
 }
 
-/* Whether context i lists f as waiting on anything. */
-static int waiting_on(unsigned i, const co_frame *f)
-{
-	co_view v;
-	int found = 0;
-
-	assert_int_equal(co_view_engine(&v, eng(i), CO_VIEW_WAIT), 0);
-	for (size_t k = 0; k < v.n; k++)
-		found |= v.frames[k].frame == f && v.frames[k].state == CO_VIEW_WAITING;
-	co_view_free(&v);
-	return found;
-}
-
 static struct reparker rp;
 
 /* On context 0, in the retry that put the waiter back and released the
@@ -678,7 +665,7 @@ static void at_reparked(void *arg)
 	if (!atomic_exchange(&arm_reparked, 0))
 		return;
 	assert_int_equal(co_event_set(&unlock_now), 0);
-	WAIT_UNTIL(waiting_on(1, &rp.co));
+	WAIT_UNTIL(parked_on(1, &rp.co, NULL));
 	atomic_store(&reparked_done, 1);
 }
 
