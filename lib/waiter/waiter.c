@@ -243,8 +243,7 @@ static void timed_arm(co_waiter *w, co_engine *e)
 
 void co__wait_rearm(co_waiter *w)
 {
-	if (w->timed)
-		timed_arm(w, w->engine);
+	timed_arm(w, w->engine);
 }
 
 /* One engine-side event of a timed wait is done; the last one wakes. */

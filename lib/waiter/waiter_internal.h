@@ -95,6 +95,7 @@ void co__waitq_push(co_waitq *q, co_waiter *w);
  * w may be claimed again and reused by its frame on another thread.
  */
 int co__wait_repark(co_waiter *w);
+/* Arm a reparked timed w's timer again (after the lock's release). */
 void co__wait_rearm(co_waiter *w);
 
 /* Limit the co_waiter awaiter aw to an absolute CLOCK_MONOTONIC deadline
