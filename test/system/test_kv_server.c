@@ -2813,6 +2813,7 @@ static atomic_int race_got[RACE_PUSHERS * RACE_EACH];
 static atomic_int race_total;
 static atomic_int race_pushers_done;
 static atomic_int race_stop_sent;
+static atomic_int race_connected; /* threads whose connection is open */
 
 /* Send, as send_raw, but a connection the stop closed is not an error:
  * 0, or -1 once it is closed. */
@@ -2838,6 +2839,8 @@ static void *race_pusher(void *arg)
 	struct client *c = client_open(race_port);
 	long id = (long)arg;
 	char key[16], el[32];
+
+	atomic_fetch_add(&race_connected, 1);
 
 	for (int n = 0; n < RACE_EACH; n++) {
 		char req[128], got[64];
@@ -2867,6 +2870,7 @@ static void *race_popper(void *arg)
 	size_t n;
 	long p, e;
 
+	atomic_fetch_add(&race_connected, 1);
 	for (;;) {
 		n = (size_t)sprintf(req, "%s", id % 2 ? "BRPOP" : "BLPOP");
 		for (int k = 0; k < RACE_KEYS; k++)
@@ -2895,10 +2899,14 @@ static void race_start(pthread_t *th)
 	memset(race_got, 0, sizeof race_got);
 	atomic_store(&race_total, 0);
 	atomic_store(&race_pushers_done, 0);
+	atomic_store(&race_connected, 0);
 	for (long i = 0; i < RACE_POPPERS; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, race_popper, (void *)i), 0);
 	for (long i = 0; i < RACE_PUSHERS; i++)
 		assert_int_equal(pthread_create(&th[RACE_POPPERS + i], NULL, race_pusher, (void *)i), 0);
+	/* every connection open before a stop may come: a thread that
+	 * started late would find the listener closed (its connect fails) */
+	WAIT_UNTIL(atomic_load(&race_connected) == RACE_POPPERS + RACE_PUSHERS);
 }
 
 /* Poppers blocked on six keys over four shards, raced by pushers on other
