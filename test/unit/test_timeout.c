@@ -624,13 +624,23 @@ static int huge_fn(co_frame *f)
 	h->want = H_EVENT;
 	CO_AWAIT(f, co_timeout(&h->lim, co_event_wait(&h->w, &h->ev), co_test_huge_ns(h->k)));
 	h->r[8] = co_result(f);
+	co_event_reset(&h->ev);
+	/* absolute times near UINT64_MAX: the I/O's linked timeout, a sync
+	 * wait's own timer */
+	h->want = H_BYTE;
+	CO_AWAIT(f, co_timeout_at(&h->lim, co_read(&h->io, h->pipe[0], &h->c, 1, 0),
+				  UINT64_MAX - (uint64_t)h->k));
+	h->r[9] = co_result(f);
+	h->want = H_EVENT;
+	CO_AWAIT(f, co_timeout_at(&h->lim, co_event_wait(&h->w, &h->ev), UINT64_MAX - (uint64_t)h->k));
+	h->r[10] = co_result(f);
 	h->end = 1;
 	CO_END(f);
 }
 
 static void test_huge_times_never_fire(void **state)
 {
-	static const int expect[9] = { -ETIME, -ETIME, 1, 1, 5, 5, 5, 0, 0 };
+	static const int expect[11] = { -ETIME, -ETIME, 1, 1, 5, 5, 5, 0, 0, 1, 0 };
 	(void)state;
 	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
 		struct huge h;
@@ -642,13 +652,89 @@ static void test_huge_times_never_fire(void **state)
 		co_init(&h.co, huge_fn);
 		co_init(&h.partner, partner_fn);
 		co_test_run_frames(frames, 2);
-		for (int i = 0; i < 9; i++)
+		for (int i = 0; i < 11; i++)
 			if (h.r[i] != expect[i])
 				fail_msg("ns %d, await %d: %d", k, i, h.r[i]);
 		assert_int_equal(co_event_destroy(&h.ev), 0);
 		close(h.pipe[0]);
 		close(h.pipe[1]);
 	}
+}
+
+/* ---- times already past, and zero: tries ----------------------------------------- */
+
+/* An absolute time already past (0, 1) ends the await with -ETIME, and a
+ * zero duration is a try: the await's own value when it completes at once,
+ * -ETIME when it would wait. A cond wait that cannot start returns with its
+ * mutex still held. Every wait here would last an hour or for good without
+ * its limit. */
+struct past {
+	co_frame co;
+	co_limit lim;
+	co_waiter w;
+	co_io io;
+	co_event never, set;
+	co_mutex m;
+	co_cond cv;
+	co_sem sem;
+	int r[12];
+};
+
+static int past_fn(co_frame *f)
+{
+	struct past *p = (struct past *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout_at(&p->lim, co_event_wait(&p->w, &p->never), 0));
+	p->r[0] = co_result(f);
+	CO_AWAIT(f, co_timeout_at(&p->lim, co_event_wait(&p->w, &p->never), 1));
+	p->r[1] = co_result(f);
+	CO_AWAIT(f, co_timeout_at(&p->lim, co_sleep(&p->io, NEVER), 0));
+	p->r[2] = co_result(f);
+	CO_AWAIT(f, co_wait_for(co_event_wait(&p->w, &p->set), 0));
+	p->r[3] = co_result(f);
+	CO_AWAIT(f, co_wait_for(co_event_wait(&p->w, &p->never), 0));
+	p->r[4] = co_result(f);
+	CO_AWAIT(f, co_mutex_lock(&p->w, &p->m));
+	CO_AWAIT(f, co_wait_for(co_cond_wait(&p->w, &p->cv, &p->m), 0));
+	p->r[5] = co_result(f);
+	p->r[6] = co_mutex_trylock(&p->m); /* ours still: -EBUSY */
+	p->r[7] = co_mutex_unlock(&p->m);
+	CO_AWAIT(f, co_timeout(&p->lim, co_sem_acquire(&p->w, &p->sem), 0));
+	p->r[8] = co_result(f); /* the one permit */
+	CO_AWAIT(f, co_timeout(&p->lim, co_sem_acquire(&p->w, &p->sem), 0));
+	p->r[9] = co_result(f);
+	CO_AWAIT(f, co_timeout(&p->lim, co_event_wait(&p->w, &p->set), 0));
+	p->r[10] = co_result(f);
+	CO_AWAIT(f, co_timeout(&p->lim, co_event_wait(&p->w, &p->never), 0));
+	p->r[11] = co_result(f);
+	CO_END(f);
+}
+
+static void test_past_and_zero_limits(void **state)
+{
+	static const int expect[12] = { -ETIME, -ETIME, -ETIME, 0, -ETIME, -ETIME,
+					-EBUSY, 0,      0,      -ETIME, 0, -ETIME };
+	struct past p;
+	co_frame *frames[1] = { &p.co };
+
+	(void)state;
+	memset(&p, 0, sizeof p);
+	assert_int_equal(co_event_init(&p.never, 0), 0);
+	assert_int_equal(co_event_init(&p.set, 1), 0);
+	assert_int_equal(co_mutex_init(&p.m), 0);
+	assert_int_equal(co_cond_init(&p.cv), 0);
+	assert_int_equal(co_sem_init(&p.sem, 1), 0);
+	co_init(&p.co, past_fn);
+	co_test_run_frames(frames, 1);
+	for (int i = 0; i < 12; i++)
+		if (p.r[i] != expect[i])
+			fail_msg("await %d: %d, not %d", i, p.r[i], expect[i]);
+	assert_int_equal(co_sem_try_acquire(&p.sem), -EAGAIN);
+	assert_int_equal(co_event_destroy(&p.never), 0);
+	assert_int_equal(co_event_destroy(&p.set), 0);
+	assert_int_equal(co_mutex_destroy(&p.m), 0);
+	assert_int_equal(co_cond_destroy(&p.cv), 0);
+	assert_int_equal(co_sem_destroy(&p.sem), 0);
 }
 
 /* Not on an engine (resumed by hand): -ENXIO, the await not started. */
@@ -1328,6 +1414,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_child_shared_deadline_nesting),
 	cmocka_unit_test(test_cannot_be_limited),
 	cmocka_unit_test(test_huge_times_never_fire),
+	cmocka_unit_test(test_past_and_zero_limits),
 	cmocka_unit_test(test_not_on_an_engine),
 	cmocka_unit_test(test_timer_allocation_fails),
 	cmocka_unit_test(test_child_result_kept),
