@@ -252,6 +252,8 @@ CO_API uint64_t co_now_ns(void);
  * The child's status (co_result after the await) is the byte count (less
  * than len only at end of file for reads), or the first error; x->done
  * holds the bytes moved before an error. len must not exceed INT_MAX.
+ * -EAGAIN (O_NONBLOCK, MSG_DONTWAIT) waits for the descriptor (co_poll);
+ * an offset of (uint64_t)-1 is the current position throughout.
  *
  *     CO_AWAIT(f, co_send_all(&s->x, s->fd, s->buf, s->n, MSG_NOSIGNAL));
  */

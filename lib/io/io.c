@@ -2,6 +2,7 @@
 /* I/O awaiters: SQE in, CQE out, frame resumed. See docs/io.md. */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -915,6 +916,19 @@ co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)
 
 enum { X_READ, X_WRITE, X_RECV, X_SEND };
 
+/* Where the next read or write of x goes: the current position stays
+ * (uint64_t)-1, which the kernel advances itself. */
+static uint64_t io_all_off(const co_io_all *x)
+{
+	return x->off == (uint64_t)-1 ? x->off : x->off + x->done;
+}
+
+/*
+ * -EAGAIN (a descriptor with O_NONBLOCK, or MSG_DONTWAIT) waits until fd
+ * is ready again, with co_poll: asked again at once, the operation would
+ * fail the same way, in a loop that no cancel or limit ends. -EINTR is
+ * asked again. A poll's error (a cancel, a limit) ends the loop with it.
+ */
 static int io_all_fn(co_frame *f)
 {
 	co_io_all *x = (co_io_all *)f;
@@ -925,11 +939,11 @@ static int io_all_fn(co_frame *f)
 		switch (x->op) {
 		case X_READ:
 			co_read(&x->io, x->fd, x->buf + x->done, (unsigned)(x->len - x->done),
-				x->off + x->done);
+				io_all_off(x));
 			break;
 		case X_WRITE:
 			co_write(&x->io, x->fd, x->buf + x->done, (unsigned)(x->len - x->done),
-				 x->off + x->done);
+				 io_all_off(x));
 			break;
 		case X_RECV:
 			co_recv(&x->io, x->fd, x->buf + x->done, x->len - x->done, x->flags);
@@ -939,8 +953,15 @@ static int io_all_fn(co_frame *f)
 			break;
 		}
 		CO_AWAIT(f, &x->io.aw);
+		if (co_result(f) == -EAGAIN) {
+			CO_AWAIT(f, co_poll(&x->io, x->fd,
+					    x->op == X_READ || x->op == X_RECV ? POLLIN : POLLOUT));
+			if (co_result(f) < 0)
+				CO_RETURN(f, co_result(f));
+			continue; /* ready, or an error the operation will report */
+		}
 		if (co_result(f) < 0) {
-			if (co_result(f) == -EINTR || co_result(f) == -EAGAIN)
+			if (co_result(f) == -EINTR)
 				continue;
 			CO_RETURN(f, co_result(f));
 		}

@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include <coring/io.h>
+#include <coring/timeout.h>
 #include "helpers.h"
 
 /* ---- TCP: accept, connect, refused, reset ------------------------------- */
@@ -253,6 +254,176 @@ static void test_read_write_all_file(void **state)
 	free(r.buf);
 }
 
+/* At the current position ((uint64_t)-1): each later read or write of the
+ * loop goes on from where the last ended, as the kernel moved the file's
+ * position, and a read stops at the end of the file. */
+struct curpos {
+	co_frame co;
+	co_io_all x;
+	int fd, write;
+	const char *out;
+	char in[32];
+};
+
+static int curpos_fn(co_frame *f)
+{
+	struct curpos *c = (struct curpos *)f;
+	CO_BEGIN(f);
+	if (c->write)
+		CO_AWAIT(f, co_write_all(&c->x, c->fd, c->out, strlen(c->out), (uint64_t)-1));
+	else
+		CO_AWAIT(f, co_read_all(&c->x, c->fd, c->in, sizeof c->in, (uint64_t)-1));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void test_all_at_current_position(void **state)
+{
+	struct curpos c;
+	char path[320], got[32] = { 0 };
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof path, "%s", co_test_tmp_path("coring-all", "curpos"));
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	unlink(path);
+	memset(&c, 0, sizeof c);
+	c.fd = fd;
+	c.write = 1;
+	c.out = "ABCDE";
+	co_init(&c.co, curpos_fn);
+	co_test_run1(&c.co);
+	assert_int_equal(co_status(&c.co), 5);
+	c.out = "FGHIJ";
+	co_init(&c.co, curpos_fn);
+	co_test_run1(&c.co);
+	assert_int_equal(co_status(&c.co), 5);
+	assert_int_equal(pread(fd, got, sizeof got, 0), 10);
+	assert_string_equal(got, "ABCDEFGHIJ");
+	/* read from byte 3: a short read of 7, then the end of the file (a
+	 * read at a wrapped offset would fetch byte 9 again) */
+	assert_int_equal(lseek(fd, 3, SEEK_SET), 3);
+	c.write = 0;
+	co_init(&c.co, curpos_fn);
+	co_test_run1(&c.co);
+	assert_int_equal(co_status(&c.co), 7);
+	assert_int_equal(c.x.done, 7);
+	assert_memory_equal(c.in, "DEFGHIJ", 8); /* and nothing after it */
+	close(fd);
+}
+
+/* A descriptor with O_NONBLOCK, or MSG_DONTWAIT: -EAGAIN waits until the
+ * descriptor is ready (co_poll), not in a loop asked again at once; a
+ * limit or a cancel ends that wait. */
+struct nb {
+	co_frame co, peer;
+	co_io_all x;
+	co_io pio;
+	co_limit lim;
+	int fd, pfd, send, limited;
+	unsigned char *buf;
+	size_t len, got;
+};
+
+static int nb_fn(co_frame *f)
+{
+	struct nb *n = (struct nb *)f;
+	CO_BEGIN(f);
+	if (n->limited)
+		CO_AWAIT_TASK(f, co_timeout_task(&n->lim,
+						 co_recv_all(&n->x, n->fd, n->buf, n->len, MSG_DONTWAIT),
+						 10 * CO_MS));
+	else if (n->send)
+		CO_AWAIT(f, co_send_all(&n->x, n->fd, n->buf, n->len, MSG_NOSIGNAL));
+	else
+		CO_AWAIT(f, co_recv_all(&n->x, n->fd, n->buf, n->len, MSG_DONTWAIT));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+/* The other end: 3 bytes at once, then (after 5 ms) the rest, or, for a
+ * send, everything read after 5 ms. */
+static int nb_peer_fn(co_frame *f)
+{
+	struct nb *n = (struct nb *)(void *)((char *)f - offsetof(struct nb, peer));
+	static unsigned char sink[1 << 16];
+	CO_BEGIN(f);
+	if (!n->send)
+		assert_int_equal(write(n->pfd, "abc", 3), 3);
+	CO_AWAIT(f, co_sleep(&n->pio, 5 * CO_MS));
+	if (!n->send)
+		assert_int_equal(write(n->pfd, "defgh", 5), 5);
+	while (n->send && n->got < n->len) {
+		CO_AWAIT(f, co_recv(&n->pio, n->pfd, sink, sizeof sink, 0));
+		assert_true(co_result(f) > 0);
+		n->got += (size_t)co_result(f);
+	}
+	CO_END(f);
+}
+
+static void nb_run(struct nb *n, int with_peer, uint64_t max_cqes)
+{
+	co_engine e;
+	co_frame *fs[2] = { &n->co, &n->peer };
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&n->co, nb_fn);
+	co_init(&n->peer, nb_peer_fn);
+	for (int i = 0; i < 1 + with_peer; i++)
+		assert_int_equal(co_engine_spawn(&e, fs[i]), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	/* each -EAGAIN costs a poll, not a spin: a few completions for the
+	 * receive (5 here; thousands asked again at once), about two per
+	 * 4 KiB for the send */
+	if (e.stats.cqes > max_cqes)
+		fail_msg("%llu completions", (unsigned long long)e.stats.cqes);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+static void test_all_nonblocking_waits(void **state)
+{
+	struct nb n;
+	unsigned char in[8];
+	int p[2], small = 4096;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+	memset(&n, 0, sizeof n);
+	n.fd = p[0];
+	n.pfd = p[1];
+	n.buf = in;
+	n.len = sizeof in;
+	nb_run(&n, 1, 16);
+	assert_int_equal(co_status(&n.co), 8);
+	assert_memory_equal(in, "abcdefgh", 8);
+	/* a send on O_NONBLOCK into a full buffer: waits for the peer's read */
+	assert_int_equal(fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK), 0);
+	setsockopt(p[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+	memset(&n, 0, sizeof n);
+	n.fd = p[0];
+	n.pfd = p[1];
+	n.send = 1;
+	n.len = 256 << 10;
+	n.buf = calloc(1, n.len);
+	nb_run(&n, 1, 512);
+	assert_int_equal(co_status(&n.co), (int)(256 << 10));
+	assert_int_equal(n.got, 256 << 10);
+	free(n.buf);
+	/* nothing comes: the limit ends the wait */
+	memset(&n, 0, sizeof n);
+	n.fd = p[0];
+	n.pfd = p[1];
+	n.limited = 1;
+	n.buf = in;
+	n.len = sizeof in;
+	nb_run(&n, 0, 16);
+	assert_int_equal(co_status(&n.co), -ETIME);
+	assert_int_equal(n.x.done, 0);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* ---- multishot accept + 10,000-coroutine echo --------------------------- */
 
 #define ECHO_CONNS 5000 /* 5,000 clients + 5,000 server handlers */
@@ -435,6 +606,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_tcp_reset),
 		cmocka_unit_test(test_send_recv_all),
 		cmocka_unit_test(test_read_write_all_file),
+		cmocka_unit_test(test_all_at_current_position),
+		cmocka_unit_test(test_all_nonblocking_waits),
 		cmocka_unit_test(test_echo_10000_coroutines),
 		cmocka_unit_test(test_echo_random_sizes_to_64k),
 	};
