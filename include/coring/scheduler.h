@@ -130,7 +130,7 @@ typedef struct co_sched {
 /* Set up the contexts and start their threads (manual ones have none);
  * opts may be NULL. Errors: -EINVAL (NULL s, bad dispatch, groups NULL
  * with ngroups set or the reverse, a manual group with more than one
- * context or with steal), -ENOMEM, a context's co_engine_init error, or
+ * context or with steal, groups whose contexts add up past UINT_MAX), -ENOMEM, a context's co_engine_init error, or
  * pthread_create's (negated): nothing is left running or allocated after
  * an error. */
 CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);

@@ -6,6 +6,7 @@
  * docs/design.md.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +325,8 @@ static int groups_check(const co_sched_opts *o, co_sched_group *one, const co_sc
 
 		if (!dispatch_ok(g->dispatch) || (g->manual && (c != 1 || g->steal)))
 			return -EINVAL;
+		if (c > UINT_MAX - *n)
+			return -EINVAL; /* the contexts of all groups must add up in an unsigned */
 		*n += c;
 	}
 	return 0;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -705,6 +706,12 @@ static void test_tick_errors(void **state)
 	co_sched_opts bad2 = { .groups = manual_steal, .ngroups = 1 };
 	co_sched_opts bad3 = { .groups = NULL, .ngroups = 2 };
 	co_sched_opts bad4 = { .groups = two_manual, .ngroups = 0 };
+	/* counts whose sum wraps: to 1, and to 0 */
+	static const co_sched_group wrap1[2] = { { .contexts = UINT_MAX }, { .contexts = 2 } };
+	static const co_sched_group wrap0[2] = { { .contexts = 0x80000000u },
+						 { .contexts = 0x80000000u } };
+	co_sched_opts bad5 = { .groups = wrap1, .ngroups = 2 };
+	co_sched_opts bad6 = { .groups = wrap0, .ngroups = 2 };
 	co_sched_opts ok = { .contexts = 1 };
 	(void)state;
 	assert_int_equal(co_engine_init(&e, NULL), 0);
@@ -718,6 +725,8 @@ static void test_tick_errors(void **state)
 	assert_int_equal(co_sched_init(&s, &bad2), -EINVAL);
 	assert_int_equal(co_sched_init(&s, &bad3), -EINVAL);
 	assert_int_equal(co_sched_init(&s, &bad4), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad5), -EINVAL);
+	assert_int_equal(co_sched_init(&s, &bad6), -EINVAL);
 	assert_int_equal(co_sched_init(&s, &ok), 0);
 	assert_int_equal(co_context_tick(&s.ctx[0]), -EINVAL); /* has a thread */
 	assert_int_equal(co_context_tick(NULL), -EINVAL);
