@@ -142,7 +142,9 @@ CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
  * finishing their frames: wait with co_sched_run first; a context's
  * engine holds a co_bufring, destroy it first (coring/stream.h), or a
  * pool job given up by a cancel stop that still runs; another destroy is
- * under way). Tasks found stuck (co_sched_run returned -EDEADLK) after a
+ * under way; called on one of s's own contexts, from a frame, an on_done
+ * or a post, or inside a manual context's tick: it would wait for that
+ * context to end). Tasks found stuck (co_sched_run returned -EDEADLK) after a
  * stop are forgotten, as co_engine_destroy says. Calls racing it on other
  * threads (spawns, stops, runs) are safe: each is accepted before destroy
  * closes the door (destroy then answers -EBUSY), refused (-ESHUTDOWN)

@@ -518,6 +518,16 @@ static void sched_free(co_sched *s)
 	atomic_fetch_sub_explicit(&s->visitors, 1, memory_order_release);
 }
 
+/* The calling thread runs one of s's contexts now (a frame, an on_done,
+ * a post; a manual context's tick): a destroy there would wait for its
+ * own context to end. */
+static int on_own_context(co_sched *s)
+{
+	co_context *c = co_context_current();
+
+	return c && c->sched == s;
+}
+
 int co_sched_destroy(co_sched *s)
 {
 	int err;
@@ -529,8 +539,9 @@ int co_sched_destroy(co_sched *s)
 		unlock(s);
 		return leave(s, -EINVAL);
 	}
-	if (s->waiters || s->closing)
-		err = -EBUSY; /* a run waits, or another destroy is releasing */
+	if (s->waiters || s->closing || on_own_context(s))
+		err = -EBUSY; /* a run waits, another destroy is releasing, or we
+		                 run on a context it would wait for */
 	else if (s->state == CO_SCHED_RUNNING)
 		err = stop_idle(s);
 	else /* stopped: -EBUSY while contexts finish (co_sched_run waits) */
@@ -839,9 +850,9 @@ static int needs_ticks(co_context *c)
  * wait there would wait for the thread that waits. */
 static int runs_here(co_sched *s)
 {
-	co_context *c = co_context_current();
+	co_context *c;
 
-	if (c && c->sched == s)
+	if (on_own_context(s))
 		return 1;
 	for (unsigned i = 0; i < s->n; i++) {
 		c = &s->ctx[i];

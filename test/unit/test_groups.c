@@ -739,8 +739,52 @@ static void test_tick_errors(void **state)
 	assert_int_equal(co_sched_poll(NULL), -EINVAL);
 }
 
+/* co_sched_destroy from one of the scheduler's own contexts (a post run
+ * by a context's thread, a post run inside a manual context's tick):
+ * -EBUSY, nothing changed (it would wait for its own context to end);
+ * from this thread afterwards, 0. */
+struct destroy_post {
+	co_post p;
+	co_sched *s;
+	atomic_int res, ran;
+};
+
+static void destroy_post_fn(co_post *p)
+{
+	struct destroy_post *d = (struct destroy_post *)p;
+
+	atomic_store(&d->res, co_sched_destroy(d->s));
+	atomic_store(&d->ran, 1);
+}
+
+static void test_destroy_from_own_context(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct destroy_post d[2];
+	co_sched s;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 2; i++) {
+		memset(&d[i], 0, sizeof d[i]);
+		d[i].p.fn = destroy_post_fn;
+		d[i].s = &s;
+		assert_int_equal(co_engine_post(&s.ctx[i].engine, &d[i].p), 0);
+	}
+	WAIT_UNTIL(atomic_load(&d[0].ran)); /* the threaded context's */
+	assert_int_equal(atomic_load(&d[0].res), -EBUSY);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
+	assert_int_equal(co_context_tick(&s.ctx[1]), 0); /* the manual one's */
+	assert_int_equal(atomic_load(&d[1].ran), 1);
+	assert_int_equal(atomic_load(&d[1].res), -EBUSY);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
+	cmocka_unit_test(test_destroy_from_own_context),
 	cmocka_unit_test(test_job_types),
 	cmocka_unit_test(test_stealing_stays_in_group),
 	cmocka_unit_test(test_spawn_on),
