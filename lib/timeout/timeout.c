@@ -54,7 +54,10 @@ static void limit_fire(co_limit *l, co_frame *root)
 }
 
 /* The timer's CQE: -ETIME when it ran out, -ECANCELED when removed (the
- * await ended first) or when the engine cancelled all its I/O. */
+ * await ended first: owner is NULL then) or when the engine cancelled all
+ * its I/O (a cancel stop) while the await goes on: the stop ends that
+ * wait as it ends every other, else the frame, its limit gone, would wait
+ * for an awaiter of its own that nothing ends. */
 static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
 	struct co__limit_timer *t = co__container_of(info, struct co__limit_timer, info);
@@ -68,6 +71,8 @@ static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flag
 		if (res == -ETIME) {
 			co__fault_point(CO__POINT_LIMIT_TIMER); /* tests: the await completes first */
 			limit_fire(l, t->root);
+		} else if (res == -ECANCELED) {
+			(void)co__cancel_wait(t->root);
 		}
 	}
 	free(t);

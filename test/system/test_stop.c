@@ -33,13 +33,48 @@
 
 enum wait_kind {
 	W_EVENT, W_CHAN_RECV, W_CHAN_SEND, W_SEM, W_COND, W_MUTEX, W_LATCH, W_WAITGROUP,
-	W_WHEN_ALL, W_READ, W_SLEEP, W_EVENT_TIMED, W_KINDS
+	W_WHEN_ALL, W_READ, W_SLEEP, W_EVENT_TIMED, W_OWN_LIMITED, W_KINDS
 };
 
 static const char *const wait_names[W_KINDS] = {
 	"event", "channel recv", "channel send (full)", "semaphore", "condvar", "mutex",
 	"latch", "wait group", "when_all", "read (pipe)", "sleep", "event (timed)",
+	"an awaiter of one's own under co_timeout",
 };
+
+/* An awaiter of one's own that only its cancel op ends (with -ECANCELED):
+ * under co_timeout, the limit's timer is the only I/O of the wait. */
+struct own {
+	co_awaiter aw;
+	co_frame *f;
+	int res;
+};
+
+static int own_suspend(co_awaiter *a, co_frame *f)
+{
+	((struct own *)a)->f = f;
+	return 1;
+}
+
+static int own_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct own *)a)->res;
+}
+
+static int own_cancel(co_awaiter *a, co_frame *f)
+{
+	struct own *o = (struct own *)a;
+
+	if (o->f) {
+		o->f = NULL;
+		o->res = -ECANCELED;
+		co_wake(f);
+	}
+	return 0;
+}
+
+static const co_awaiter_ops own_ops = { NULL, own_suspend, own_resume, own_cancel, 0, "own" };
 
 struct world {
 	co_event ev;
@@ -64,6 +99,8 @@ struct blocked {
 	co_frame co;
 	co_waiter w;
 	co_io io;
+	co_limit lim;
+	struct own own;
 	co_when when;
 	struct kid kid;
 	co_frame *kids[1];
@@ -130,6 +167,10 @@ static int blocked_fn(co_frame *f)
 		b->res = co_result(f);
 	} else if (b->kind == W_SLEEP) {
 		CO_AWAIT(f, co_sleep(&b->io, 3600 * CO_S));
+		b->res = co_result(f);
+	} else if (b->kind == W_OWN_LIMITED) {
+		b->own.aw.ops = &own_ops;
+		CO_AWAIT(f, co_timeout(&b->lim, &b->own.aw, 3600 * CO_S));
 		b->res = co_result(f);
 	} else {
 		CO_AWAIT(f, &b->w.aw);
