@@ -47,6 +47,11 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_run(NULL, CO_RUN_UNTIL_IDLE), -EINVAL);
 	assert_int_equal(co_engine_stop(NULL, 0), -EINVAL);
 
+	o = (co_engine_opts){ .batch = 0, .sq_entries = 0 }; /* zero: the defaults */
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(e.batch, 256);
+	assert_int_equal(co_engine_destroy(&e), 0);
+
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_engine_run(&e, 7), -EINVAL);
 	assert_int_equal(co_engine_destroy(&e), 0);

@@ -680,6 +680,133 @@ static void test_view_lone_engine(void **state)
 	co_event_destroy(&ev);
 }
 
+/* ---- time limits: named by the wait that holds the frame -------------------------- */
+
+/* A limit whose timer is its own is "limit", its inner the limited await;
+ * one folded into the await (I/O's linked timeout, a sync wait's own
+ * timer) shows that await; co_timeout_task shows the child's wait, two
+ * levels down (the limit's own frame, then the child). */
+enum { L_SLEEP, L_USER, L_RECV, L_EVENT, L_TASK, LIMITS };
+
+struct limited {
+	co_frame co;
+	co_limit lim;
+	co_io io;
+	co_waiter w;
+	co_awaiter mine;
+	struct limited_kid { co_frame co; co_waiter w; co_event *ev; } kid;
+	co_event *ev;
+	int fd, how;
+	char c;
+};
+
+static int mine_suspend(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	(void)f;
+	return 1; /* only a cancel ends it */
+}
+
+static int mine_cancel(co_awaiter *a, co_frame *f)
+{
+	(void)a;
+	co_wake(f);
+	return 0;
+}
+
+static const co_awaiter_ops mine_ops = { NULL, mine_suspend, NULL, mine_cancel, 0, "mine" };
+
+static int limited_kid_fn(co_frame *f)
+{
+	struct limited_kid *k = (struct limited_kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&k->w, k->ev));
+	CO_END(f);
+}
+
+static int limited_fn(co_frame *f)
+{
+	struct limited *l = (struct limited *)f;
+	CO_BEGIN(f);
+	switch (l->how) {
+	case L_SLEEP:
+		CO_AWAIT(f, co_timeout(&l->lim, co_sleep(&l->io, 3600 * CO_S), 3600 * CO_S));
+		break;
+	case L_USER:
+		l->mine.ops = &mine_ops;
+		CO_AWAIT(f, co_timeout(&l->lim, &l->mine, 3600 * CO_S));
+		break;
+	case L_RECV:
+		CO_AWAIT(f, co_timeout(&l->lim, co_recv(&l->io, l->fd, &l->c, 1, 0), 3600 * CO_S));
+		break;
+	case L_EVENT:
+		CO_AWAIT(f, co_timeout(&l->lim, co_event_wait(&l->w, l->ev), 3600 * CO_S));
+		break;
+	default:
+		l->kid.ev = l->ev;
+		co_init(&l->kid.co, limited_kid_fn);
+		CO_AWAIT_TASK(f, co_timeout_task(&l->lim, &l->kid.co, 3600 * CO_S));
+		break;
+	}
+	CO_END(f);
+}
+
+static void test_limits_named_by_their_wait(void **state)
+{
+	static const char *const wait[LIMITS] = { "limit", "limit", "recv", "event", "event" };
+	static const char *const inner[LIMITS] = { "sleep", "mine", NULL, NULL, NULL };
+	static const unsigned depth[LIMITS] = { 0, 0, 0, 0, 2 };
+	struct limited l[LIMITS];
+	co_engine e;
+	co_event ev;
+	co_view v;
+	int sv[2];
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	memset(l, 0, sizeof l);
+	for (int i = 0; i < LIMITS; i++) {
+		l[i].how = i;
+		l[i].ev = &ev;
+		l[i].fd = sv[0];
+		co_init(&l[i].co, limited_fn);
+		assert_int_equal(co_engine_spawn(&e, &l[i].co), 0);
+	}
+	assert_int_equal(co_engine_tick(&e), LIMITS); /* each parks under its limit */
+	assert_int_equal(co_view_engine(&v, &e, 0), 0); /* between ticks: read at once */
+	assert_int_equal(v.n, LIMITS);
+	for (size_t i = 0; i < v.n; i++) {
+		const co_view_frame *r = &v.frames[i];
+		int k = -1;
+
+		for (int j = 0; j < LIMITS; j++)
+			if (r->frame == &l[j].co)
+				k = j;
+		assert_true(k >= 0);
+		assert_int_equal(r->state, CO_VIEW_WAITING);
+		if (strcmp(r->wait, wait[k]) != 0)
+			fail_msg("limit %d: wait %s, not %s", k, r->wait, wait[k]);
+		if (inner[k] ? r->inner == NULL || strcmp(r->inner, inner[k]) != 0 : r->inner != NULL)
+			fail_msg("limit %d: inner %s, not %s", k, r->inner ? r->inner : "NULL",
+				 inner[k] ? inner[k] : "NULL");
+		assert_int_equal(r->depth, depth[k]);
+		if (k == L_EVENT || k == L_TASK)
+			assert_ptr_equal(r->object, &ev);
+	}
+	co_view_free(&v);
+	for (int i = 0; i < LIMITS; i++)
+		assert_int_equal(co_cancel(&l[i].co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	for (int i = 0; i < LIMITS; i++)
+		assert_true(co_done(&l[i].co));
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* ---- the text ------------------------------------------------------------------------ */
 
 static char *read_all(int fd)
@@ -984,6 +1111,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_unanswered),
 		cmocka_unit_test(test_view_given_up_after_taken),
 		cmocka_unit_test(test_view_lone_engine),
+	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_view_errors),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
