@@ -699,6 +699,8 @@ int co_signals_open(co_signals *s, const sigset_t *set)
 
 	if (s == NULL || set == NULL)
 		return -EINVAL;
+	if (s->magic == SIGNALS_OPEN && s->fd >= 0)
+		return -EALREADY; /* its descriptor would be lost: close it first */
 	s->fd = -1;
 	s->magic = 0;
 	err = pthread_sigmask(SIG_BLOCK, set, NULL);

@@ -802,6 +802,13 @@ static void test_signals(void **state)
 	sigaddset(&set, SIGURG);
 	pthread_sigmask(SIG_SETMASK, NULL, &old);
 	assert_int_equal(co_signals_open(&g.s, &set), 0);
+	{ /* open already: refused, its descriptor kept */
+		int fds = co_test_open_fds(), fd = g.s.fd;
+
+		assert_int_equal(co_signals_open(&g.s, &set), -EALREADY);
+		assert_int_equal(g.s.fd, fd);
+		assert_int_equal(co_test_open_fds(), fds);
+	}
 	co_init(&g.co, sigs_fn);
 	co_test_run1(&g.co);
 	assert_int_equal(g.r[0], -ETIME);
@@ -810,6 +817,8 @@ static void test_signals(void **state)
 	assert_int_equal(g.r[2], SIGURG);
 	assert_int_equal(co_signals_close(&g.s), 0);
 	assert_int_equal(co_signals_close(&g.s), -EINVAL); /* twice */
+	assert_int_equal(co_signals_open(&g.s, &set), 0); /* closed: opens again */
+	assert_int_equal(co_signals_close(&g.s), 0);
 	assert_int_equal(co_signals_open(NULL, &set), -EINVAL);
 	assert_int_equal(co_signals_open(&g.s, NULL), -EINVAL);
 	assert_null(co_signals_wait(NULL));
