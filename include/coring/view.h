@@ -125,7 +125,9 @@ enum {
  * function, its source file (static functions), and the line where the
  * switch label backend stands, else the offset in the function. Returns
  * 0, -EINVAL (NULL v, fd < 0, an unknown flag), -ENOMEM, or write's error
- * (-EBADF, -EPIPE ...).
+ * (-EBADF, -EPIPE ...). A pipe or socket that nobody reads answers -EPIPE
+ * and never ends the process: SIGPIPE is blocked on the calling thread
+ * while it writes, and one its write raised is taken back.
  */
 CO_API int co_view_print(const co_view *v, int fd, unsigned flags);
 

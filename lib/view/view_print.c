@@ -7,10 +7,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <coring/view.h>
@@ -53,10 +56,21 @@ struct out {
 	char buf[4096];
 };
 
+/* A write to a pipe or socket that nobody reads raises SIGPIPE, whose
+ * default action ends the process: a view printed to it answers -EPIPE
+ * instead. SIGPIPE is blocked on this thread while it writes, and one that
+ * its write raised is taken back before the mask is restored (one pending
+ * before stays). */
 static void flush(struct out *o)
 {
 	size_t done = 0;
+	sigset_t pipe_only, old, pending;
+	int had;
 
+	sigemptyset(&pipe_only);
+	sigaddset(&pipe_only, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+	had = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
 	while (o->err == 0 && done < o->n) {
 		ssize_t w = write(o->fd, o->buf + done, o->n - done);
 
@@ -67,6 +81,13 @@ static void flush(struct out *o)
 		else
 			done += (size_t)w;
 	}
+	if (o->err == -EPIPE && !had) {
+		struct timespec now = { 0, 0 };
+
+		while (sigtimedwait(&pipe_only, NULL, &now) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	o->n = 0;
 }
 

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -898,6 +899,31 @@ static void test_view_errors(void **state)
 	assert_int_equal(co_view_print(NULL, 1, 0), -EINVAL);
 	assert_int_equal(co_view_print(&v, 1, 2), -EINVAL); /* unknown flag */
 	assert_int_equal(co_view_print(&v, 1000000, 0), -EBADF);
+	{ /* a pipe nobody reads, SIGPIPE's default action (the end of the
+	     process): -EPIPE, and no SIGPIPE left pending or delivered; one
+	     pending before the print stays */
+		int p[2];
+		void (*was)(int) = signal(SIGPIPE, SIG_DFL);
+		sigset_t pipe_only, old, pending;
+		struct timespec now = { 0, 0 };
+
+		assert_int_equal(pipe(p), 0);
+		close(p[0]);
+		assert_int_equal(co_view_print(&v, p[1], 0), -EPIPE);
+		assert_int_equal(sigpending(&pending), 0);
+		assert_false(sigismember(&pending, SIGPIPE));
+		sigemptyset(&pipe_only);
+		sigaddset(&pipe_only, SIGPIPE);
+		pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+		assert_int_equal(pthread_kill(pthread_self(), SIGPIPE), 0);
+		assert_int_equal(co_view_print(&v, p[1], 0), -EPIPE);
+		assert_int_equal(sigpending(&pending), 0);
+		assert_true(sigismember(&pending, SIGPIPE));
+		assert_int_equal(sigtimedwait(&pipe_only, NULL, &now), SIGPIPE);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		signal(SIGPIPE, was);
+		close(p[1]);
+	}
 	if (full >= 0) {
 		assert_int_equal(co_view_print(&v, full, 0), -ENOSPC);
 		close(full);
