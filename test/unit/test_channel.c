@@ -868,6 +868,31 @@ static void test_recv_many_takes_what_is_there(void **state)
 	assert_int_equal(t.own[1], 5);
 	assert_int_equal(co_chan_try_recv(&ch, &v), -EAGAIN);
 	assert_int_equal(co_chan_destroy(&ch), 0);
+	{ /* max above 65535: 65535 taken, the rest left */
+		enum { QUEUED = 70000 };
+		uint32_t *in = calloc(QUEUED, sizeof *in), x;
+
+		assert_non_null(in);
+		assert_int_equal(co_chan_init(&ch, sizeof x, QUEUED, NULL), 0);
+		for (x = 0; x < QUEUED; x++)
+			assert_int_equal(co_chan_try_send(&ch, &x), 0);
+		t = (struct mparty){ .ch = &ch, .items = in, .max = 100000, .res = 1 };
+		co_init(&t.co, many_fn);
+		assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+		assert_int_equal(co_loop_run(&loop), 0);
+		assert_int_equal(t.res, 65535);
+		for (x = 0; x < 65535; x++)
+			assert_int_equal(in[x], x);
+		for (x = 65535; x < QUEUED; x++) {
+			uint32_t y;
+
+			assert_int_equal(co_chan_try_recv(&ch, &y), 0);
+			assert_int_equal(y, x);
+		}
+		assert_int_equal(co_chan_try_recv(&ch, &x), -EAGAIN);
+		assert_int_equal(co_chan_destroy(&ch), 0);
+		free(in);
+	}
 }
 
 /* A receiver of many on an empty channel gets the first item sent, straight

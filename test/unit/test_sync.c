@@ -386,6 +386,84 @@ static void test_semaphore(void **state)
 	free(t);
 }
 
+/* co_sem_release(s, n) serves the oldest waiters first and keeps only what
+ * is left in the count; -EOVERFLOW changes nothing (nor does it for a wait
+ * group). */
+struct sem_order {
+	co_frame co;
+	co_waiter w;
+	co_sem *sem;
+	int id, *order, *n;
+};
+
+static int sem_order_fn(co_frame *f)
+{
+	struct sem_order *t = (struct sem_order *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_sem_acquire(&t->w, t->sem));
+	assert_int_equal(co_result(f), 0);
+	t->order[(*t->n)++] = t->id;
+	CO_END(f);
+}
+
+struct sem_releaser {
+	co_frame co;
+	co_sem *sem;
+	int res;
+};
+
+static int sem_releaser_fn(co_frame *f)
+{
+	struct sem_releaser *r = (struct sem_releaser *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the waiters parked, in order */
+	r->res = co_sem_release(r->sem, 5);
+	CO_END(f);
+}
+
+static void test_sem_release_order_and_overflow(void **state)
+{
+	co_sem sem;
+	co_waitgroup wg;
+	struct sem_order t[4];
+	struct sem_releaser r = { .res = 1 };
+	co_frame *fs[5];
+	int order[4], n = 0;
+	(void)state;
+	assert_int_equal(co_sem_init(&sem, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct sem_order){ .sem = &sem, .id = i, .order = order, .n = &n };
+		co_init(&t[i].co, sem_order_fn);
+		fs[i] = &t[i].co;
+	}
+	r.sem = &sem;
+	co_init(&r.co, sem_releaser_fn);
+	fs[4] = &r.co;
+	co_test_run_frames(fs, 5);
+	assert_int_equal(r.res, 0);
+	assert_int_equal(n, 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(order[i], i);
+	assert_int_equal(co_sem_try_acquire(&sem), 0); /* 5 - 4: one left */
+	assert_int_equal(co_sem_try_acquire(&sem), -EAGAIN);
+	assert_int_equal(co_sem_destroy(&sem), 0);
+
+	assert_int_equal(co_sem_init(&sem, 5), 0);
+	assert_int_equal(co_sem_release(&sem, UINT_MAX), -EOVERFLOW);
+	for (int i = 0; i < 5; i++) /* still 5 */
+		assert_int_equal(co_sem_try_acquire(&sem), 0);
+	assert_int_equal(co_sem_try_acquire(&sem), -EAGAIN);
+	assert_int_equal(co_sem_destroy(&sem), 0);
+
+	assert_int_equal(co_waitgroup_init(&wg), 0);
+	assert_int_equal(co_waitgroup_add(&wg, 3), 0);
+	assert_int_equal(co_waitgroup_add(&wg, UINT_MAX), -EOVERFLOW);
+	for (int i = 0; i < 3; i++) /* still 3 */
+		assert_int_equal(co_waitgroup_done(&wg), 0);
+	assert_int_equal(co_waitgroup_done(&wg), -EINVAL);
+	assert_int_equal(co_waitgroup_destroy(&wg), 0);
+}
+
 /* ---- condition variable: producers and consumers across contexts ------------------- */
 
 #define CV_PRODUCERS 3
@@ -645,6 +723,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_latch),
 		cmocka_unit_test(test_wait_group),
 		cmocka_unit_test(test_semaphore),
+		cmocka_unit_test(test_sem_release_order_and_overflow),
 		cmocka_unit_test(test_condvar_producer_consumer),
 		cmocka_unit_test(test_condvar_timeout_cancel_relock),
 		cmocka_unit_test(test_misuse),

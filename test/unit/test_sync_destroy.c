@@ -192,8 +192,49 @@ static void test_destroy_rules(void **state)
 	assert_int_equal(co_cond_destroy(NULL), -EINVAL);
 }
 
+/* The mutex of a condition wait destroyed while a frame waits (which the
+ * rules forbid): the destroy goes through (the wait released it), and the
+ * wait, notified, ends with -EINVAL, the mutex not held. */
+struct cond_waiter {
+	co_frame co;
+	co_waiter w;
+	co_mutex m;
+	co_cond c;
+	int res;
+};
+
+static int cond_waiter_fn(co_frame *f)
+{
+	struct cond_waiter *t = (struct cond_waiter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, &t->m));
+	CO_AWAIT(f, co_cond_wait(&t->w, &t->c, &t->m));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_cond_mutex_destroyed_under_wait(void **state)
+{
+	co_loop loop;
+	struct cond_waiter t = { .res = 1 };
+	(void)state;
+	co_loop_init(&loop);
+	assert_int_equal(co_mutex_init(&t.m), 0);
+	assert_int_equal(co_cond_init(&t.c), 0);
+	co_init(&t.co, cond_waiter_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1); /* parked on the condition */
+	assert_int_equal(co_mutex_destroy(&t.m), 0);
+	assert_int_equal(co_cond_signal(&t.c), 0);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(t.res, -EINVAL);
+	assert_int_equal(co_mutex_unlock(&t.m), -EINVAL); /* destroyed, not held */
+	assert_int_equal(co_cond_destroy(&t.c), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_rules),
+	cmocka_unit_test(test_cond_mutex_destroyed_under_wait),
 };
 
 CO_TEST_MAIN(tests, 1)
