@@ -241,6 +241,9 @@ static void test_lone_context_door(void **state)
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
 	assert_int_equal(co_context_spawn(&c, &first.co), 0);
+	assert_int_equal(co_context_start(&c, 7), -EINVAL); /* a bad mode: not started */
+	assert_int_equal(co_context_stop(&c, 7), -EINVAL);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
 	/* spawns race the context's end (it stops by itself when idle) */
 	assert_int_equal(pthread_create(&th, NULL, door_spawner, d), 0);
 	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), 0);

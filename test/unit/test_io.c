@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -111,6 +112,8 @@ static int file_fn(co_frame *f)
 	b->r[5] = co_result(f);
 	CO_AWAIT(f, co_statx(&b->io, AT_FDCWD, NULL, 0, STATX_SIZE, &b->stx));
 	b->r[6] = co_result(f);
+	CO_AWAIT(f, co_statx(&b->io, AT_FDCWD, b->path, 0, STATX_SIZE, NULL));
+	b->r[7] = co_result(f);
 	CO_END(f);
 }
 
@@ -133,6 +136,7 @@ static void test_file_ops(void **state)
 	assert_int_equal(b.r[4], 0);
 	assert_int_equal(b.r[5], -ENOENT);
 	assert_int_equal(b.r[6], -EFAULT);
+	assert_int_equal(b.r[7], -EFAULT); /* NULL out */
 }
 
 static int sockpair_fn(co_frame *f)
@@ -485,6 +489,12 @@ static void test_null_arguments(void **state)
 	assert_int_equal(io.res, -EINVAL);
 	/* a too-long or NULL buffer: the helper's status is -EINVAL */
 	co_frame *c = co_send_all(&x, 0, NULL, 5, 0);
+	assert_int_equal(co_resume(c), CO_DONE);
+	assert_int_equal(co_status(c), -EINVAL);
+	c = co_recv_all(&x, 0, &x, (size_t)INT_MAX + 1, 0);
+	assert_int_equal(co_resume(c), CO_DONE);
+	assert_int_equal(co_status(c), -EINVAL);
+	c = co_write_all(&x, 0, &x, SIZE_MAX, 0);
 	assert_int_equal(co_resume(c), CO_DONE);
 	assert_int_equal(co_status(c), -EINVAL);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -1380,6 +1381,14 @@ static void test_errors(void **state)
 	assert_int_equal(co_sched_spawn(NULL, &g.co), -EINVAL);
 	assert_int_equal(co_sched_spawn(&s, NULL), -EINVAL);
 	assert_int_equal(co_sched_spawn_to(&s, s.n, &g.co), -EINVAL);
+	assert_null(co_sched_pick(NULL, 0));
+	assert_null(co_sched_pick(&s, 1)); /* one group: kind 0 only */
+	assert_null(co_sched_pick(&s, UINT_MAX));
+	assert_non_null(co_sched_pick(&s, 0));
+	assert_int_equal(co_sched_stop(&s, 7), -EINVAL);
+	assert_int_equal(co_sched_stop(&s, -1), -EINVAL);
+	assert_int_equal(co_sched_tasks(NULL), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING); /* the bad stops changed nothing */
 	assert_int_equal(co_sched_spawn(&s, &g.co), 0);
 	assert_int_equal(co_sched_destroy(&s), -EBUSY); /* a task is live */
 	assert_int_equal(co_event_set(&ev), 0);
@@ -1392,9 +1401,21 @@ static void test_errors(void **state)
 	assert_int_equal(co_sched_run(&s), -EINVAL);
 	assert_int_equal(co_sched_spawn(&s, &g.co), -EINVAL);
 	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), -EINVAL);
+	assert_int_equal(co_sched_stop_timed(&s, CO_MS), -EINVAL);
+	assert_null(co_sched_pick(&s, 0));
+	assert_int_equal(co_sched_stop_timed(NULL, CO_MS), -EINVAL);
 	assert_int_equal(co_sched_run(NULL), -EINVAL);
 	assert_int_equal(co_sched_stop(NULL, CO_STOP_CANCEL), -EINVAL);
 	assert_int_equal(co_sched_state(NULL), -EINVAL);
+	/* never set up (zeroed) */
+	memset(&s, 0, sizeof s);
+	assert_int_equal(co_sched_run(&s), -EINVAL);
+	assert_int_equal(co_sched_poll(&s), -EINVAL);
+	assert_int_equal(co_sched_spawn(&s, &g.co), -EINVAL);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), -EINVAL);
+	assert_int_equal(co_sched_destroy(&s), -EINVAL);
+	assert_null(co_sched_pick(&s, 0));
+	assert_int_equal(co_event_destroy(&ev), 0);
 }
 
 int main(int argc, char **argv)
