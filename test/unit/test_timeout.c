@@ -742,7 +742,10 @@ struct by_hand {
 	co_frame co;
 	co_limit lim;
 	struct gate g;
-	int res;
+	co_when when;
+	co_frame kid, done_kid;
+	co_frame *kids[1];
+	int res, when_res, done_res;
 };
 
 static int by_hand_fn(co_frame *f)
@@ -751,9 +754,16 @@ static int by_hand_fn(co_frame *f)
 	CO_BEGIN(f);
 	CO_AWAIT(f, co_timeout(&b->lim, gate(&b->g), CO_S));
 	b->res = co_result(f);
+	b->kids[0] = &b->kid;
+	CO_AWAIT(f, co_timeout(&b->lim, co_when_all(&b->when, b->kids, 1), CO_S));
+	b->when_res = co_result(f);
+	CO_AWAIT_TASK(f, co_timeout_task(&b->lim, &b->done_kid, CO_S));
+	b->done_res = co_result(f);
 	CO_END(f);
 }
 
+/* And a when under a limit (-ENXIO, its child never started); a child that
+ * has finished already is not limited: its status is the value. */
 static void test_not_on_an_engine(void **state)
 {
 	struct by_hand b;
@@ -761,9 +771,15 @@ static void test_not_on_an_engine(void **state)
 	(void)state;
 	memset(&b, 0, sizeof b);
 	co_init(&b.co, by_hand_fn);
+	co_init(&b.kid, quick_fn);
+	co_init(&b.done_kid, quick_fn);
+	assert_int_equal(co_resume(&b.done_kid), CO_DONE);
 	assert_int_equal(co_resume(&b.co), CO_DONE);
 	assert_int_equal(b.res, -ENXIO);
 	assert_null(b.g.f); /* the gate was never entered */
+	assert_int_equal(b.when_res, -ENXIO);
+	assert_int_equal(b.kid.label, 0); /* never started */
+	assert_int_equal(b.done_res, 7);
 }
 
 /* ---- cleanup after a cancel: co_shield ---------------------------------------- */
