@@ -77,6 +77,51 @@ static void test_every_job_runs_once(void **state)
 	assert_int_equal(co_pool_destroy(&pool), 0);
 }
 
+/* One worker: the jobs start in the order their frames queued them (the
+ * frames run, and queue, in the order spawned). */
+static int start_order[64];
+static atomic_int started;
+
+static int note_start(void *arg)
+{
+	struct worker_job *w = arg;
+
+	start_order[atomic_fetch_add(&started, 1)] = w->id;
+	return w->id;
+}
+
+static int ordered_job_fn(co_frame *f)
+{
+	struct worker_job *w = (struct worker_job *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_pool_run(&w->run, w->pool, note_start, w));
+	w->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_jobs_start_in_order(void **state)
+{
+	static struct worker_job w[64];
+	co_frame *frames[64];
+	co_pool pool;
+	(void)state;
+
+	atomic_store(&started, 0);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	for (int i = 0; i < 64; i++) {
+		w[i] = (struct worker_job){ .pool = &pool, .id = i, .res = -1 };
+		co_init(&w[i].co, ordered_job_fn);
+		frames[i] = &w[i].co;
+	}
+	co_test_run_frames(frames, 64);
+	assert_int_equal(atomic_load(&started), 64);
+	for (int i = 0; i < 64; i++) {
+		assert_int_equal(start_order[i], i);
+		assert_int_equal(w[i].res, i);
+	}
+	assert_int_equal(co_pool_destroy(&pool), 0);
+}
+
 /* ---- cancellation, limits, destroy ------------------------------------------ */
 
 static int gate[2];
@@ -620,6 +665,7 @@ static void test_job_result_kept(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_job_runs_once),
+	cmocka_unit_test(test_jobs_start_in_order),
 	cmocka_unit_test(test_cancel_and_limit),
 	cmocka_unit_test(test_cancel_stop_ends_queued_jobs),
 	cmocka_unit_test(test_cancel_stop_past_grace_gives_up_job),
