@@ -34,6 +34,7 @@ struct worker_job {
 	co_frame co;
 	co_pool_job run;
 	co_pool *pool;
+	int (*fn)(void *arg);     /* NULL: square */
 	int id, res;
 };
 
@@ -48,7 +49,7 @@ static int worker_job_fn(co_frame *f)
 {
 	struct worker_job *w = (struct worker_job *)f;
 	CO_BEGIN(f);
-	CO_AWAIT(f, co_pool_run(&w->run, w->pool, square, w));
+	CO_AWAIT(f, co_pool_run(&w->run, w->pool, w->fn ? w->fn : square, w));
 	w->res = co_result(f);
 	CO_END(f);
 }
@@ -90,15 +91,6 @@ static int note_start(void *arg)
 	return w->id;
 }
 
-static int ordered_job_fn(co_frame *f)
-{
-	struct worker_job *w = (struct worker_job *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_pool_run(&w->run, w->pool, note_start, w));
-	w->res = co_result(f);
-	CO_END(f);
-}
-
 static void test_jobs_start_in_order(void **state)
 {
 	static struct worker_job w[64];
@@ -109,8 +101,8 @@ static void test_jobs_start_in_order(void **state)
 	atomic_store(&started, 0);
 	assert_int_equal(co_pool_init(&pool, 1), 0);
 	for (int i = 0; i < 64; i++) {
-		w[i] = (struct worker_job){ .pool = &pool, .id = i, .res = -1 };
-		co_init(&w[i].co, ordered_job_fn);
+		w[i] = (struct worker_job){ .pool = &pool, .fn = note_start, .id = i, .res = -1 };
+		co_init(&w[i].co, worker_job_fn);
 		frames[i] = &w[i].co;
 	}
 	co_test_run_frames(frames, 64);
