@@ -297,7 +297,8 @@ struct co_acceptor {
  * -EALREADY (armed), -ENXIO (no engine on this thread). */
 CO_API int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
 		      void (*on_conn)(co_acceptor *, int), void *user);
-/* From the engine thread. 0, or -EINVAL / -ENXIO as above. */
+/* From the engine thread. 0 (also when not armed, or stopping already),
+ * -EINVAL (NULL), -ENXIO (armed on an engine this thread does not run). */
 CO_API int co_acceptor_stop(co_acceptor *a);
 
 #ifdef __cplusplus

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -424,6 +425,98 @@ static void test_all_nonblocking_waits(void **state)
 	close(p[1]);
 }
 
+/* ---- the acceptor's errors ---------------------------------------------- */
+
+struct acc_probe {
+	co_frame co;
+	co_io io;
+	co_acceptor acc, bad;
+	int lfd, sfd;
+	int r[8];
+	int calls, cancelled, last, bad_calls, bad_res;
+};
+
+static void acc_probe_conn(co_acceptor *a, int fd)
+{
+	struct acc_probe *p = a->user;
+
+	p->calls++;
+	p->last = fd;
+	if (fd == -ECANCELED)
+		p->cancelled++;
+	else if (fd >= 0)
+		close(fd);
+}
+
+static void acc_probe_bad(co_acceptor *a, int fd)
+{
+	struct acc_probe *p = a->user;
+
+	p->bad_calls++;
+	p->bad_res = fd;
+}
+
+static void *acc_stop_elsewhere(void *arg)
+{
+	return (void *)(intptr_t)co_acceptor_stop(arg);
+}
+
+static int acc_probe_fn(co_frame *f)
+{
+	struct acc_probe *p = (struct acc_probe *)f;
+	pthread_t th;
+	void *ret;
+	CO_BEGIN(f);
+	p->r[0] = co_acceptor_start(&p->acc, -1, 0, acc_probe_conn, p);
+	p->r[1] = co_acceptor_start(&p->acc, p->lfd, 0, NULL, p);
+	p->r[2] = co_acceptor_start(&p->acc, p->lfd, SOCK_CLOEXEC, acc_probe_conn, p);
+	p->r[3] = co_acceptor_start(&p->acc, p->lfd, SOCK_CLOEXEC, acc_probe_conn, p);
+	/* a socket that does not listen: started, then on_conn gets the error */
+	p->r[4] = co_acceptor_start(&p->bad, p->sfd, 0, acc_probe_bad, p);
+	/* a stop from a thread that does not run the acceptor's engine */
+	assert_int_equal(pthread_create(&th, NULL, acc_stop_elsewhere, &p->acc), 0);
+	pthread_join(th, &ret);
+	p->r[7] = (int)(intptr_t)ret;
+	CO_AWAIT(f, co_sleep(&p->io, CO_MS));
+	p->r[5] = co_acceptor_stop(&p->acc);
+	p->r[6] = co_acceptor_stop(&p->acc); /* again */
+	CO_AWAIT(f, co_sleep(&p->io, CO_MS));
+	CO_END(f);
+}
+
+static void test_acceptor_errors(void **state)
+{
+	struct acc_probe p;
+	uint16_t port;
+	co_acceptor off;
+	(void)state;
+	memset(&p, 0, sizeof p);
+	p.lfd = co_test_listen(&port);
+	p.sfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(p.sfd >= 0);
+	memset(&off, 0, sizeof off);
+	assert_int_equal(co_acceptor_start(&off, p.lfd, 0, acc_probe_conn, &p), -ENXIO);
+	assert_int_equal(co_acceptor_stop(&off), 0); /* not armed: nothing to stop */
+	co_init(&p.co, acc_probe_fn);
+	co_test_run1(&p.co);
+	assert_int_equal(p.r[0], -EINVAL);
+	assert_int_equal(p.r[1], -EINVAL);
+	assert_int_equal(p.r[2], 0);
+	assert_int_equal(p.r[3], -EALREADY);
+	assert_int_equal(p.r[4], 0);
+	assert_int_equal(p.r[5], 0);
+	assert_int_equal(p.r[6], 0);
+	assert_int_equal(p.r[7], -ENXIO);
+	assert_int_equal(p.cancelled, 1); /* one last call, -ECANCELED */
+	assert_int_equal(p.calls, 1);
+	assert_int_equal(p.acc.armed, 0);
+	assert_int_equal(p.bad_calls, 1);
+	assert_int_equal(p.bad_res, -EINVAL);
+	assert_int_equal(p.bad.armed, 0);
+	close(p.lfd);
+	close(p.sfd);
+}
+
 /* ---- multishot accept + 10,000-coroutine echo --------------------------- */
 
 #define ECHO_CONNS 5000 /* 5,000 clients + 5,000 server handlers */
@@ -608,6 +701,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_read_write_all_file),
 		cmocka_unit_test(test_all_at_current_position),
 		cmocka_unit_test(test_all_nonblocking_waits),
+		cmocka_unit_test(test_acceptor_errors),
 		cmocka_unit_test(test_echo_10000_coroutines),
 		cmocka_unit_test(test_echo_random_sizes_to_64k),
 	};
