@@ -57,7 +57,7 @@ enum co_trace_kind {
 	CO_TRACE_TIMEOUT = 11,  /* a time limit ran out (sub: whose) */
 	CO_TRACE_SUBMIT = 12,   /* an I/O operation prepared (sub: opcode, arg: fd) */
 	CO_TRACE_COMPLETE = 13, /* its completion (arg: result) */
-	CO_TRACE_RUN = 14,      /* an engine run begins (arg 1) or ends (arg 0) */
+	CO_TRACE_RUN = 14,      /* an engine run begins (b 1) or ends (b 0) */
 	CO_TRACE_CONTEXT = 15,  /* a context's thread starts (arg: its index) */
 	CO_TRACE_FOLLOW = 16,   /* moved to the context of the frame that woke
 	                           it (co_sched_roam; waker's thread) */
@@ -95,7 +95,10 @@ CO_API int co_trace_available(void);
  * (recording already), -EINVAL (events 0 or above CO_TRACE_MAX_EVENTS,
  * stream without path), open's errors for path (-ENOENT, -EACCES,
  * -EISDIR ...: the file is created, or truncated, here), -ENOMEM, or
- * pthread_create's for the stream's thread. Nothing changes on an error.
+ * pthread_create's for the stream's thread. On an error the session
+ * before stays as it was (co_trace_dump writes it, co_trace_stats_get
+ * counts it); a stream whose header could not be written (-ENOSPC,
+ * -EFBIG) leaves the file at path created or emptied.
  */
 CO_API int co_trace_start(const co_trace_opts *opts);
 

@@ -617,17 +617,14 @@ int co_trace_start(const co_trace_opts *opts)
 			return err;
 		}
 	}
-	/* buffers nothing writes to any more */
-	for (pp = &bufs; *pp;) {
-		struct tbuf *b = *pp;
+	/* The last session as it is: a start that fails puts it back, so that
+	 * co_trace_dump still writes its events (trace is off meanwhile, and
+	 * the dump waits for reg_lock). */
+	uint64_t was_lost = atomic_load_explicit(&lost, memory_order_relaxed);
+	uint64_t was_cap = sess_cap, was_t0 = sess_t0;
+	unsigned was_threads = sess_threads;
+	int was_err = sess_err;
 
-		if (b->gone) {
-			*pp = b->next;
-			free(b);
-		} else {
-			pp = &b->next;
-		}
-	}
 	atomic_fetch_add_explicit(&sess_gen, 1, memory_order_relaxed);
 	atomic_store_explicit(&lost, 0, memory_order_relaxed);
 	sess_cap = pow2_at_least(o.events);
@@ -650,10 +647,27 @@ int co_trace_start(const co_trace_opts *opts)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (err) {
 			close(fd);
+			atomic_fetch_sub_explicit(&sess_gen, 1, memory_order_relaxed);
+			atomic_store_explicit(&lost, was_lost, memory_order_relaxed);
+			sess_cap = was_cap;
+			sess_threads = was_threads;
+			sess_t0 = was_t0;
 			sess_fd = -1;
 			sess_stream = 0;
+			sess_err = was_err;
 			pthread_mutex_unlock(&reg_lock);
 			return err;
+		}
+	}
+	/* buffers nothing writes to any more: the last session's, done with */
+	for (pp = &bufs; *pp;) {
+		struct tbuf *b = *pp;
+
+		if (b->gone) {
+			*pp = b->next;
+			free(b);
+		} else {
+			pp = &b->next;
 		}
 	}
 	atomic_store_explicit(&co__trace_on, 1, memory_order_seq_cst);
@@ -749,7 +763,7 @@ int co_trace_env(void)
 	const char *v = getenv("CORING_TRACE");
 	co_trace_opts o = { .events = CO_TRACE_DEFAULT_EVENTS };
 	static int registered;
-	char *path, *opt, *save = NULL;
+	char *path, *opt, *next;
 	int err;
 
 	if (v == NULL)
@@ -761,8 +775,11 @@ int co_trace_env(void)
 	opt = strchr(path, ',');
 	if (opt)
 		*opt++ = '\0';
-	for (opt = opt ? strtok_r(opt, ",", &save) : NULL; opt && !err;
-	     opt = strtok_r(NULL, ",", &save)) {
+	/* each option between two commas: an empty one is an error too */
+	for (; opt && !err; opt = next) {
+		next = strchr(opt, ',');
+		if (next)
+			*next++ = '\0';
 		if (!strcmp(opt, "stream")) {
 			o.stream = 1;
 		} else if (!strncmp(opt, "events=", 7)) {
@@ -771,7 +788,8 @@ int co_trace_env(void)
 
 			errno = 0;
 			n = strtoull(opt + 7, &end, 10);
-			if (errno || end == opt + 7 || *end || opt[7] == '-' || n == 0 ||
+			/* digits only: strtoull would take blanks and a sign */
+			if (opt[7] < '0' || opt[7] > '9' || errno || *end || n == 0 ||
 			    n > CO_TRACE_MAX_EVENTS)
 				err = -EINVAL;
 			else

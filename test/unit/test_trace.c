@@ -1106,6 +1106,18 @@ static void test_manual_context_named(void **state)
 
 /* ---- errors -------------------------------------------------------------- */
 
+/* A thread that records five events and ends. */
+static void *record_and_end(void *arg)
+{
+	co_frame f;
+
+	(void)arg;
+	co_init(&f, gen_fn);
+	for (int i = 0; i < 5; i++)
+		co_trace_frame(&f, CO_TRACE_YIELD);
+	return NULL;
+}
+
 static void test_errors(void **state)
 {
 	co_trace_opts o = { .events = 64 };
@@ -1174,6 +1186,34 @@ static void test_errors(void **state)
 		co_trace_stats_get(&st);
 		assert_int_equal(st.recording, 0);
 	}
+	/* a start that fails keeps the session before it for co_trace_dump:
+	 * its counts, and the buffer of a thread that has ended since */
+	if (access("/dev/full", W_OK) == 0) {
+		co_trace_opts plain = { .events = 64 };
+		co_trace_stats a, b;
+		pthread_t th;
+		co_frame f;
+
+		assert_int_equal(co_trace_start(&plain), 0);
+		co_init(&f, gen_fn);
+		for (int i = 0; i < 10; i++)
+			co_trace_frame(&f, CO_TRACE_YIELD);
+		assert_int_equal(pthread_create(&th, NULL, record_and_end, NULL), 0);
+		pthread_join(th, NULL);
+		assert_int_equal(co_trace_stop(), 0);
+		co_trace_stats_get(&a);
+		assert_int_equal(a.threads, 2);
+		assert_true(a.recorded >= 15);
+		o.path = "/dev/full";
+		o.stream = 1;
+		assert_int_equal(co_trace_start(&o), -ENOSPC);
+		co_trace_stats_get(&b);
+		assert_int_equal(b.recording, 0);
+		assert_int_equal(b.threads, a.threads);
+		assert_int_equal(b.recorded, a.recorded);
+		assert_int_equal(b.dropped, a.dropped);
+		assert_int_equal(b.lost, a.lost);
+	}
 	co_trace_stats_get(NULL); /* harmless */
 }
 
@@ -1187,7 +1227,8 @@ static void test_env(void **state)
 	static const char *const garbage[] = { "", ",events=64", "%s,events=abc", "%s,events=0",
 					       "%s,events=-5", "%s,events=99999999999",
 					       "%s,events=64x", "%s,bogus", "%s,events=",
-					       "%s,stream,wat" };
+					       "%s,stream,wat", "%s,", "%s,,,", "%s,,stream",
+					       "%s,events= 5", "%s,events=+5", "%s,events=\t7" };
 	(void)state;
 	NEED_TRACE();
 	unsetenv("CORING_TRACE");
