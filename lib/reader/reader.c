@@ -456,15 +456,29 @@ static co_frame *reader_start(co_reader *r)
 	if (res != -EAGAIN) {
 		r->co.state = CO__ST_DONE;
 		r->co.status = res;
+
 	}
 	return &r->co;
+}
+
+/* A read refused with -EINVAL: a reader's last result goes (len 0, as
+ * after any failure), unless another read owns it now. */
+static co_frame *reader_einval(co_reader *r)
+{
+	if (r->magic == READER_MAGIC && !reader_busy(r)) {
+		r->data = NULL;
+		r->len = 0;
+	}
+	return (co_frame *)&fail_einval;
 }
 
 /* The checks every read makes; NULL when it may go on. */
 static co_frame *reader_refuse(co_reader *r)
 {
-	if (r->magic != READER_MAGIC || r->max == 0 || r->max > CO_READER_MAX)
+	if (r->magic != READER_MAGIC)
 		return (co_frame *)&fail_einval;
+	if (r->max == 0 || r->max > CO_READER_MAX)
+		return reader_einval(r);
 	if (reader_busy(r))
 		return (co_frame *)&fail_ebusy;
 	return NULL;
@@ -479,7 +493,7 @@ co_frame *co_reader_until(co_reader *r, const void *delim, size_t dlen)
 	if ((no = reader_refuse(r)) != NULL)
 		return no;
 	if (delim == NULL || dlen == 0 || dlen > CO_READER_DELIM_MAX)
-		return (co_frame *)&fail_einval;
+		return reader_einval(r);
 	r->op = OP_UNTIL;
 	r->dlen = (unsigned char)dlen;
 	memcpy(r->delim, delim, dlen);
@@ -496,7 +510,7 @@ co_frame *co_reader_exact(co_reader *r, size_t n)
 	if ((no = reader_refuse(r)) != NULL)
 		return no;
 	if (n == 0)
-		return (co_frame *)&fail_einval;
+		return reader_einval(r);
 	r->op = OP_EXACT;
 	r->want = n;
 	return reader_start(r);

@@ -870,6 +870,22 @@ static int status_of(co_frame *f)
 	return co_status(f);
 }
 
+/* One line read with r, awaited. */
+struct line_read {
+	co_frame co;
+	co_reader *r;
+	int res;
+};
+
+static int line_read_fn(co_frame *f)
+{
+	struct line_read *l = (struct line_read *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_reader_until(l->r, "\n", 1));
+	l->res = co_result(f);
+	CO_END(f);
+}
+
 static void test_misuse_errors(void **state)
 {
 	co_reader r, z;
@@ -911,6 +927,43 @@ static void test_misuse_errors(void **state)
 	assert_int_equal(status_of(co_reader_exact(&r, 0)), -EINVAL);
 	assert_int_equal(status_of(co_reader_exact(&r, 101)), -EMSGSIZE);
 	assert_int_equal(status_of(co_reader_exact(&r, SIZE_MAX)), -EMSGSIZE);
+	{ /* a refused read leaves no result behind: len 0, nothing to copy */
+		static const char *const what[] = { "until \"\"", "exact 0", "exact 101",
+						     "max 0" };
+		char out[16];
+		int p[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
+		assert_int_equal(write(p[1], "l1\nl2\nl3\nl4\n", 12), 12);
+		r.fd = p[0];
+		for (int k = 0; k < 4; k++) {
+			int res;
+
+			struct line_read lr = { .r = &r };
+
+			co_init(&lr.co, line_read_fn);
+			co_test_run1(&lr.co);
+			assert_int_equal(lr.res, 3);
+			assert_int_equal(co_reader_copy(&r, out, sizeof out), 3);
+			if (k == 0)
+				res = status_of(co_reader_until(&r, "", 0));
+			else if (k == 1)
+				res = status_of(co_reader_exact(&r, 0));
+			else if (k == 2)
+				res = status_of(co_reader_exact(&r, 101));
+			else {
+				r.max = 0;
+				res = status_of(co_reader_until(&r, "\n", 1));
+				r.max = 100;
+			}
+			assert_true(res < 0);
+			if (r.len != 0 || r.data != NULL || co_reader_copy(&r, out, sizeof out) != 0)
+				fail_msg("after %s: len %zu", what[k], r.len);
+		}
+		r.fd = 0;
+		close(p[0]);
+		close(p[1]);
+	}
 	r.max = 0;
 	assert_int_equal(status_of(co_reader_until(&r, "\n", 1)), -EINVAL);
 	r.max = SIZE_MAX;
