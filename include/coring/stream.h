@@ -66,7 +66,8 @@ typedef struct co_bufring {
 	                                   queued before its multishot is paused
 	                                   (a reader that does not keep up cannot
 	                                   take the whole ring); init sets
-	                                   max(2 * CO_STREAM_IOV_MAX, count / 64) */
+	                                   max(2 * CO_STREAM_IOV_MAX, count / 64);
+	                                   0 is taken as 1 */
 	unsigned streams;               /* read-only: streams open on it */
 	uint64_t starvations;           /* read-only: times a stream's multishot
 	                                   found no free buffer (-ENOBUFS) */
@@ -105,7 +106,8 @@ struct co_stream {
  * before its first run), as co_engine_register_buffers. co_engine_destroy
  * refuses (-EBUSY) while a ring is registered.
  * Errors: -EINVAL (NULL, a count or size out of range, a dead engine),
- * -ENOMEM, -EBUSY (e runs on another thread), -EPERM (another thread owns
+ * -EALREADY (b is set up already: destroy it first), -ENOMEM, -EBUSY (e
+ * runs on another thread), -EPERM (another thread owns
  * e's ring), or the kernel's (-EINVAL on kernels before 5.19, which lack
  * buffer rings; -ENOMEM over RLIMIT_MEMLOCK on old ones). Nothing leaks.
  */

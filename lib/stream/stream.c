@@ -30,6 +30,14 @@
 #include "common/fault.h"
 
 #define RING_MAGIC 0x42524e47u   /* a registered co_bufring */
+
+/* The buffers a stream of b may have queued before its multishot pauses:
+ * b->stream_limit, which the user may set; 0 is taken as 1 (a stream that
+ * could hold none would stay paused for good). */
+static inline unsigned limit_of(const co_bufring *b)
+{
+	return b->stream_limit ? b->stream_limit : 1;
+}
 #define OPEN_MAGIC 0x5354524du   /* an open co_stream */
 #define CLOSED_MAGIC 0x434c5344u /* a closed one */
 
@@ -78,6 +86,8 @@ int co_bufring_init(co_bufring *b, co_engine *e, unsigned count, unsigned size)
 	if (b == NULL || e == NULL || count == 0 || count > CO_BUFRING_COUNT_MAX ||
 	    (count & (count - 1)) || size == 0 || size > CO_BUFRING_SIZE_MAX)
 		return -EINVAL;
+	if (b->magic == RING_MAGIC)
+		return -EALREADY; /* registered: a second set-up would lose it for good */
 	/* One mapping: the ring the kernel reads (page-aligned, as it wants),
 	 * the per-buffer arrays, then the buffers from a page boundary. */
 	head = page_round((size_t)count *
@@ -257,7 +267,7 @@ static void stream_last_cqe(co_engine *e, co_stream *s, int res)
 		return;
 	}
 	/* ended by the kernel after data, for want of a buffer, or paused */
-	if (s->qn >= b->stream_limit) {
+	if (s->qn >= limit_of(b)) {
 		s->paused = 1; /* armed again once the coroutine took part of it */
 	} else {
 		s->paused = 0;
@@ -290,7 +300,7 @@ static __attribute__((noinline)) void stream_cqe_slow(co_engine *e, co_stream *s
 				starved_rearm(b);
 		}
 	}
-	if (s->qn >= b->stream_limit && !s->paused && !s->closing &&
+	if (s->qn >= limit_of(b) && !s->paused && !s->closing &&
 	    (cqe_flags & IORING_CQE_F_MORE)) {
 		/* a reader far behind: stop receiving for now */
 		s->paused = 1;
@@ -312,7 +322,7 @@ static inline void stream_cqe_in(co_engine *e, co_stream *s, int res, unsigned c
 
 	if (co__likely((cqe_flags & (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE)) ==
 			       (IORING_CQE_F_BUFFER | IORING_CQE_F_MORE) &&
-		       res > 0 && !s->closing && s->qn + 1 < b->stream_limit)) {
+		       res > 0 && !s->closing && s->qn + 1 < limit_of(b))) {
 		b->free--;
 		stream_queue(s, b, cqe_flags >> IORING_CQE_BUFFER_SHIFT, (unsigned)res);
 		if (s->frame)
@@ -352,7 +362,7 @@ static __attribute__((noinline)) void stream_gave_back(co_stream *s)
 {
 	co_bufring *b = s->ring;
 
-	if (s->paused && !s->armed && !s->closing && s->qn < b->stream_limit) {
+	if (s->paused && !s->armed && !s->closing && s->qn < limit_of(b)) {
 		s->paused = 0;
 		stream_rearm(s, b->engine);
 	}

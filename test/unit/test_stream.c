@@ -396,6 +396,32 @@ static void test_slow_reader_is_paused(void **state)
 	rig_down(&g);
 }
 
+/* A stream_limit of 0 is taken as 1: every byte comes, one buffer queued
+ * at a time (0 would have paused the multishot for good). */
+static void test_stream_limit_zero(void **state)
+{
+	struct rig g;
+	struct reader r;
+	struct peer p;
+	co_frame *fs[1] = { &r.co };
+	int sv[2];
+
+	(void)state;
+	rig_up(&g, 64, 16);
+	g.ring.stream_limit = 0;
+	memset(&p, 0, sizeof p);
+	co_test_tcp_pair(sv);
+	reader_init(&r, &g.ring, sv[0], 40);
+	peer_start(&p, sv[1], 40, 5000, 100);
+	run_all(&g.e, fs, 1);
+	peer_join(&p);
+	assert_int_equal(r.bad, 0);
+	assert_int_equal(r.got, 5000);
+	assert_int_equal(r.end, 0);
+	close(sv[0]);
+	rig_down(&g);
+}
+
 /* ---- an error ends the stream after the data queued before it ------------------- */
 
 static void test_error_after_data(void **state)
@@ -1012,6 +1038,7 @@ static void test_bufring_errors(void **state)
 	assert_int_equal(co_bufring_init(&b[0], &e, CO_BUFRING_COUNT_MAX, 1), 0);
 	assert_int_equal(co_bufring_init(&b[1], &e, 1, 4096), 0);
 	assert_int_equal(co_bufring_init(&b[2], &e, 16, 100), 0);
+	assert_int_equal(co_bufring_init(&b[2], &e, 16, 100), -EALREADY); /* registered */
 	assert_true(b[0].bgid != b[1].bgid && b[1].bgid != b[2].bgid && b[0].bgid != b[2].bgid);
 	assert_int_equal(e.bufrings, 3);
 	assert_int_equal(co_engine_destroy(&e), -EBUSY);
@@ -1465,6 +1492,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_queued_while_busy),
 	cmocka_unit_test(test_tiny_ring_many_streams),
 	cmocka_unit_test(test_slow_reader_is_paused),
+	cmocka_unit_test(test_stream_limit_zero),
 	cmocka_unit_test(test_error_after_data),
 	cmocka_unit_test(test_cancel_ends_await_not_stream),
 	cmocka_unit_test(test_cancel_stop_ends_streams),
