@@ -9,6 +9,7 @@
  */
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -417,6 +418,14 @@ static unsigned ready_count(co_engine *e)
  * that yields or waits for the next turn is left for the next tick, and
  * the tick's I/O is submitted at its end.
  */
+/* What a tick resumes at most: the frames ready now and batch more (those
+ * they wake), the sum held at UINT_MAX (a batch near it would wrap it to
+ * fewer than are ready). */
+static unsigned tick_max(unsigned ready, unsigned batch)
+{
+	return ready > UINT_MAX - batch ? UINT_MAX : ready + batch;
+}
+
 static int tick(co_engine *e)
 {
 	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);
@@ -429,7 +438,7 @@ static int tick(co_engine *e)
 		ret = io_uring_get_events(&e->ring); /* runs the kernel's completion work */
 	reap_all(e, 0); /* its frames run below, after those ready before */
 	turn_ready(e);
-	run_ready(e, cancel_deadline, ready_count(e) + e->batch, e->roam != NULL, 1);
+	run_ready(e, cancel_deadline, tick_max(ready_count(e), e->batch), e->roam != NULL, 1);
 	if (ret >= 0 || ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
 		ret = io_uring_submit(&e->ring);
 	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)

@@ -197,6 +197,18 @@ static void test_every_ready_frame_once_per_tick(void **state)
 		assert_int_equal(per_tick[t], MANY);
 	check_one_step_per_tick(s, MANY, 3);
 	assert_int_equal(co_engine_destroy(&e), 0);
+	/* a batch near UINT_MAX: the same (ready + batch held at UINT_MAX,
+	 * not wrapped to fewer than are ready) */
+	memset(per_tick, 0, sizeof per_tick);
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .batch = UINT_MAX }), 0);
+	for (int i = 0; i < 10; i++) {
+		stepper_init(&s[i], BY_YIELD, 3);
+		assert_int_equal(co_engine_spawn(&e, &s[i].co), 0);
+	}
+	assert_int_equal(tick_all(engine_tick_fn, &e, s, 10, per_tick, 4), 4);
+	for (int t = 1; t <= 4; t++)
+		assert_int_equal(per_tick[t], 10);
+	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
 /* ---- wake-ups during a tick: the same tick, up to opts.batch --------------------------- */
