@@ -259,7 +259,8 @@ struct co_engine {
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
 	unsigned stuck;                 /* read-only: frames the last run found
 	                                   waiting on nothing that can wake them
-	                                   (it returned -EDEADLK) */
+	                                   (it returned -EDEADLK); 0 again at the
+	                                   next run or tick */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
@@ -290,7 +291,7 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
  * (coring/stream.h) is registered or a pool job whose frame a cancel stop
  * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
- * returned -EDEADLK with nothing changed since: its stuck frames are
+ * returned -EDEADLK with nothing changed since (no tick either): its stuck frames are
  * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
  * NULL or an engine not set up. From the owner thread or any other; it
  * waits for other threads still returning from a call on e.

@@ -512,6 +512,7 @@ int co_engine_tick(co_engine *e)
 	ret = enter(e);
 	if (ret < 0)
 		return ret;
+	e->stuck = 0; /* as a run: only the last run's verdict may stand */
 	ret = tick(e);
 	leave(e);
 	return ret;

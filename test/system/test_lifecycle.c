@@ -510,6 +510,63 @@ static void test_engine_deadlock_then_destroy(void **state)
 	assert_int_equal(stuck.passed, 0);
 }
 
+/* A stuck frame woken and ticked is no longer stuck: it waits on a read
+ * now, and destroy refuses while it does (the count of a run that found
+ * it stuck stood until the next run, and destroy forgot a frame with I/O
+ * in flight); once the read completes, it ends and destroy succeeds. */
+struct gated_read {
+	co_frame co;
+	co_io io;
+	struct gate *g;
+	int fd;
+	char c;
+	atomic_int done;
+};
+
+static int gated_read_fn(co_frame *f)
+{
+	struct gated_read *t = (struct gated_read *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &t->g->aw);
+	CO_AWAIT(f, co_read(&t->io, t->fd, &t->c, 1, (uint64_t)-1));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void gated_read_done(co_frame *f)
+{
+	atomic_fetch_add(&((struct gated_read *)f)->done, 1);
+}
+
+static void test_engine_stuck_then_woken_by_tick(void **state)
+{
+	co_engine e;
+	struct gate g = { .aw = { &gate_ops } };
+	struct gated_read t = { .g = &g };
+	int p[2];
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	t.fd = p[0];
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&t.co, gated_read_fn);
+	t.co.on_done = gated_read_done;
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EDEADLK);
+	assert_int_equal(e.stuck, 1);
+	co_wake(atomic_load(&g.parked));
+	assert_int_equal(co_engine_tick(&e), 1); /* it runs, and waits on the read */
+	assert_int_equal(e.stuck, 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_destroy(&e), -EBUSY); /* live, with I/O in flight */
+	assert_int_equal(write(p[1], "x", 1), 1);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(co_status(&t.co), 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(p[0]);
+	close(p[1]);
+}
+
 /* ---- freeing a primitive right after the call that released its waiter ------------- */
 
 struct chan_rx {
@@ -677,6 +734,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_transfer_exdev),
 	cmocka_unit_test(test_sched_deadlock),
 	cmocka_unit_test(test_engine_deadlock_then_destroy),
+	cmocka_unit_test(test_engine_stuck_then_woken_by_tick),
 	cmocka_unit_test(test_cancelled_frame_does_not_move),
 	cmocka_unit_test(test_free_channel_after_timed_claim),
 	cmocka_unit_test(test_free_event_after_set),
