@@ -277,7 +277,7 @@ struct co_engine {
  * _SQE128, _CQE32, _COOP_TASKRUN, _TASKRUN_FLAG, _SINGLE_ISSUER and
  * _DEFER_TASKRUN (_CQSIZE and _R_DISABLED are set by the engine anyway).
  * Errors: -EINVAL (NULL e, ready_size not a power of two >= 2,
- * cq_entries < sq_entries, an unknown setup flag, a reserved field not 0), -EOPNOTSUPP (a setup
+ * sq_entries 1 (an operation and its linked timeout need two), cq_entries < sq_entries, an unknown setup flag, a reserved field not 0), -EOPNOTSUPP (a setup
  * flag the engine cannot honour: _IOPOLL, _ATTACH_WQ), -ENOMEM, eventfd's
  * errors, or io_uring_setup's (-ENOSYS when the kernel lacks io_uring,
  * -EPERM when it is disabled, -EMFILE ...). Nothing leaks on an error.

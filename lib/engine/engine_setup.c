@@ -251,7 +251,8 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	for (unsigned i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++)
 		if (o.reserved[i] != 0)
 			return -EINVAL; /* a later version's option: refused, not ignored */
-	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) ||
+	/* an SQ of one has no room for an operation and its linked timeout */
+	if (o.ready_size < 2 || (o.ready_size & (o.ready_size - 1)) || o.sq_entries < 2 ||
 	    o.cq_entries < o.sq_entries || (o.setup_flags & ~(SETUP_TAKEN | SETUP_REFUSED)))
 		return -EINVAL;
 	if (o.setup_flags & SETUP_REFUSED)

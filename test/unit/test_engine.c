@@ -43,6 +43,11 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
 	o = (co_engine_opts){ .sq_entries = 64, .cq_entries = 32 };
 	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	o = (co_engine_opts){ .sq_entries = 1 };
+	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	o = (co_engine_opts){ .sq_entries = 2 }; /* the smallest accepted */
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
 	assert_int_equal(co_engine_destroy(NULL), -EINVAL);
 	assert_int_equal(co_engine_run(NULL, CO_RUN_UNTIL_IDLE), -EINVAL);
 	assert_int_equal(co_engine_stop(NULL, 0), -EINVAL);
