@@ -114,7 +114,8 @@ enum co_engine_state {
 /* co_engine_stop() modes */
 enum co_stop_mode {
 	CO_STOP_DRAIN = 0,      /* no new work; live frames finish */
-	CO_STOP_CANCEL = 1,     /* also end every wait with -ECANCELED */
+	CO_STOP_CANCEL = 1,     /* also end the library's waits with -ECANCELED
+	                           (co_engine_stop says which) */
 };
 
 /* co_engine_run() modes */
@@ -365,8 +366,11 @@ CO_API co_awaiter *co_after_turns(co_turn *t, unsigned n);
  * Ask the engine to stop, from any thread (signal handlers excepted): new
  * spawns fail with -ESHUTDOWN at once, and co_engine_run returns once every
  * frame has finished. CO_STOP_DRAIN lets them finish; CO_STOP_CANCEL ends
- * every wait with -ECANCELED: all I/O in flight, every wait on a sync
- * primitive, timed or not; from then on each frame's co_cancelled() is
+ * with -ECANCELED all I/O in flight, every wait on a sync primitive, timed
+ * or not, and an awaiter of your own under co_timeout (its cancel op is
+ * called); a frame parked on an awaiter of your own without a limit (even
+ * one counted with co_engine_park) waits until you wake it, for the engine
+ * holds no reference to it; from then on each frame's co_cancelled() is
  * true, so later waits end at once; frames that never started do not start
  * (their on_done sees -ECANCELED), and frames still running after the
  * grace (opts.cancel_grace_ns) are finished for them the same way, so the

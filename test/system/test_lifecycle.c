@@ -510,6 +510,34 @@ static void test_engine_deadlock_then_destroy(void **state)
 	assert_int_equal(stuck.passed, 0);
 }
 
+/* A frame parked on an awaiter of one's own, counted with co_engine_park:
+ * a cancel stop does not end it (the engine holds no reference to it), the
+ * engine waits for it; woken and unparked, it ends and the run returns. */
+static void test_cancel_stop_leaves_own_parked_wait(void **state)
+{
+	co_engine e;
+	struct gate g = { .aw = { &gate_ops } };
+	struct gated t = { .g = &g };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&t.co, gated_fn);
+	t.co.on_done = gated_done;
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_park(&e), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* parks on the gate */
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(atomic_load(&t.done), 0); /* still waiting */
+	assert_int_equal(co_engine_destroy(&e), -EBUSY);
+	co_wake(atomic_load(&g.parked));
+	assert_int_equal(co_engine_unpark(&e), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(atomic_load(&t.done), 1);
+	assert_int_equal(atomic_load(&t.passed), 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* A stuck frame woken and ticked is no longer stuck: it waits on a read
  * now, and destroy refuses while it does (the count of a run that found
  * it stuck stood until the next run, and destroy forgot a frame with I/O
@@ -735,6 +763,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_sched_deadlock),
 	cmocka_unit_test(test_engine_deadlock_then_destroy),
 	cmocka_unit_test(test_engine_stuck_then_woken_by_tick),
+	cmocka_unit_test(test_cancel_stop_leaves_own_parked_wait),
 	cmocka_unit_test(test_cancelled_frame_does_not_move),
 	cmocka_unit_test(test_free_channel_after_timed_claim),
 	cmocka_unit_test(test_free_event_after_set),
