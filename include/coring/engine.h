@@ -199,7 +199,8 @@ struct co__view_slot;
 	                                   (lib/engine/engine_loop.c) */                \
 	unsigned deferred;              /* finished frames whose finish                 \
 	                                   waits for a cancel request */                \
-	pthread_t owner;                                                                \
+	uint64_t owner;                 /* the owner thread's number                    \
+	                                   (lib/common/thread_id.h) */                  \
 	int has_owner;                                                                  \
 	const struct co__engine_hooks *hooks; /* set by a scheduler */                  \
 	void *hook_arg;                                                                 \

@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "engine_impl.h"
+#include "common/thread_id.h"
 #include "common/fault.h"
 
 static void wake_arm(co_engine *e)
@@ -50,7 +51,7 @@ void co__engine_wake_disarm(co_engine *e)
 	struct io_uring_sqe *sqe;
 	struct io_uring_cqe *cqe;
 
-	if (!e->wake_armed || !e->has_owner || !pthread_equal(e->owner, pthread_self()))
+	if (!e->wake_armed || !e->has_owner || e->owner != co__thread_id())
 		return;
 	sqe = co__engine_sqe_get(e);
 	io_uring_prep_cancel(sqe, &e->wake_info, 0);
@@ -234,7 +235,7 @@ static int first_run(co_engine *e)
 {
 	int ret;
 
-	e->owner = pthread_self();
+	e->owner = co__thread_id();
 	e->has_owner = 1;
 	/* io_uring_enable_rings is declared but not exported by liburing 2.3 */
 	ret = io_uring_register(e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
@@ -460,7 +461,7 @@ static int enter(co_engine *e)
 	if (co__engine_take(e, CO__T_RUN) < 0)
 		return co__engine_alive(e) ? -EBUSY : -EINVAL;
 	/* Only one thread gets here at a time: owner is safe to read. */
-	if (e->has_owner && !pthread_equal(e->owner, pthread_self())) {
+	if (e->has_owner && e->owner != co__thread_id()) {
 		co__engine_transition(e, CO__T_RUN_END);
 		return -EPERM;
 	}

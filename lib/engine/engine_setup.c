@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "engine_impl.h"
+#include "common/thread_id.h"
 #include "common/fault.h"
 
 /* Setup flags the engine takes from the caller; the rest of the known
@@ -100,7 +101,7 @@ static int register_check(co_engine *e)
 		return 0;
 	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_RUNNING)
 		return -EBUSY;
-	if (e->has_owner && !pthread_equal(e->owner, pthread_self()))
+	if (e->has_owner && e->owner != co__thread_id())
 		return -EPERM;
 	return 0;
 }

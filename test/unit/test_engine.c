@@ -63,6 +63,54 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_destroy(&e), -EINVAL); /* twice */
 }
 
+/* The owner thread ends; a thread made after it (which glibc often gives
+ * the same pthread_t) is not the owner: -EPERM. */
+struct owner_try {
+	co_engine *e;
+	pthread_t self;
+	int run, tick;
+};
+
+static void *owner_first(void *arg)
+{
+	struct owner_try *t = arg;
+
+	t->self = pthread_self();
+	t->tick = co_engine_tick(t->e);
+	return NULL;
+}
+
+static void *owner_after(void *arg)
+{
+	struct owner_try *t = arg;
+
+	t->self = pthread_self();
+	t->run = co_engine_run(t->e, CO_RUN_UNTIL_IDLE);
+	t->tick = co_engine_tick(t->e);
+	return NULL;
+}
+
+static void test_owner_ended_next_thread_refused(void **state)
+{
+	co_engine e;
+	struct owner_try a = { .e = &e }, b = { .e = &e };
+	pthread_t th;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(pthread_create(&th, NULL, owner_first, &a), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(a.tick, 0); /* the owner now, and gone */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pthread_create(&th, NULL, owner_after, &b), 0);
+		pthread_join(th, NULL);
+		assert_int_equal(b.run, -EPERM);
+		assert_int_equal(b.tick, -EPERM);
+		if (pthread_equal(a.self, b.self))
+			print_message("      thread %d had the owner's pthread_t\n", i);
+	}
+	assert_int_equal(co_engine_destroy(&e), 0); /* from any thread */
+}
+
 static void test_uring_unavailable(void **state)
 {
 	/* io_uring_setup refused (no kernel support, or disabled by policy):
@@ -660,6 +708,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_init_errors),
+		cmocka_unit_test(test_owner_ended_next_thread_refused),
 		cmocka_unit_test(test_uring_unavailable),
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_misuse_errors),
