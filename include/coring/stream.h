@@ -173,8 +173,9 @@ CO_API co_awaiter *co_stream_send(co_io *io, co_stream *s, int fd, int flags);
  * every buffer (held and queued: unreceived data is dropped), and close
  * the stream (not fd). Must be awaited, and must have ended, before s's
  * memory goes away. It cannot be cancelled nor limited in time (it ends
- * by itself once the kernel answered), and a cancelled frame's close still
- * completes. Value 0, or -EINVAL (not open), -ENXIO (not on the ring's
+ * by itself once the kernel answered: co_timeout answers -EINVAL and the
+ * close does not begin, the stream stays open), and a cancelled frame's
+ * close still completes. Value 0, or -EINVAL (not open), -ENXIO (not on the ring's
  * engine thread), -EBUSY (a frame waits in recv on s: cancel it first).
  * NULL s: returns NULL (awaiting it is -EINVAL).
  */

@@ -575,11 +575,23 @@ co_awaiter *co_stream_send(co_io *io, co_stream *s, int fd, int flags)
 
 /* ---- open and close ---------------------------------------------------------------- */
 
+/* The close begins when its await does (not in co_stream_close): an
+ * await that never starts (co_timeout refuses this awaiter, which has no
+ * cancel op) leaves the stream as it was. */
 static int close_ready(co_awaiter *a, co_frame *f)
 {
 	co_stream *s = co__container_of(a, co_stream, close_aw);
 
 	(void)f;
+	if (!s->closing) {
+		s->closing = 1;
+		if (s->armed) /* fire and forget: the multishot's last CQE answers */
+			io_uring_prep_cancel(co__engine_sqe(s->ring->engine, NULL, 0), &s->info, 0);
+		if (s->starved) {
+			starved_remove(s->ring, s);
+			co__engine_stop_list_remove(s->ring->engine, &s->stop_link);
+		}
+	}
 	return !s->armed;
 }
 
@@ -655,14 +667,5 @@ co_awaiter *co_stream_close(co_stream *s)
 		return (co_awaiter *)(uintptr_t)&fail_enxio;
 	if (s->frame != NULL)
 		return (co_awaiter *)(uintptr_t)&fail_ebusy; /* a recv (or a close) waits */
-	if (!s->closing) {
-		s->closing = 1;
-		if (s->armed) /* fire and forget: the multishot's last CQE answers */
-			io_uring_prep_cancel(co__engine_sqe(e, NULL, 0), &s->info, 0);
-		if (s->starved) {
-			starved_remove(s->ring, s);
-			co__engine_stop_list_remove(e, &s->stop_link);
-		}
-	}
 	return &s->close_aw;
 }

@@ -794,8 +794,10 @@ struct misuse {
 	co_stream s, t;
 	co_bufring *ring;
 	co_io io;
+	co_limit lim;
 	int fd;
 	int open_null, open_ring_null, open_badfd, open_twice, open_dead_ring;
+	int close_limited, closing_after_limit;
 	int recv_busy, close_busy, release_null, recv_closed, close_twice, release_closed;
 	int send_closed, other_res, iov_n;
 	const void *recv_null, *close_null, *send_null, *send_io_null, *iov_null;
@@ -829,6 +831,11 @@ static int misuse_fn(co_frame *f)
 	m->open_dead_ring = co_stream_open(&m->s, &m->dead, m->fd);
 	assert_int_equal(co_stream_open(&m->s, m->ring, m->fd), 0);
 	m->open_twice = co_stream_open(&m->s, m->ring, m->fd);
+	/* a close cannot be limited: refused, and not begun (the stream stays
+	 * open, its multishot armed) */
+	CO_AWAIT(f, co_timeout(&m->lim, co_stream_close(&m->s), CO_S));
+	m->close_limited = co_result(f);
+	m->closing_after_limit = m->s.closing;
 	m->recv_null = co_stream_recv(NULL);
 	m->close_null = co_stream_close(NULL);
 	m->send_null = co_stream_send(&m->io, NULL, m->fd, 0);
@@ -914,6 +921,8 @@ static void test_misuse_errors(void **state)
 	assert_int_equal(m.open_badfd, -EINVAL);
 	assert_int_equal(m.open_dead_ring, -EINVAL);
 	assert_int_equal(m.open_twice, -EALREADY);
+	assert_int_equal(m.close_limited, -EINVAL);
+	assert_int_equal(m.closing_after_limit, 0);
 	assert_null(m.recv_null);
 	assert_null(m.close_null);
 	assert_null(m.send_null);
