@@ -342,7 +342,8 @@ CO_API int co_engine_tick(co_engine *e);
  * The next-frame wait of a game loop, on any engine: the frame runs again
  * at the next turn of its engine's loop (on a manual context, the next
  * tick), after the completions that turn takes in; never in the turn or
- * tick that is running. co_after_turns waits n turns (n 0: no wait).
+ * tick that is running. co_after_turns waits n turns (n 0: no wait, 0 at
+ * once, on an engine or not).
  *
  *     struct ent { co_frame co; co_turn t; ... };
  *     CO_AWAIT(f, co_next_turn(&e->t));          // one step per frame

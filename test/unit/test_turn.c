@@ -429,6 +429,9 @@ static void test_turn_errors(void **state)
 	sleeper_init(&s, 1);
 	assert_int_equal(co_resume(&s.co), CO_DONE); /* by hand: no engine */
 	assert_int_equal(s.res, -ENXIO);
+	sleeper_init(&s, 0);
+	assert_int_equal(co_resume(&s.co), CO_DONE); /* n 0: no wait, on no engine either */
+	assert_int_equal(s.res, 0);
 }
 
 /* ---- a tick takes in the completions that are there when it begins ------------------ */
