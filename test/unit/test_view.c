@@ -729,25 +729,20 @@ static int limited_fn(co_frame *f)
 {
 	struct limited *l = (struct limited *)f;
 	CO_BEGIN(f);
-	switch (l->how) {
-	case L_SLEEP:
+	/* if, not switch: the switch label backend has no await inside a switch */
+	if (l->how == L_SLEEP) {
 		CO_AWAIT(f, co_timeout(&l->lim, co_sleep(&l->io, 3600 * CO_S), 3600 * CO_S));
-		break;
-	case L_USER:
+	} else if (l->how == L_USER) {
 		l->mine.ops = &mine_ops;
 		CO_AWAIT(f, co_timeout(&l->lim, &l->mine, 3600 * CO_S));
-		break;
-	case L_RECV:
+	} else if (l->how == L_RECV) {
 		CO_AWAIT(f, co_timeout(&l->lim, co_recv(&l->io, l->fd, &l->c, 1, 0), 3600 * CO_S));
-		break;
-	case L_EVENT:
+	} else if (l->how == L_EVENT) {
 		CO_AWAIT(f, co_timeout(&l->lim, co_event_wait(&l->w, l->ev), 3600 * CO_S));
-		break;
-	default:
+	} else {
 		l->kid.ev = l->ev;
 		co_init(&l->kid.co, limited_kid_fn);
 		CO_AWAIT_TASK(f, co_timeout_task(&l->lim, &l->kid.co, 3600 * CO_S));
-		break;
 	}
 	CO_END(f);
 }
