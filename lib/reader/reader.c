@@ -118,11 +118,22 @@ int co_reader_destroy(co_reader *r)
 
 /* ---- what is held ---------------------------------------------------------------- */
 
+/* Over a stream closed under the reader (the rules say to close it after
+ * co_reader_destroy): the buffers the reader held went back to the ring,
+ * and may be filled again or unmapped. Nothing of them is read: they count
+ * as none, and a read is -EINVAL. */
+static int stream_gone(const co_reader *r)
+{
+	return r->stream != NULL && co_stream_iov(r->stream, NULL) == NULL;
+}
+
 /* Bytes left in the held stream buffers. */
 static size_t held_left(const co_reader *r)
 {
 	size_t n = 0;
 
+	if (stream_gone(r))
+		return 0;
 	for (unsigned i = r->seg; i < r->niov; i++)
 		n += r->iov[i].iov_len;
 	return n - (r->seg < r->niov ? r->off : 0);
@@ -144,7 +155,7 @@ const char *co_reader_peek(const co_reader *r, size_t *n)
 		if (r->tail > r->head) {
 			p = r->buf + r->head;
 			k = r->tail - r->head;
-		} else if (r->seg < r->niov) {
+		} else if (r->seg < r->niov && !stream_gone(r)) {
 			p = (const char *)r->iov[r->seg].iov_base + r->off;
 			k = r->iov[r->seg].iov_len - r->off;
 		}
@@ -477,7 +488,7 @@ static co_frame *reader_refuse(co_reader *r)
 {
 	if (r->magic != READER_MAGIC)
 		return (co_frame *)&fail_einval;
-	if (r->max == 0 || r->max > CO_READER_MAX)
+	if (r->max == 0 || r->max > CO_READER_MAX || stream_gone(r))
 		return reader_einval(r);
 	if (reader_busy(r))
 		return (co_frame *)&fail_ebusy;

@@ -702,6 +702,65 @@ static int held_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* The stream closed (and its ring destroyed) while the reader still holds
+ * part of its buffers, which the rules forbid: the reader reads none of
+ * them again: nothing buffered, nothing to peek, a read is -EINVAL. */
+struct gone {
+	co_frame co;
+	co_bufring ring;
+	co_stream s;
+	co_reader r;
+	int fd, first, after;
+	size_t buffered_before, buffered_after, len_after;
+	const char *peek_after;
+};
+
+static int gone_fn(co_frame *f)
+{
+	struct gone *g = (struct gone *)f;
+	co_frame *read;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_bufring_init(&g->ring, co_engine_current(), 8, 64), 0);
+	assert_int_equal(co_stream_open(&g->s, &g->ring, g->fd), 0);
+	assert_int_equal(co_reader_init_stream(&g->r, &g->s, NULL), 0);
+	CO_AWAIT(f, co_reader_until(&g->r, "\n", 1));
+	g->first = co_result(f);
+	g->buffered_before = co_reader_buffered(&g->r); /* "second\n", in the ring */
+	CO_AWAIT(f, co_stream_close(&g->s));
+	assert_int_equal(co_bufring_destroy(&g->ring), 0); /* the buffers unmapped */
+	g->buffered_after = co_reader_buffered(&g->r);
+	g->peek_after = co_reader_peek(&g->r, NULL);
+	read = co_reader_until(&g->r, "\n", 1);
+	assert_true(co_done(read));
+	g->after = co_status(read);
+	g->len_after = g->r.len;
+	assert_int_equal(co_reader_destroy(&g->r), 0);
+	CO_END(f);
+}
+
+static void test_stream_closed_under_reader(void **state)
+{
+	struct gone g;
+	int sv[2];
+
+	(void)state;
+	co_test_tcp_pair(sv);
+	memset(&g, 0, sizeof g);
+	assert_int_equal(write(sv[1], "first\nsecond\n", 13), 13);
+	g.fd = sv[0];
+	co_init(&g.co, gone_fn);
+	co_test_run1(&g.co);
+	assert_int_equal(g.first, 6);
+	assert_int_equal(g.buffered_before, 7);
+	assert_int_equal(g.buffered_after, 0);
+	assert_null(g.peek_after);
+	assert_int_equal(g.after, -EINVAL);
+	assert_int_equal(g.len_after, 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void test_stream_held_before_init(void **state)
 {
 	struct held h;
@@ -1318,6 +1377,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_reads_complete_in_the_call),
 	cmocka_unit_test(test_in_place_and_across_buffers),
 	cmocka_unit_test(test_stream_held_before_init),
+	cmocka_unit_test(test_stream_closed_under_reader),
 	cmocka_unit_test(test_peer_closes_mid_line),
 	cmocka_unit_test(test_peer_resets_mid_line),
 	cmocka_unit_test(test_line_longer_than_the_limit),
