@@ -412,13 +412,6 @@ static unsigned ready_count(co_engine *e)
 	return e->local_n + (co__engine_stealable(e) ? co__engine_ring_size(e) : 0);
 }
 
-/*
- * One turn that never sleeps (co_engine_tick). It takes in the completions
- * that are there when it begins, then runs the frames ready at that moment,
- * each once, then the frames those wake (up to opts.batch more); a frame
- * that yields or waits for the next turn is left for the next tick, and
- * the tick's I/O is submitted at its end.
- */
 /* What a tick resumes at most: the frames ready now and batch more (those
  * they wake), the sum held at UINT_MAX (a batch near it would wrap it to
  * fewer than are ready). */
@@ -427,6 +420,13 @@ static unsigned tick_max(unsigned ready, unsigned batch)
 	return ready > UINT_MAX - batch ? UINT_MAX : ready + batch;
 }
 
+/*
+ * One turn that never sleeps (co_engine_tick). It takes in the completions
+ * that are there when it begins, then runs the frames ready at that moment,
+ * each once, then the frames those wake (up to opts.batch more); a frame
+ * that yields or waits for the next turn is left for the next tick, and
+ * the tick's I/O is submitted at its end.
+ */
 static int tick(co_engine *e)
 {
 	unsigned snap = atomic_load_explicit(&e->epoch, memory_order_seq_cst);

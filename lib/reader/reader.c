@@ -467,7 +467,6 @@ static co_frame *reader_start(co_reader *r)
 	if (res != -EAGAIN) {
 		r->co.state = CO__ST_DONE;
 		r->co.status = res;
-
 	}
 	return &r->co;
 }

@@ -30,6 +30,8 @@
 #include "common/fault.h"
 
 #define RING_MAGIC 0x42524e47u   /* a registered co_bufring */
+#define OPEN_MAGIC 0x5354524du   /* an open co_stream */
+#define CLOSED_MAGIC 0x434c5344u /* a closed one */
 
 /* The buffers a stream of b may have queued before its multishot pauses:
  * b->stream_limit, which the user may set; 0 is taken as 1 (a stream that
@@ -38,8 +40,6 @@ static inline unsigned limit_of(const co_bufring *b)
 {
 	return b->stream_limit ? b->stream_limit : 1;
 }
-#define OPEN_MAGIC 0x5354524du   /* an open co_stream */
-#define CLOSED_MAGIC 0x434c5344u /* a closed one */
 
 /* ---- awaiters that end at once with an error (nothing of the stream is
  * touched: it may belong to another thread, or another frame waits on it) */

@@ -55,8 +55,8 @@ static void limit_fire(co_limit *l, co_frame *root)
 
 /* The timer's CQE: -ETIME when it ran out, -ECANCELED when removed (the
  * await ended first: owner is NULL then) or when the engine cancelled all
- * its I/O (a cancel stop) while the await goes on: the stop ends that
- * wait as it ends every other, else the frame, its limit gone, would wait
+ * its I/O (a cancel stop) while the await goes on: the stop then ends the
+ * wait through its cancel op, else the frame, its limit gone, would wait
  * for an awaiter of its own that nothing ends. */
 static void timer_cqe(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag)
 {
