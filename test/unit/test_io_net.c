@@ -322,7 +322,7 @@ struct nb {
 	co_io_all x;
 	co_io pio;
 	co_limit lim;
-	int fd, pfd, send, limited;
+	int fd, pfd, send, limited, cancel, cancel_res;
 	unsigned char *buf;
 	size_t len, got;
 };
@@ -350,6 +350,11 @@ static int nb_peer_fn(co_frame *f)
 	struct nb *n = (struct nb *)(void *)((char *)f - offsetof(struct nb, peer));
 	static unsigned char sink[1 << 16];
 	CO_BEGIN(f);
+	if (n->cancel) { /* once the receive waits for its descriptor: a cancel */
+		CO_AWAIT_UNTIL(f, co_waiting(&n->co));
+		n->cancel_res = co_cancel(&n->co);
+		CO_RETURN(f, 0);
+	}
 	if (!n->send)
 		assert_int_equal(write(n->pfd, "abc", 3), 3);
 	CO_AWAIT(f, co_sleep(&n->pio, 5 * CO_MS));
@@ -420,6 +425,17 @@ static void test_all_nonblocking_waits(void **state)
 	n.len = sizeof in;
 	nb_run(&n, 0, 16);
 	assert_int_equal(co_status(&n.co), -ETIME);
+	assert_int_equal(n.x.done, 0);
+	/* nothing comes: a cancel ends the wait */
+	memset(&n, 0, sizeof n);
+	n.fd = p[0];
+	n.pfd = p[1];
+	n.cancel = 1;
+	n.buf = in;
+	n.len = sizeof in;
+	nb_run(&n, 1, 16);
+	assert_int_equal(n.cancel_res, 0);
+	assert_int_equal(co_status(&n.co), -ECANCELED);
 	assert_int_equal(n.x.done, 0);
 	close(p[0]);
 	close(p[1]);
