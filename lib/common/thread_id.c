@@ -9,7 +9,7 @@
 #include "thread_id.h"
 
 static _Atomic uint64_t last_id;
-static _Thread_local uint64_t my_id;
+static _Thread_local uint64_t my_id __attribute__((tls_model("initial-exec")));
 
 uint64_t co__thread_id(void)
 {

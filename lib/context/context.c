@@ -9,7 +9,9 @@
 #include "engine/engine_internal.h"
 #include "common/fault.h"
 
-static _Thread_local co_context *co__ctx_current;
+/* initial-exec, as co__tls_engine: a transfer reads it twice a round trip,
+ * and the default model for a shared object is a call to __tls_get_addr */
+static _Thread_local co_context *co__ctx_current __attribute__((tls_model("initial-exec")));
 
 void co__context_on_end(co_context *c, void (*on_end)(co_context *c))
 {

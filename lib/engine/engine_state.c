@@ -70,7 +70,7 @@ int co_engine_state(co_engine *e)
 /* The engine this thread holds borrowed. A take of it from inside the
  * borrow (the on_done of a frame a cancel stop finishes there) would wait
  * for itself: it is refused instead. */
-static _Thread_local co_engine *borrowed_here;
+static _Thread_local co_engine *borrowed_here __attribute__((tls_model("initial-exec")));
 
 /* Make t, waiting out the borrowers but mine (1: the caller is one). */
 static int take(co_engine *e, enum co__transition t, unsigned mine)
