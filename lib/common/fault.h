@@ -50,6 +50,8 @@ enum co__fault_point {
 	                           hold it) and has not looked at the borrowers yet (lib/engine/engine_state.c) */
 	CO__POINT_MUTEX_REPARKED, /* a mutex waiter's retry found the mutex held, put the waiter back
 	                             at the head of the queue and released the lock (lib/sync/sync.c) */
+	CO__POINT_CONTEXT_ENDING, /* a context's thread marked it ENDED and has not told its
+	                             scheduler yet (lib/context/context.c) */
 	CO__POINTS
 };
 

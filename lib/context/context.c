@@ -73,6 +73,7 @@ static void *context_main(void *arg)
 	c->ret = ret < 0 ? ret : drain;
 	co__ctx_current = NULL;
 	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
+	co__fault_point(CO__POINT_CONTEXT_ENDING);
 	co__context_ended(c);
 	return NULL;
 }

@@ -785,6 +785,26 @@ static int all_quiet(co_sched *s, unsigned *epochs, int *work)
 	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
 }
 
+/* After a stop, with nothing left to run: has every context with a thread
+ * of its own been counted ended? One that was quiet before the stop still
+ * reads quiet until its thread wakes to it, drains and returns; a run
+ * that ended before then would leave a destroy -EBUSY. A manual context
+ * is not waited for here (its ticks may be this thread's): end_manual
+ * ends one that is stopped with nothing live. A thread ends between its
+ * ENDED and its count (context_ended), so those are counted from ended. */
+static int threads_ended(co_sched *s)
+{
+	unsigned threads = 0, manual_ended = 0;
+
+	for (unsigned i = 0; i < s->n; i++) {
+		if (!s->ctx[i].manual)
+			threads++;
+		else if (co_context_state(&s->ctx[i]) == CO_CONTEXT_ENDED)
+			manual_ended++;
+	}
+	return s->ended >= threads + manual_ended;
+}
+
 /*
  * Under the lock: is the work over? 1 with *ret set (0; -EBUSY: frames
  * wait for the first tick of a manual context, -EAGAIN for a poll;
@@ -822,6 +842,8 @@ static int over(co_sched *s, int *ret, int poll)
 		sched_yield();
 		lock(s);
 	}
+	if (s->state == CO_SCHED_STOPPING && !work && !s->err && !threads_ended(s))
+		return 0; /* its end wakes the wait (ended_locked) */
 	*ret = 0;
 	if (s->err) {
 		*ret = s->err;

@@ -1364,6 +1364,52 @@ static void test_destroy_while_stopping(void **state)
 	assert_int_equal(co_sched_destroy(&s), -EINVAL);
 }
 
+/* A context's thread marks it ENDED before it tells its scheduler, which
+ * counts it then: held in between (a fault point), with a manual context
+ * that its last tick ended and left quiet, a poll after the stop must
+ * answer -EAGAIN, not 0 (everything it looks at reads quiet or ended),
+ * or the destroy that follows answers -EBUSY. */
+static atomic_int in_window, window_release;
+
+static void hold_ending_context(void *arg)
+{
+	(void)arg;
+	atomic_store(&in_window, 1);
+	while (!atomic_load(&window_release))
+		usleep(1000);
+}
+
+static void test_poll_after_stop_waits_for_threads(void **state)
+{
+	co_sched s;
+	co_sched_group gs[2] = { { .manual = 1 }, { .contexts = 1 } };
+	co_sched_opts o = { .groups = gs, .ngroups = 2 };
+	co_context *logic;
+	int r;
+	(void)state;
+	alarm(20); /* the poll loop below must end */
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 0);
+	assert_true(co_context_tick(logic) >= 0);
+	atomic_store(&in_window, 0);
+	atomic_store(&window_release, 0);
+	co__fault_on_point(CO__POINT_CONTEXT_ENDING, hold_ending_context, NULL);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	while (co_context_state(logic) != CO_CONTEXT_ENDED)
+		assert_true(co_context_tick(logic) >= 0);
+	WAIT_UNTIL(atomic_load(&in_window)); /* the worker's thread: ENDED, not counted */
+	r = co_sched_poll(&s);
+	atomic_store(&window_release, 1);
+	assert_int_equal(r, -EAGAIN);
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		usleep(1000);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	co__fault_on_point(CO__POINT_CONTEXT_ENDING, NULL, NULL);
+	alarm(0);
+}
+
 static void test_errors(void **state)
 {
 	co_sched s;
@@ -1442,6 +1488,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_run_with_unticked_manual),
 		cmocka_unit_test(test_run_waits_for_another_ticker),
 		cmocka_unit_test(test_destroy_while_stopping),
+		cmocka_unit_test(test_poll_after_stop_waits_for_threads),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
