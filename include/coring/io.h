@@ -138,8 +138,11 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
  * co_signals_wait ends with the number of the next one that arrives (its
  * details in s->info), or a negative errno. Deadlines, co_timeout and
  * cancellation apply. co_signals_close closes the descriptor; the signals
- * stay blocked. Open already: -EALREADY, nothing changes (close it first). Closed already, or never opened (zeroed memory, whose fd
- * is 0): -EINVAL, nothing closed; a wait on it ends with -EBADF.
+ * stay blocked. Open already: -EALREADY, nothing changes (close it first).
+ * A signalfd refused (-EMFILE ...): its error, the signals not blocked
+ * (their default actions stay). Closed already, or never opened (zeroed
+ * memory, whose fd is 0): -EINVAL, nothing closed; a wait on it ends with
+ * -EBADF.
  *
  *     sigemptyset(&set); sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT);
  *     co_signals_open(&sigs, &set);                    // before your threads

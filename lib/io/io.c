@@ -695,7 +695,7 @@ co_awaiter *co_ftruncate(co_io *io, int fd, uint64_t len)
 
 int co_signals_open(co_signals *s, const sigset_t *set)
 {
-	int err;
+	int err, fd;
 
 	if (s == NULL || set == NULL)
 		return -EINVAL;
@@ -703,12 +703,17 @@ int co_signals_open(co_signals *s, const sigset_t *set)
 		return -EALREADY; /* its descriptor would be lost: close it first */
 	s->fd = -1;
 	s->magic = 0;
-	err = pthread_sigmask(SIG_BLOCK, set, NULL);
-	if (err)
-		return -err;
-	s->fd = signalfd(-1, set, SFD_CLOEXEC);
-	if (s->fd < 0)
+	/* the descriptor first: a failure (no descriptor left) leaves the
+	 * mask as it was, and the signals' default actions with it */
+	fd = signalfd(-1, set, SFD_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	err = pthread_sigmask(SIG_BLOCK, set, NULL);
+	if (err) {
+		close(fd);
+		return -err;
+	}
+	s->fd = fd;
 	s->magic = SIGNALS_OPEN;
 	return 0;
 }

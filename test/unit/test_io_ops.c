@@ -22,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <cmocka.h>
@@ -823,6 +824,25 @@ static void test_signals(void **state)
 	assert_int_equal(co_signals_open(&g.s, NULL), -EINVAL);
 	assert_null(co_signals_wait(NULL));
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	{ /* no descriptor left: -EMFILE, and the signals not blocked */
+		struct rlimit lim, none;
+		sigset_t now;
+		int lowest = dup(0); /* the lowest free number: none from there on */
+
+		assert_true(lowest >= 0);
+		close(lowest);
+		assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+		none = lim;
+		none.rlim_cur = (rlim_t)lowest;
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &none), 0);
+		assert_int_equal(co_signals_open(&g.s, &set), -EMFILE);
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &lim), 0);
+		assert_int_equal(g.s.fd, -1);
+		pthread_sigmask(SIG_SETMASK, NULL, &now);
+		assert_false(sigismember(&now, SIGUSR2));
+		assert_false(sigismember(&now, SIGURG));
+		assert_int_equal(co_signals_close(&g.s), -EINVAL); /* nothing open */
+	}
 }
 
 /* The library's threads (a scheduler's contexts, a pool's workers) block
