@@ -94,8 +94,10 @@ CO_API int co_trace_available(void);
  * from now on. Errors: -EOPNOTSUPP (built without tracing), -EALREADY
  * (recording already), -EINVAL (events 0 or above CO_TRACE_MAX_EVENTS,
  * stream without path), open's errors for path (-ENOENT, -EACCES,
- * -EISDIR ...: the file is created, or truncated, here), -ENOMEM, or
- * pthread_create's for the stream's thread. On an error the session
+ * -EISDIR ...: the file is created, or truncated, here), -ENOMEM,
+ * pthread_create's for the stream's thread, or -EAGAIN when the first
+ * start finds no thread-specific key left (PTHREAD_KEYS_MAX; a later
+ * start tries again). On an error the session
  * before stays as it was (co_trace_dump writes it, co_trace_stats_get
  * counts it); a stream whose header could not be written (-ENOSPC,
  * -EFBIG) leaves the file at path created or emptied.

@@ -89,8 +89,8 @@ static _Thread_local struct tstate me __attribute__((tls_model("initial-exec")))
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t writer_cond = PTHREAD_COND_INITIALIZER;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t key;
+static pthread_key_t key;             /* a thread's buffer, for thread_gone */
+static int key_made;                  /* (reg_lock) */
 static struct tbuf *bufs;             /* registry (reg_lock) */
 static _Atomic unsigned sess_gen;     /* session number, 0: none yet */
 static _Atomic uint64_t lost;         /* events no buffer could take */
@@ -116,11 +116,6 @@ static void thread_gone(void *p)
 	pthread_mutex_unlock(&reg_lock);
 	if (me.b == b)
 		me.b = NULL;
-}
-
-static void key_create(void)
-{
-	pthread_key_create(&key, thread_gone);
 }
 
 /* A thread's first event of a session: its buffer, allocated and
@@ -603,11 +598,21 @@ int co_trace_start(const co_trace_opts *opts)
 		o = *opts;
 	if (o.events == 0 || o.events > CO_TRACE_MAX_EVENTS || (o.stream && o.path == NULL))
 		return -EINVAL;
-	pthread_once(&key_once, key_create);
 	pthread_mutex_lock(&reg_lock);
 	if (atomic_load_explicit(&co__trace_on, memory_order_relaxed)) {
 		pthread_mutex_unlock(&reg_lock);
 		return -EALREADY;
+	}
+	/* The key that tells a buffer its thread ended, made by the first
+	 * start that gets one: with none left (PTHREAD_KEYS_MAX) a buffer
+	 * would be filed under another library's key. */
+	if (!key_made) {
+		err = pthread_key_create(&key, thread_gone);
+		if (err) {
+			pthread_mutex_unlock(&reg_lock);
+			return -err;
+		}
+		key_made = 1;
 	}
 	if (o.path) {
 		fd = open(o.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

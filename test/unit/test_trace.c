@@ -1118,6 +1118,31 @@ static void *record_and_end(void *arg)
 	return NULL;
 }
 
+/* The first start makes a thread-specific key (a thread's buffer, told
+ * when its thread ends): with none left it answers -EAGAIN and starts
+ * nothing, and a start once one is free records. */
+static void test_no_key_left(void **state)
+{
+	static pthread_key_t keys[4096]; /* glibc has 1024 */
+	unsigned n = 0;
+	co_trace_stats st;
+	(void)state;
+	NEED_TRACE();
+	while (n < 4096 && pthread_key_create(&keys[n], NULL) == 0)
+		n++;
+	assert_true(n > 0 && n < 4096); /* every key taken */
+	assert_int_equal(co_trace_start(NULL), -EAGAIN);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recording, 0);
+	pthread_key_delete(keys[--n]);
+	assert_int_equal(co_trace_start(NULL), 0);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recording, 1);
+	assert_int_equal(co_trace_stop(), 0);
+	while (n > 0)
+		pthread_key_delete(keys[--n]);
+}
+
 static void test_errors(void **state)
 {
 	co_trace_opts o = { .events = 64 };
@@ -1320,6 +1345,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_follow_recorded),
 	cmocka_unit_test(test_manual_context_named),
 	cmocka_unit_test(test_errors),
+	cmocka_unit_test(test_no_key_left),
 	cmocka_unit_test(test_env),
 	cmocka_unit_test(test_compiled_out),
 };
