@@ -52,6 +52,8 @@ enum co__fault_point {
 	                             at the head of the queue and released the lock (lib/sync/sync.c) */
 	CO__POINT_CONTEXT_ENDING, /* a context's thread marked it ENDED and has not told its
 	                             scheduler yet (lib/context/context.c) */
+	CO__POINT_SCHED_STOPPED, /* a destroy of an idle scheduler stopped its contexts, unlocked,
+	                            and has not waited for their ends yet (lib/scheduler/scheduler.c) */
 	CO__POINTS
 };
 

@@ -475,6 +475,7 @@ static int stop_idle(co_sched *s)
 	unlock(s);
 	for (unsigned i = 0; i < s->n; i++)
 		co_context_stop(&s->ctx[i], CO_STOP_DRAIN);
+	co__fault_point(CO__POINT_SCHED_STOPPED); /* tests: the contexts end now */
 	lock(s);
 	end_manual(s);
 	while (s->ended != s->n) /* nothing was live: they end at once */
@@ -539,16 +540,22 @@ int co_sched_destroy(co_sched *s)
 		unlock(s);
 		return leave(s, -EINVAL);
 	}
-	if (s->waiters || s->closing || on_own_context(s))
-		err = -EBUSY; /* a run waits, another destroy is releasing, or we
-		                 run on a context it would wait for */
-	else if (s->state == CO_SCHED_RUNNING)
+	if (s->waiters || s->closing || on_own_context(s)) {
+		err = -EBUSY; /* a run waits, another destroy is stopping or
+		                 releasing, or we run on a context it would wait for */
+	} else if (s->state == CO_SCHED_RUNNING) {
+		/* closing from here: stop_idle waits for the contexts' ends
+		 * unlocked, and a destroy that came then would find them ended
+		 * and release them too */
+		s->closing = 1;
 		err = stop_idle(s);
-	else /* stopped: -EBUSY while contexts finish (co_sched_run waits) */
+	} else { /* stopped: -EBUSY while contexts finish (co_sched_run waits) */
 		err = (end_manual(s), s->ended != s->n) ? -EBUSY : 0;
+	}
 	if (err == 0 && engines_held(s))
 		err = -EBUSY; /* a ring or a pool job holds an engine: release it first */
 	if (err < 0) {
+		s->closing = 0;
 		unlock(s);
 		return leave(s, err);
 	}

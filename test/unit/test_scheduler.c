@@ -1410,6 +1410,50 @@ static void test_poll_after_stop_waits_for_threads(void **state)
 	alarm(0);
 }
 
+/* Two destroys of an idle scheduler at once: the first stops the
+ * contexts and waits for their ends unlocked; a second that comes once
+ * they ended (held there: the point after the stops) answers -EBUSY, and
+ * the first releases everything. Without that the second released it too
+ * and the first then locked a freed scheduler, or both waited for each
+ * other's visit to leave. */
+static co_sched *second_of;
+static int second_ret = 1;
+
+static void *second_destroy(void *arg)
+{
+	(void)arg;
+	second_ret = co_sched_destroy(second_of);
+	return NULL;
+}
+
+static void destroy_in_window(void *arg)
+{
+	co_sched *s = second_of;
+	pthread_t t;
+
+	(void)arg;
+	for (unsigned i = 0; i < s->n; i++) /* every context ended and counted */
+		WAIT_UNTIL(co_context_state(&s->ctx[i]) == CO_CONTEXT_ENDED);
+	WAIT_UNTIL(__atomic_load_n(&s->ended, __ATOMIC_SEQ_CST) == s->n);
+	assert_int_equal(pthread_create(&t, NULL, second_destroy, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+static void test_two_destroys_at_once(void **state)
+{
+	co_sched s;
+	(void)state;
+	alarm(20); /* two destroys waiting on each other: fail, not hang */
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	second_of = &s;
+	co__fault_on_point(CO__POINT_SCHED_STOPPED, destroy_in_window, NULL);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	co__fault_on_point(CO__POINT_SCHED_STOPPED, NULL, NULL);
+	assert_int_equal(second_ret, -EBUSY);
+	assert_int_equal(co_sched_destroy(&s), -EINVAL);
+	alarm(0);
+}
+
 static void test_errors(void **state)
 {
 	co_sched s;
@@ -1489,6 +1533,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_run_waits_for_another_ticker),
 		cmocka_unit_test(test_destroy_while_stopping),
 		cmocka_unit_test(test_poll_after_stop_waits_for_threads),
+		cmocka_unit_test(test_two_destroys_at_once),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
