@@ -79,7 +79,9 @@ CO_API int co_pool_init(co_pool *p, unsigned threads);
 
 /* Stop the workers and free the pool. -EBUSY (and nothing changes) while a
  * job is queued or running, a given-up one too: every job queued is run
- * or cancelled, never dropped. Returns 0, or -EINVAL for NULL. */
+ * or cancelled, never dropped; -EBUSY too while another destroy is under
+ * way. Returns 0, or -EINVAL for NULL, a pool destroyed already or never
+ * set up (an init that failed leaves it so). */
 CO_API int co_pool_destroy(co_pool *p);
 
 /* Run fn(arg) on a worker; the await's value is what fn returns (keep it

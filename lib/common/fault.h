@@ -54,6 +54,8 @@ enum co__fault_point {
 	                             scheduler yet (lib/context/context.c) */
 	CO__POINT_SCHED_STOPPED, /* a destroy of an idle scheduler stopped its contexts, unlocked,
 	                            and has not waited for their ends yet (lib/scheduler/scheduler.c) */
+	CO__POINT_POOL_STOPPING, /* a pool's destroy marked it stopping and has not joined its
+	                            workers yet (lib/pool/pool.c) */
 	CO__POINTS
 };
 

@@ -102,9 +102,11 @@ static void pool_join(co_pool *p, unsigned n)
 
 int co_pool_init(co_pool *p, unsigned threads)
 {
-	if (p == NULL || threads == 0 || threads > POOL_MAX_THREADS)
+	if (p == NULL)
 		return -EINVAL;
-	memset(p, 0, sizeof *p);
+	memset(p, 0, sizeof *p); /* refused too: a destroy then answers -EINVAL */
+	if (threads == 0 || threads > POOL_MAX_THREADS)
+		return -EINVAL;
 	p->workers = co__calloc(threads, sizeof *p->workers);
 	if (p->workers == NULL)
 		return -ENOMEM;
@@ -130,20 +132,30 @@ int co_pool_init(co_pool *p, unsigned threads)
 
 int co_pool_destroy(co_pool *p)
 {
+	int err = 0;
+
 	if (p == NULL || p->workers == NULL)
-		return -EINVAL;
+		return -EINVAL; /* never set up (zeroed, a failed init), or destroyed */
 	pthread_mutex_lock(&p->lock);
-	if (p->busy) { /* queued, running, or given up and still running */
-		pthread_mutex_unlock(&p->lock);
-		return -EBUSY;
-	}
+	if (p->workers == NULL)
+		err = -EINVAL; /* another destroy ended meanwhile */
+	else if (p->busy || p->stopping)
+		err = -EBUSY; /* a job queued, running, or given up and still
+		                 running; or another destroy under way */
+	else
+		p->stopping = 1; /* from here co_pool_run answers -ESHUTDOWN */
 	pthread_mutex_unlock(&p->lock);
+	if (err)
+		return err;
+	co__fault_point(CO__POINT_POOL_STOPPING); /* tests: a second destroy now */
 	pool_join(p, p->nthreads);
 	/* the lock and the condition stay usable (glibc's hold no resource):
 	 * a co_pool_run after this answers -ESHUTDOWN, a co_pool_destroy
 	 * -EINVAL */
+	pthread_mutex_lock(&p->lock);
 	free(p->workers);
 	p->workers = NULL;
+	pthread_mutex_unlock(&p->lock);
 	return 0;
 }
 

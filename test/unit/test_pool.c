@@ -454,6 +454,43 @@ static int task_listed(pid_t tid)
 	return access(path, F_OK) == 0;
 }
 
+/* Two destroys at once: the second, while the first joins the workers
+ * (held there: a fault point), answers -EBUSY; a third, after, -EINVAL.
+ * Without that both joined the same threads and freed the workers twice. */
+static co_pool *two_of;
+static int second_destroy_ret = 1;
+
+static void *second_destroy(void *arg)
+{
+	(void)arg;
+	second_destroy_ret = co_pool_destroy(two_of);
+	return NULL;
+}
+
+static void destroy_while_stopping(void *arg)
+{
+	pthread_t t;
+
+	(void)arg;
+	assert_int_equal(pthread_create(&t, NULL, second_destroy, NULL), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+static void test_two_destroys_at_once(void **state)
+{
+	co_pool pool;
+	(void)state;
+	alarm(20); /* two joins of the same threads: fail, not hang */
+	assert_int_equal(co_pool_init(&pool, 2), 0);
+	two_of = &pool;
+	co__fault_on_point(CO__POINT_POOL_STOPPING, destroy_while_stopping, NULL);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	co__fault_on_point(CO__POINT_POOL_STOPPING, NULL, NULL);
+	assert_int_equal(second_destroy_ret, -EBUSY);
+	assert_int_equal(co_pool_destroy(&pool), -EINVAL);
+	alarm(0);
+}
+
 static void test_errors(void **state)
 {
 	co_pool pool;
@@ -472,8 +509,14 @@ static void test_errors(void **state)
 	threads = count_threads();
 
 	assert_int_equal(co_pool_init(NULL, 1), -EINVAL);
+	/* a refused init leaves the pool not set up, whatever its memory
+	 * held: a destroy answers -EINVAL (it took a lock of garbage) */
+	memset(&pool, 0xff, sizeof pool);
 	assert_int_equal(co_pool_init(&pool, 0), -EINVAL);
+	assert_int_equal(co_pool_destroy(&pool), -EINVAL);
+	memset(&pool, 0xff, sizeof pool);
 	assert_int_equal(co_pool_init(&pool, 1025), -EINVAL);
+	assert_int_equal(co_pool_destroy(&pool), -EINVAL);
 	assert_int_equal(co_pool_destroy(NULL), -EINVAL);
 	/* the third thread cannot be created: none is left running */
 	co__fault_arm(CO__FAULT_THREAD, 3, EAGAIN);
@@ -663,6 +706,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_stop_past_grace_gives_up_job),
 	cmocka_unit_test(test_cancelled_frame_queues_no_job),
 	cmocka_unit_test(test_errors),
+	cmocka_unit_test(test_two_destroys_at_once),
 	cmocka_unit_test(test_getaddrinfo_localhost),
 	cmocka_unit_test(test_job_result_kept),
 };
