@@ -236,6 +236,9 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 
 	if (e == NULL)
 		return -EINVAL;
+	/* not set up (DEAD) until it is, refused too: a destroy or a run of it
+	 * then answers -EINVAL, whatever the memory held */
+	memset(e, 0, sizeof *e);
 	if (opts) {
 		o = *opts;
 		if (o.ready_size == 0)
@@ -259,7 +262,6 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	if (o.setup_flags & SETUP_REFUSED)
 		return -EOPNOTSUPP;
 
-	memset(e, 0, sizeof *e);
 	e->runner.wake = co__engine_wake_op;
 	e->runner.cancel = co__engine_cancel_op;
 	e->wake_info.cb = co__engine_wake_done;

@@ -33,7 +33,13 @@ static void test_init_errors(void **state)
 	(void)state;
 	assert_int_equal(co_engine_init(NULL, NULL), -EINVAL);
 	o = (co_engine_opts){ .ready_size = 3 };
+	/* refused, whatever the memory held: not set up (a destroy of it hung
+	 * on borrowers of garbage) */
+	memset(&e, 0xff, sizeof e);
 	assert_int_equal(co_engine_init(&e, &o), -EINVAL);
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_DEAD);
+	assert_int_equal(co_engine_destroy(&e), -EINVAL);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EINVAL);
 	for (unsigned i = 0; i < 4; i++) { /* a later version's option: refused */
 		o = (co_engine_opts){ 0 };
 		o.reserved[i] = 1;
