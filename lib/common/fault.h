@@ -23,6 +23,7 @@ enum co__fault_site {
 	CO__FAULT_RING,     /* io_uring_queue_init_params */
 	CO__FAULT_EVENTFD,  /* eventfd */
 	CO__FAULT_RING_FD,  /* io_uring_register_ring_fd */
+	CO__FAULT_REGISTER, /* io_uring_register: the probe at set-up, the enable at the first run */
 	CO__FAULT_SITES
 };
 

@@ -33,6 +33,7 @@
 #endif
 
 #include "engine_internal.h"
+#include "common/fault.h"
 
 /* The live count and the "spawns refused" bit share one word, so that a
  * spawn is either counted before a stop (and runs) or refused: never both. */
@@ -62,6 +63,14 @@
 /* One given-up wait fewer (invariant 8: the engine stays held until it ends). */
 #define co__held_drop(e) \
 	CO__DROP((e)->held, 1, ~0u, "invariant 8: an engine's held count dropped below zero (a given-up wait ended twice)")
+
+/* io_uring_register on e's ring, or the error a test arms for it. */
+static inline int co__engine_register(co_engine *e, unsigned op, void *arg, unsigned n)
+{
+	int err = co__fault_hit(CO__FAULT_REGISTER);
+
+	return err ? -err : io_uring_register(e->ring.ring_fd, op, arg, n);
+}
 
 /* One operation fewer in flight (invariant 6: a CQE ends only what an SQE
  * counted). The owner's plain count. The wake-up read is not counted: its

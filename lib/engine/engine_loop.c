@@ -235,12 +235,17 @@ static int first_run(co_engine *e)
 {
 	int ret;
 
+	/* io_uring_enable_rings is declared but not exported by liburing 2.3.
+	 * A ring set up where registering is refused was made enabled
+	 * (engine_setup.c). A refusal here changes nothing: no owner yet, so
+	 * the next run (any thread's) tries again. */
+	if (e->ring.flags & IORING_SETUP_R_DISABLED) {
+		ret = co__engine_register(e, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
+		if (ret < 0)
+			return ret;
+	}
 	e->owner = co__thread_id();
 	e->has_owner = 1;
-	/* io_uring_enable_rings is declared but not exported by liburing 2.3 */
-	ret = io_uring_register(e->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0);
-	if (ret < 0)
-		return ret;
 	/* optional: saves an fd lookup per enter; 1 when the fd is registered */
 	co__engine_enter_setup(e, register_ring_fd(&e->ring) == 1);
 	wake_arm(e);

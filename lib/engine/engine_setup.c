@@ -34,12 +34,18 @@ static int uring_setup(unsigned entries, struct io_uring *ring, struct io_uring_
 	return err ? -err : io_uring_queue_init_params(entries, ring, p);
 }
 
+/* Flags that bind the ring to the thread that enables it: without the
+ * enable (registering refused) they would bind it to this one. */
+#define SETUP_BOUND (IORING_SETUP_R_DISABLED | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
+
 /*
  * Create the ring disabled (enabled by the owner thread at its first run),
  * with the fastest task-run mode the kernel accepts: SINGLE_ISSUER |
- * DEFER_TASKRUN, else COOP_TASKRUN, else none (docs/engine.md).
+ * DEFER_TASKRUN, else COOP_TASKRUN, else none (docs/engine.md). bound 0:
+ * enabled at once, without the modes that need the enable (where
+ * io_uring_register is refused, a sandbox's seccomp filter).
  */
-static int engine_ring_init(co_engine *e, const co_engine_opts *o)
+static int engine_ring_init(co_engine *e, const co_engine_opts *o, int bound)
 {
 	static const unsigned modes[] = {
 		IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
@@ -48,11 +54,13 @@ static int engine_ring_init(co_engine *e, const co_engine_opts *o)
 	};
 	int ret = -EINVAL;
 
-	for (unsigned i = o->no_fast_flags ? 2 : 0; i < 3; i++) {
+	e->features = 0;
+	for (unsigned i = o->no_fast_flags ? 2 : bound ? 0 : 1; i < 3; i++) {
 		struct io_uring_params p;
 
 		memset(&p, 0, sizeof p);
-		p.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE | modes[i] | o->setup_flags;
+		p.flags = IORING_SETUP_CQSIZE | modes[i] |
+			  (bound ? IORING_SETUP_R_DISABLED | o->setup_flags : o->setup_flags & ~SETUP_BOUND);
 		p.cq_entries = o->cq_entries;
 		ret = uring_setup(o->sq_entries, &e->ring, &p);
 		if (ret == -EINVAL)
@@ -70,17 +78,21 @@ static int engine_ring_init(co_engine *e, const co_engine_opts *o)
 }
 
 /* Which operations the kernel has: one probe when the engine is set up
- * (no probe, a kernel before 5.6: every operation counts as there). */
-static void engine_probe(co_engine *e)
+ * (no probe, a kernel before 5.6, or no memory for it: every operation
+ * counts as there). Returns the register's answer: -EPERM or -EACCES
+ * where registering is refused. */
+static int engine_probe(co_engine *e)
 {
-	struct io_uring_probe *p = io_uring_get_probe_ring(&e->ring);
+	enum { OPS = 256 };
+	struct io_uring_probe *p = co__calloc(1, sizeof *p + OPS * sizeof p->ops[0]);
+	int ret = p ? co__engine_register(e, IORING_REGISTER_PROBE, p, OPS) : -ENOMEM;
 
 	memset(e->ops, 0, sizeof e->ops);
 	for (unsigned op = 0; op < 64 * 4; op++)
-		if (p == NULL || (op <= p->last_op && io_uring_opcode_supported(p, (int)op)))
+		if (ret < 0 || (op <= p->last_op && io_uring_opcode_supported(p, (int)op)))
 			e->ops[op / 64] |= 1ull << (op % 64);
-	if (p)
-		io_uring_free_probe(p);
+	free(p);
+	return ret;
 }
 
 int co_engine_supports(const co_engine *e, unsigned opcode)
@@ -285,9 +297,19 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		ret = -errno;
 		goto fail;
 	}
-	ret = engine_ring_init(e, &o);
+	ret = engine_ring_init(e, &o, 1);
 	if (ret < 0)
 		goto fail;
+	/* The first register: where it is refused, the enable at the first
+	 * run would be too. The ring is made again, enabled now. */
+	ret = engine_probe(e);
+	if (ret == -EPERM || ret == -EACCES) {
+		io_uring_queue_exit(&e->ring);
+		ret = engine_ring_init(e, &o, 0);
+		if (ret < 0)
+			goto fail;
+		engine_probe(e);
+	}
 	e->sqe_shift = (e->ring.flags & IORING_SETUP_SQE128) ? 1 : 0;
 	e->cqe_shift = (e->ring.flags & IORING_SETUP_CQE32) ? 5 : 4; /* a CQE's bytes, log2 */
 	e->ts = co__calloc(e->ring.sq.ring_entries, sizeof *e->ts);
@@ -296,7 +318,6 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		ret = -ENOMEM;
 		goto fail;
 	}
-	engine_probe(e);
 	atomic_store_explicit(&e->state, CO_ENGINE_READY, memory_order_release);
 	return 0;
 fail:

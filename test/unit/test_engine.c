@@ -135,6 +135,66 @@ static void test_uring_unavailable(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* A frame that awaits a nop: the engine's ring works. */
+struct nopper {
+	co_frame co;
+	co_io io;
+	int res;
+};
+
+static int nopper_fn(co_frame *f)
+{
+	struct nopper *n = (struct nopper *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&n->io));
+	n->res = co_result(f);
+	CO_END(f);
+}
+
+/* io_uring_register refused for good (a sandbox's seccomp filter): the
+ * probe at set-up finds it so, and the ring is made enabled at once,
+ * without SINGLE_ISSUER (whose enable at the first run would be refused
+ * too): the frames run. */
+static void test_register_refused(void **state)
+{
+	co_engine e;
+	struct nopper n = { .res = 1 };
+	(void)state;
+	co__fault_arm_range(CO__FAULT_REGISTER, 1, ~0ul, EPERM);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(e.features & CO_ENGINE_F_SINGLE_ISSUER, 0);
+	co_init(&n.co, nopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_true(co_done(&n.co));
+	assert_int_equal(n.res, 0);
+	assert_true(co__fault_calls(CO__FAULT_REGISTER) >= 1); /* the probe asked */
+	co__fault_arm(CO__FAULT_REGISTER, 0, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/* The enable at the first run refused once (-ENOMEM): that run answers it
+ * and changes nothing; the next run enables the ring and runs the frame
+ * (it ran a disabled ring before: -EBADFD for good, the frame stuck). */
+static void test_first_enable_refused(void **state)
+{
+	co_engine e;
+	struct nopper n = { .res = 1 };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&n.co, nopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &n.co), 0);
+	co__fault_arm(CO__FAULT_REGISTER, 1, ENOMEM);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -ENOMEM);
+	co__fault_arm(CO__FAULT_REGISTER, 0, 0);
+	assert_false(co_done(&n.co));
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_true(co_done(&n.co));
+	assert_int_equal(n.res, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 static void test_spawn_errors(void **state)
 {
 	co_engine e;
@@ -716,6 +776,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_init_errors),
 		cmocka_unit_test(test_owner_ended_next_thread_refused),
 		cmocka_unit_test(test_uring_unavailable),
+	cmocka_unit_test(test_register_refused),
+	cmocka_unit_test(test_first_enable_refused),
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
