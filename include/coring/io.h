@@ -93,7 +93,8 @@ CO_API co_awaiter *co_poll(co_io *io, int fd, unsigned events);
  * with -EOPNOTSUPP. co_socket returns the new descriptor (close-on-exec
  * when type has SOCK_CLOEXEC). co_send_zc sends without copying: the
  * await ends once the kernel no longer needs buf (its second CQE), so buf
- * may be reused after it. */
+ * may be reused after it; no time limit or cancel ends it sooner (on
+ * loopback the kernel keeps buf until the peer has read the bytes). */
 CO_API co_awaiter *co_socket(co_io *io, int domain, int type, int protocol);
 CO_API co_awaiter *co_shutdown(co_io *io, int fd, int how);
 CO_API co_awaiter *co_send_zc(co_io *io, int fd, const void *buf, size_t len, int flags);

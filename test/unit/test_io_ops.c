@@ -212,6 +212,86 @@ static int sock_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* A zero-copy send's await ends once the kernel no longer needs the
+ * buffer, whatever its limit: on loopback the kernel keeps the pages until
+ * the peer has read them, so a 1 MiB send under a 20 ms limit to a peer
+ * that reads only after 100 ms ends after that read, and the bytes the
+ * frame writes into the buffer at once after the await are not the ones
+ * the peer reads. (An await that ended at the send's first CQE, before
+ * the buffer was free, let the peer read those.) */
+enum { ZC_LEN = 1 << 20 };
+
+struct zc_send {
+	co_frame co;
+	co_io io;
+	co_limit lim;
+	int fd, res;
+	char *buf;
+};
+
+static int zc_send_fn(co_frame *f)
+{
+	struct zc_send *z = (struct zc_send *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout(&z->lim, co_send_zc(&z->io, z->fd, z->buf, ZC_LEN, MSG_NOSIGNAL),
+			       20 * CO_MS));
+	z->res = co_result(f);
+	memset(z->buf, 'X', ZC_LEN); /* the buffer is the frame's again */
+	shutdown(z->fd, SHUT_WR);
+	CO_END(f);
+}
+
+struct zc_peer {
+	int fd;
+	long got, bad;
+};
+
+static void *zc_peer_fn(void *arg)
+{
+	struct zc_peer *p = arg;
+	char b[65536];
+	ssize_t n;
+
+	usleep(100 * 1000); /* the send's limit has run out by now */
+	while ((n = read(p->fd, b, sizeof b)) > 0) {
+		p->got += n;
+		for (ssize_t i = 0; i < n; i++)
+			p->bad += b[i] != 'z';
+	}
+	return NULL;
+}
+
+static void test_send_zc_buffer_free_at_end(void **state)
+{
+	struct zc_send z = { .res = 1 };
+	struct zc_peer peer = { 0 };
+	pthread_t t;
+	int sv[2];
+	(void)state;
+	alarm(20); /* a send that never ends: fail, not hang */
+	co_test_tcp_pair(sv);
+	z.fd = sv[0];
+	z.buf = malloc(ZC_LEN);
+	assert_non_null(z.buf);
+	memset(z.buf, 'z', ZC_LEN);
+	peer.fd = sv[1];
+	assert_int_equal(pthread_create(&t, NULL, zc_peer_fn, &peer), 0);
+	co_init(&z.co, zc_send_fn);
+	co_test_run1(&z.co);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (z.res == -EOPNOTSUPP) /* a kernel without it */
+		goto out;
+	assert_true(z.res > 0); /* sent, not -ETIME: the result is kept */
+	assert_int_equal(peer.got, z.res);
+	assert_int_equal(peer.bad, 0);
+out:
+	free(z.buf);
+	close(sv[0]);
+	close(sv[1]);
+	alarm(0);
+}
+
 static void test_socket_ops(void **state)
 {
 	struct ops o;
@@ -931,6 +1011,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_path_ops),
 	cmocka_unit_test(test_file_space_and_pipe_ops),
 	cmocka_unit_test(test_socket_ops),
+	cmocka_unit_test(test_send_zc_buffer_free_at_end),
 	cmocka_unit_test(test_udp_sendto_recvfrom),
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_sqe_drain_refused),
