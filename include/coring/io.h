@@ -283,7 +283,9 @@ CO_API co_frame *co_send_all(co_io_all *x, int fd, const void *buf, size_t len, 
  * is re-armed; after an error (for example -EMFILE) on_conn gets the error
  * and the acceptor stays stopped until co_acceptor_start is called again
  * (back off first). co_acceptor_stop cancels it; the last call of on_conn
- * is then -ECANCELED, after which the acceptor may be reused or freed.
+ * is then -ECANCELED, after which the acceptor may be reused or freed. An
+ * engine stop ends it too: a cancel stop at once, a drain once every frame
+ * has finished.
  */
 typedef struct co_acceptor co_acceptor;
 struct co_acceptor {

@@ -20,6 +20,12 @@ void co__engine_finish_now(co_engine *e, co_frame *f)
 	if (f->on_done)
 		f->on_done(f); /* may free f: not touched after this */
 	co__live_drop(e);
+	/* The last frame of a stopped engine, with I/O still in flight: the
+	 * loop's next turn looks at the stop again (a drain then cancels
+	 * what no frame waits for), instead of a wait that nothing ends. */
+	if (co__unlikely(atomic_load_explicit(&e->live, memory_order_relaxed) == CO__LIVE_STOPPED) &&
+	    e->inflight != 0)
+		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_relaxed);
 	if (task && e->hooks && e->hooks->task_done)
 		e->hooks->task_done(e, e->hook_arg);
 }

@@ -111,6 +111,13 @@ uint64_t co__engine_stop_turn_slow(co_engine *e, int mode, uint64_t *wait_ns)
 	uint64_t at;
 
 	if (mode == CO_STOP_DRAIN) {
+		/* Every frame finished: what is still in flight belongs to no
+		 * frame (an armed co_acceptor, an SQE of the user's own with a
+		 * callback) and would keep the run for good (invariant 4):
+		 * asked to cancel, at every turn while it lasts (a turn comes
+		 * only with a completion). */
+		if (e->inflight != 0 && CO__LIVE_COUNT(atomic_load_explicit(&e->live, memory_order_acquire)) == 0)
+			cancel_all(e);
 		at = atomic_load_explicit(&e->stop_at, memory_order_relaxed);
 		if (at == 0)
 			return 0;

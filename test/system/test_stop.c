@@ -394,6 +394,86 @@ static void test_cancel_stop_bounded(void **state)
 }
 
 /* Frames that never started do not start under a cancel stop. */
+/* ---- a drain ends an armed acceptor ------------------------------------------ */
+
+/* A frame arms an acceptor, then waits for its event (with_event) or
+ * ends. Once every frame has finished, a drain cancels what no frame
+ * waits for: the acceptor's last on_conn sees -ECANCELED and the run
+ * returns (it waited for a connection for good). */
+struct acc_owner {
+	co_frame co;
+	co_acceptor acc;
+	co_waiter w;
+	co_event *ev;
+	int lfd, last, started;
+	atomic_int armed;
+};
+
+static void acc_owner_conn(co_acceptor *a, int fd)
+{
+	struct acc_owner *o = a->user;
+
+	o->last = fd;
+	if (fd >= 0)
+		close(fd);
+}
+
+static int acc_owner_fn(co_frame *f)
+{
+	struct acc_owner *o = (struct acc_owner *)f;
+
+	CO_BEGIN(f);
+	o->started = co_acceptor_start(&o->acc, o->lfd, 0, acc_owner_conn, o);
+	atomic_store(&o->armed, 1);
+	if (o->ev)
+		CO_AWAIT(f, co_event_wait(&o->w, o->ev));
+	CO_END(f);
+}
+
+static void drain_with_acceptor(int with_event)
+{
+	co_engine e;
+	co_event ev;
+	co_test_runner r;
+	struct acc_owner o = { .last = 1 };
+	uint16_t port;
+
+	alarm(10); /* a drain that waits for a connection for good: fail, not hang */
+	o.lfd = co_test_listen(&port);
+	assert_true(o.lfd >= 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	o.ev = with_event ? &ev : NULL;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&o.co, acc_owner_fn);
+	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&o.armed));
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	if (with_event)
+		assert_int_equal(co_event_set(&ev), 0); /* the last frame ends after the stop */
+	assert_int_equal(co_test_runner_join(&r), 0);
+	alarm(0);
+	assert_int_equal(o.started, 0);
+	assert_true(co_done(&o.co));
+	assert_int_equal(o.last, -ECANCELED);
+	assert_int_equal(o.acc.armed, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+	close(o.lfd);
+}
+
+static void test_drain_ends_armed_acceptor(void **state)
+{
+	(void)state;
+	drain_with_acceptor(0);
+}
+
+static void test_drain_ends_acceptor_after_last_frame(void **state)
+{
+	(void)state;
+	drain_with_acceptor(1);
+}
+
 static void test_cancel_stop_unstarted(void **state)
 {
 	co_engine e;
@@ -1293,6 +1373,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_timed_drain_becomes_cancel),
 	cmocka_unit_test(test_cancel_stop_bounded),
 	cmocka_unit_test(test_cancel_stop_unstarted),
+	cmocka_unit_test(test_drain_ends_armed_acceptor),
+	cmocka_unit_test(test_drain_ends_acceptor_after_last_frame),
 	cmocka_unit_test(test_cross_thread_cancel),
 	cmocka_unit_test(test_cross_thread_cancel_races_end),
 	cmocka_unit_test(test_cross_thread_cancel_at_finish),
