@@ -76,8 +76,8 @@ CO_API int co_context_start(co_context *c, int mode);
 CO_API int co_context_spawn(co_context *c, co_frame *f);
 
 /* Ask it to stop: as co_engine_stop (mode CO_STOP_DRAIN or CO_STOP_CANCEL).
- * On a context whose thread never started, a cancel stop finishes the
- * queued frames at once, on the calling thread (their on_done sees
+ * On a context whose thread never started, or a manual one never ticked,
+ * a cancel stop finishes the queued frames at once, on the calling thread (their on_done sees
  * -ECANCELED), unless its engine was run or ticked by hand: then that
  * engine's owner finishes them at its next run or tick, as on any engine
  * (frames it started may be among them). -EINVAL for NULL or a bad mode. */

@@ -140,8 +140,13 @@ int co_context_stop(co_context *c, int mode)
 	if (c == NULL)
 		return -EINVAL;
 	err = co_engine_stop(&c->engine, mode);
-	if (err == 0 && mode == CO_STOP_CANCEL && co_context_state(c) == CO_CONTEXT_NEW)
-		co__engine_cancel_unrun(&c->engine); /* -EBUSY: a start raced us; it runs them */
+	/* Nothing runs the frames of a context whose thread never started, or
+	 * of a manual one never ticked (its ticks may never come): finish them
+	 * here. -EBUSY: a start or a first tick raced us; it runs them. */
+	if (err == 0 && mode == CO_STOP_CANCEL &&
+	    (co_context_state(c) == CO_CONTEXT_NEW ||
+	     (c->manual && !atomic_load_explicit(&c->ticked, memory_order_acquire))))
+		co__engine_cancel_unrun(&c->engine);
 	return err;
 }
 

@@ -504,6 +504,52 @@ static void test_spawn_on_engine_not_running(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* A cancel stop of a scheduler finishes what waits on a manual context
+ * that no thread has ticked (nothing else runs it; its ticks may never
+ * come): a task queued there (on_done sees -ECANCELED, it never ran), and
+ * a child a frame on a ticked context awaits with co_spawn_on, whose await
+ * then ends with -ECANCELED. The poll answers 0 and the destroy succeeds.
+ * (Both stayed for good: the poll -EAGAIN, the destroy -EBUSY.) */
+static void test_cancel_stop_finishes_unticked(void **state)
+{
+	static const co_sched_group g[3] = { { .manual = 1 }, { .manual = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 3 };
+	co_sched s;
+	co_context *logic;
+	struct limited_parent p;
+	struct child task;
+	int r = -EAGAIN;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 0);
+	assert_true(co_context_tick(logic) >= 0);
+	memset(&task, 0, sizeof task);
+	task.kind = 1234;
+	co_init(&task.co, child_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 2, &task.co), 0);
+	memset(&p, 0, sizeof p);
+	p.on = &co_sched_pick(&s, 1)->engine;
+	p.kid.kind = 1234;
+	co_init(&p.kid.co, child_fn);
+	co_init(&p.co, limited_parent_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &p.co), 0);
+	for (int i = 0; i < 10 && !atomic_load(&p.waiting); i++)
+		assert_true(co_context_tick(logic) >= 0);
+	assert_true(atomic_load(&p.waiting)); /* the child is queued, the parent parked */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_true(co_done(&task.co)); /* at once, on this thread */
+	assert_int_equal(co_status(&task.co), -ECANCELED);
+	assert_int_equal(task.kind, 1234); /* it never ran */
+	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
+		co_context_tick(logic); /* the parent's end */
+	assert_int_equal(r, 0);
+	assert_true(co_done(&p.co));
+	assert_int_equal(p.res, -ECANCELED);
+	assert_int_equal(co_status(&p.kid.co), -ECANCELED);
+	assert_int_equal(p.kid.kind, 1234);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* A cancel request waiting on an engine that does not run survives the
  * borrow that finishes an unstarted co_spawn_on child there: the borrow
  * settles every request it finds, and the one for a frame that has not
@@ -789,6 +835,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stealing_stays_in_group),
 	cmocka_unit_test(test_spawn_on),
 	cmocka_unit_test(test_spawn_on_engine_not_running),
+	cmocka_unit_test(test_cancel_stop_finishes_unticked),
 	cmocka_unit_test(test_cancel_request_survives_borrow),
 	cmocka_unit_test(test_when_any_loser_moved),
 	cmocka_unit_test(test_engine_tick),
