@@ -76,7 +76,8 @@ typedef struct co_chan {
 CO_API int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf);
 
 /* Free what init allocated. 0: every later call answers -EINVAL (the
- * memory of c itself stays the caller's). -EBUSY, nothing changes: a
+ * memory of c itself stays the caller's); items still buffered are
+ * dropped (drain with co_chan_try_recv first). -EBUSY, nothing changes: a
  * frame is blocked on it, or a send or receive is under way (polling for
  * the other end before it parks, refilling the ring from parked senders),
  * from any thread. -EINVAL (NULL, destroyed). */

@@ -1248,9 +1248,26 @@ static void test_errors(void **state)
 	assert_int_equal(co_chan_destroy(&ch), -EINVAL); /* once */
 }
 
+/* A destroy drops what is still buffered: the channel is gone, and with
+ * it the items no receive took (every call after it: -EINVAL). */
+static void test_destroy_drops_buffered(void **state)
+{
+	co_chan ch;
+	int v = 7;
+	(void)state;
+	assert_int_equal(co_chan_init(&ch, sizeof v, 4, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(co_chan_try_send(&ch, &v), 0);
+	assert_int_equal(co_chan_len(&ch), 3);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_chan_try_recv(&ch, &v), -EINVAL);
+	assert_int_equal(co_chan_destroy(&ch), -EINVAL);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_destroy_drops_buffered),
 		cmocka_unit_test(test_mpmc_exactly_once),
 		cmocka_unit_test(test_recv_many_exactly_once),
 		cmocka_unit_test(test_mpmc_small_capacity),
