@@ -99,8 +99,9 @@ CO_API int co_trace_available(void);
  * start finds no thread-specific key left (PTHREAD_KEYS_MAX; a later
  * start tries again). On an error the session
  * before stays as it was (co_trace_dump writes it, co_trace_stats_get
- * counts it); a stream whose header could not be written (-ENOSPC,
- * -EFBIG) leaves the file at path created or emptied.
+ * counts it); a stream start that fails once path is open (its header
+ * not written, -ENOSPC or -EFBIG; no memory; no thread) leaves the file at
+ * path created or emptied.
  */
 CO_API int co_trace_start(const co_trace_opts *opts);
 
@@ -108,8 +109,11 @@ CO_API int co_trace_start(const co_trace_opts *opts);
  * End the session: hooks stop recording, and with a path the file is
  * written (or, streaming, its last events and its end). The buffers stay
  * until the next co_trace_start, so co_trace_dump still works. Returns 0,
- * -EALREADY (not recording), -EOPNOTSUPP, or the write's error (-ENOSPC,
- * -EIO ...; the session has ended anyway).
+ * -EALREADY (not recording), -EOPNOTSUPP, the write's error (-ENOSPC,
+ * -EIO ...), or -ENOMEM (no memory for a snapshot's chunk, or for the list
+ * of mappings that names functions; a list cut short is not written).
+ * On an error the session has ended anyway, and the file holds what was
+ * written before it.
  */
 CO_API int co_trace_stop(void);
 

@@ -101,6 +101,7 @@ static int sess_fd = -1;              /* the session's file (reg_lock) */
 static int sess_stream;               /* (reg_lock) */
 static int sess_err;                  /* the stream's first write error (reg_lock) */
 static int writer_stop;               /* (reg_lock) */
+static uint64_t *sess_chunk;          /* the stream's chunk of events (reg_lock) */
 static pthread_t writer;
 
 /* ---- recording ----------------------------------------------------------- */
@@ -374,27 +375,35 @@ static void out_maps(struct out *o)
 	char *text = NULL, *grown;
 	size_t n = 0, room = 0;
 	ssize_t r;
+	int err = 0;
 
 	if (fd < 0)
-		return;
+		return; /* no /proc: a file without names (the tool shows addresses) */
 	for (;;) {
 		if (room - n < 4096) {
-			grown = realloc(text, room + 65536);
-			if (grown == NULL)
+			grown = co__realloc(text, room + 65536);
+			if (grown == NULL) {
+				err = -ENOMEM;
 				break;
+			}
 			text = grown;
 			room += 65536;
 		}
 		r = read(fd, text + n, room - n);
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r < 0)
+			err = -errno;
 		if (r <= 0)
 			break;
 		n += (size_t)r;
 	}
 	close(fd);
-	if (text)
+	/* a list cut short would name functions wrongly: none, and the error */
+	if (err == 0 && text)
 		out_rec(o, REC_MAPS, text, (uint32_t)n);
+	else if (err && o->err == 0)
+		o->err = err;
 	free(text);
 }
 
@@ -505,7 +514,7 @@ static void out_end(struct out *o)
  * under reg_lock: header, each thread's events and record, maps, end. */
 static void out_snapshot(struct out *o)
 {
-	uint64_t *tmp = malloc(CHUNK * WORDS * 8);
+	uint64_t *tmp = co__malloc(CHUNK * WORDS * 8);
 
 	if (tmp == NULL) {
 		o->err = -ENOMEM;
@@ -526,13 +535,12 @@ static void out_snapshot(struct out *o)
 }
 
 /* The stream's step, under reg_lock: what each thread recorded since the
- * last step. */
+ * last step, through the session's chunk (sess_chunk: taken at the start,
+ * so that no pass, the stop's last one included, can lack memory). */
 static void stream_pass(struct out *o)
 {
-	uint64_t *tmp = malloc(CHUNK * WORDS * 8);
+	uint64_t *tmp = sess_chunk;
 
-	if (tmp == NULL)
-		return; /* the next pass tries again; the rings keep the newest */
 	for (struct tbuf *b = bufs; b; b = b->next) {
 		uint64_t skipped = 0, head;
 
@@ -546,7 +554,6 @@ static void stream_pass(struct out *o)
 		out_thread(o, b, head - atomic_load_explicit(&b->base, memory_order_relaxed),
 			   b->dropped);
 	}
-	free(tmp);
 }
 
 static void *stream_main(void *arg)
@@ -647,10 +654,15 @@ int co_trace_start(const co_trace_opts *opts)
 		/* the writer takes no signal: a program that blocks SIGTERM to
 		 * read it from a signalfd (after this call) must get it */
 		sigfillset(&all);
+		sess_chunk = out.err ? NULL : co__malloc(CHUNK * WORDS * 8);
 		pthread_sigmask(SIG_SETMASK, &all, &old);
-		err = out.err ? out.err : -co__thread_create(&writer, stream_main, NULL);
+		err = out.err	       ? out.err
+		      : !sess_chunk ? -ENOMEM
+				     : -co__thread_create(&writer, stream_main, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		if (err) {
+			free(sess_chunk);
+			sess_chunk = NULL;
 			close(fd);
 			atomic_fetch_sub_explicit(&sess_gen, 1, memory_order_relaxed);
 			atomic_store_explicit(&lost, was_lost, memory_order_relaxed);
@@ -699,6 +711,8 @@ int co_trace_stop(void)
 		o.fd = sess_fd;
 		o.err = sess_err;
 		stream_pass(&o);
+		free(sess_chunk);
+		sess_chunk = NULL;
 		out_maps(&o);
 		out_end(&o);
 	} else if (sess_fd >= 0) {

@@ -1118,6 +1118,43 @@ static void *record_and_end(void *arg)
 	return NULL;
 }
 
+/* A stop that cannot write all of the file says so: no memory for the
+ * snapshot's chunk or for the list of mappings (a list cut short would
+ * name functions wrongly): -ENOMEM, the session ended anyway. A stream
+ * takes its chunk at the start (-ENOMEM there, nothing started), so its
+ * passes, the stop's last one included, never lack memory. */
+static void test_stop_errors_said(void **state)
+{
+	co_trace_opts o = { .events = 64 };
+	co_trace_stats st;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	co_init(&f, gen_fn);
+	o.path = tmp_path("stop.trace");
+	for (unsigned long nth = 1; nth <= 2; nth++) { /* the chunk, the mappings */
+		assert_int_equal(co_trace_start(&o), 0);
+		co_trace_frame(&f, CO_TRACE_YIELD);
+		co__fault_arm(CO__FAULT_ALLOC, nth, ENOMEM);
+		assert_int_equal(co_trace_stop(), -ENOMEM);
+		co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+		co_trace_stats_get(&st);
+		assert_int_equal(st.recording, 0);
+	}
+	/* the stream: no chunk at the start, nothing started; with it, the
+	 * stop's last pass writes the events though no memory is left (the
+	 * mappings' list aside: -ENOMEM for that alone) */
+	o.stream = 1;
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM);
+	assert_int_equal(co_trace_start(&o), -ENOMEM);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recording, 0);
+	assert_int_equal(co_trace_start(&o), 0);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	assert_int_equal(co_trace_stop(), 0);
+}
+
 /* The first start makes a thread-specific key (a thread's buffer, told
  * when its thread ends): with none left it answers -EAGAIN and starts
  * nothing, and a start once one is free records. */
@@ -1346,6 +1383,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_manual_context_named),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_no_key_left),
+	cmocka_unit_test(test_stop_errors_said),
 	cmocka_unit_test(test_env),
 	cmocka_unit_test(test_compiled_out),
 };
