@@ -283,6 +283,18 @@ static void test_send_zc_buffer_free_at_end(void **state)
 	if (z.res == -EOPNOTSUPP) /* a kernel without it */
 		goto out;
 	assert_true(z.res > 0); /* sent, not -ETIME: the result is kept */
+	{ /* a socket that cannot send without copying: -EOPNOTSUPP */
+		struct zc_send u = { .res = 1, .buf = z.buf };
+		int us[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, us), 0);
+		u.fd = us[0];
+		co_init(&u.co, zc_send_fn);
+		co_test_run1(&u.co);
+		assert_int_equal(u.res, -EOPNOTSUPP);
+		close(us[0]);
+		close(us[1]);
+	}
 	assert_int_equal(peer.got, z.res);
 	assert_int_equal(peer.bad, 0);
 out:
