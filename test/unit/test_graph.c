@@ -637,6 +637,131 @@ static void test_kind_errors(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- submits the scheduler refuses; a bad node kind leaves frames spawnable ------------- */
+
+/*
+ * graph.h, co_graph_spawn: "A node whose submit the scheduler refuses
+ * (-ESHUTDOWN) counts as failed: see the failure rule". So the refused
+ * node never runs (it is marked CO_NODE_SKIPPED: it never started), its
+ * successors are skipped, nodes that do not depend on it still run, the
+ * graph's error is -ESHUTDOWN, and the run still ends (co_graph_done 1,
+ * every node counted). First the roots themselves are refused (the
+ * scheduler was stopped before the spawn; co_graph_spawn itself answers 0),
+ * then a successor is refused (the stop came while its predecessor ran).
+ */
+static void test_refused_submit_fails_node(void **state)
+{
+	enum { A, B, C, D, N };
+	co_sched s;
+	co_graph g;
+	co_graph_node n[N];
+	struct job j[N];
+	co_event gate;
+	(void)state;
+
+	/* stopped before the spawn: a -> b, c alone; a and c are refused */
+	sched_start(&s);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 3; i++) {
+		job_init(&j[i], i, 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	assert_int_equal(co_graph_precede(&n[A], &n[B]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+	assert_int_equal(co_graph_done(&g), 1); /* nothing could start: over */
+	assert_int_equal(atomic_load(&g.error), -ESHUTDOWN);
+	assert_int_equal(atomic_load(&g.finished), 3);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(atomic_load(&n[i].state), CO_NODE_SKIPPED);
+		assert_int_equal(atomic_load(&j[i].runs), 0);
+	}
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	/* stopped while a runs: a(gate) -> b -> c, d alone. b's submit comes
+	 * after the stop: refused; c skipped; a and d finish normally. */
+	sched_start(&s);
+	assert_int_equal(co_event_init(&gate, 0), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < N; i++) {
+		job_init(&j[i], i, 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	j[A].gate = &gate;
+	j[A].gate_res = 1;
+	assert_int_equal(co_graph_precede(&n[A], &n[B]), 0);
+	assert_int_equal(co_graph_precede(&n[B], &n[C]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), 0);
+	WAIT_UNTIL(atomic_load(&j[A].runs) == 1); /* accepted and started */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_event_set(&gate), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_graph_done(&g), 1);
+	assert_int_equal(atomic_load(&g.error), -ESHUTDOWN);
+	assert_int_equal(atomic_load(&g.finished), N);
+	assert_int_equal(atomic_load(&n[A].state), CO_NODE_DONE);
+	assert_int_equal(co_status(&j[A].co), 0);
+	assert_int_equal(j[A].gate_res, 0); /* a drain: its wait was not cancelled */
+	assert_int_equal(atomic_load(&n[D].state), CO_NODE_DONE);
+	assert_int_equal(atomic_load(&j[D].runs), 1);
+	assert_int_equal(atomic_load(&n[B].state), CO_NODE_SKIPPED);
+	assert_int_equal(atomic_load(&n[C].state), CO_NODE_SKIPPED);
+	assert_int_equal(atomic_load(&j[B].runs), 0);
+	assert_int_equal(atomic_load(&j[C].runs), 0);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_event_destroy(&gate), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/*
+ * graph.h, co_graph_spawn: a node's kind out of range is "-EINVAL with
+ * nothing started". Beyond the run counts test_kind_errors looks at, the
+ * frames must be left as they were: fresh (no spawn mark, no on_done or
+ * user of the graph's), so each can still be spawned, here straight on the
+ * scheduler, and runs once. The bad node comes last, after two valid
+ * roots, so a check made while marking or submitting would be caught.
+ */
+static void test_bad_node_kind_leaves_frames_spawnable(void **state)
+{
+	static const co_sched_group two[2] = { { .contexts = 1 }, { .contexts = 1 } };
+	static const unsigned kind[3] = { 1, 0, 0 }; /* where each runs after */
+	co_sched s;
+	co_sched_opts o = { .groups = two, .ngroups = 2 };
+	co_graph g;
+	co_graph_node n[3];
+	struct job j[3];
+	int mine;
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 3; i++) {
+		job_init(&j[i], i, 0);
+		j[i].co.user = &mine;
+	}
+	assert_int_equal(co_graph_add_kind(&g, &n[0], &j[0].co, 1), 0);
+	assert_int_equal(co_graph_add(&g, &n[1], &j[1].co), 0);
+	assert_int_equal(co_graph_add_kind(&g, &n[2], &j[2].co, 2), 0); /* no kind 2 */
+	assert_int_equal(co_graph_precede(&n[1], &n[2]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), -EINVAL);
+	assert_int_equal(co_graph_run_kind(&g, &s, 1), -EINVAL);
+	assert_int_equal(co_graph_done(&g), -EINVAL); /* never spawned */
+	assert_int_equal(co_graph_destroy(&g), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_null(j[i].co.on_done);
+		assert_ptr_equal(j[i].co.user, &mine);
+		assert_int_equal(co_sched_spawn_kind(&s, kind[i], &j[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+		assert_int_equal(j[i].kind, kind[i]);
+		assert_int_equal(co_status(&j[i].co), 0);
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- awaiting and polling: misuse, before and after the run, by hand -------------------- */
 
 static void test_wait_errors(void **state)
@@ -1144,6 +1269,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_long_chain_skipped),
 		cmocka_unit_test(test_kinds_respected),
 		cmocka_unit_test(test_kind_errors),
+		cmocka_unit_test(test_refused_submit_fails_node),
+		cmocka_unit_test(test_bad_node_kind_leaves_frames_spawnable),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_manual_context_awaits),
 		cmocka_unit_test(test_wait_limit_and_cancel),

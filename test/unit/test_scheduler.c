@@ -1508,6 +1508,89 @@ static void test_errors(void **state)
 	assert_int_equal(co_event_destroy(&ev), 0);
 }
 
+/* ---- a timed stop whose time cannot be reached is a drain for good ------------------- */
+
+/* Waits for an event; its on_done notes the status and that it ended. */
+struct parked {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	int res;
+	atomic_int arrived, done, status;
+};
+
+static int parked_fn(co_frame *f)
+{
+	struct parked *p = (struct parked *)f;
+	CO_BEGIN(f);
+	atomic_store(&p->arrived, 1);
+	CO_AWAIT(f, co_event_wait(&p->w, p->ev));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static void parked_done(co_frame *f)
+{
+	struct parked *p = (struct parked *)f;
+	atomic_store(&p->status, co_status(f));
+	atomic_store(&p->done, 1);
+}
+
+/*
+ * scheduler.h, co_sched_stop_timed: "drains, and cancels what is still
+ * live after ns (near UINT64_MAX: never)". For UINT64_MAX, UINT64_MAX - 5
+ * and the other durations whose sum with the clock wraps
+ * (co_test_huge_ns), a task parked on an event (one per context) is not
+ * cancelled after the stop: it is still waiting, the scheduler STOPPING,
+ * and once the test sets the event it ends with 0 and co_sched_run
+ * answers 0. test_stop's timed_stop_saturates uses sleepers, which an
+ * I/O completion wakes anyway; here nothing but the stop itself could
+ * wake the contexts. The 50 ms look only gives a wrong stop the time to
+ * cancel; the pass does not depend on it.
+ */
+static void test_timed_stop_never_cancels_parked(void **state)
+{
+	(void)state;
+	for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
+		co_sched s;
+		co_sched_opts o = { .contexts = 2 };
+		co_event ev;
+		struct parked p[2];
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		assert_int_equal(co_event_init(&ev, 0), 0);
+		for (unsigned i = 0; i < 2; i++) {
+			memset(&p[i], 0, sizeof p[i]);
+			p[i].ev = &ev;
+			p[i].res = 1;
+			co_init(&p[i].co, parked_fn);
+			p[i].co.on_done = parked_done;
+			assert_int_equal(co_sched_spawn_to(&s, i, &p[i].co), 0);
+		}
+		for (unsigned i = 0; i < 2; i++)
+			WAIT_UNTIL(atomic_load(&p[i].arrived));
+		assert_int_equal(co_sched_stop_timed(&s, co_test_huge_ns(k)), 0);
+		for (int t = 0; t < 50 && !atomic_load(&p[0].done) && !atomic_load(&p[1].done); t++)
+			usleep(1000);
+		for (unsigned i = 0; i < 2; i++)
+			if (atomic_load(&p[i].done))
+				fail_msg("ns kind %d: task %u ended after the stop: wait %d, status %d",
+					 k, i, p[i].res, atomic_load(&p[i].status));
+		assert_int_equal(co_sched_state(&s), CO_SCHED_STOPPING);
+		assert_int_equal(co_sched_poll(&s), -EAGAIN);
+		assert_int_equal(co_sched_tasks(&s), 2);
+		assert_int_equal(co_event_set(&ev), 0);
+		assert_int_equal(co_sched_run(&s), 0);
+		for (unsigned i = 0; i < 2; i++) {
+			assert_int_equal(atomic_load(&p[i].done), 1);
+			assert_int_equal(p[i].res, 0);
+			assert_int_equal(atomic_load(&p[i].status), 0);
+		}
+		assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+		assert_int_equal(co_sched_destroy(&s), 0);
+		assert_int_equal(co_event_destroy(&ev), 0);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1534,6 +1617,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_destroy_while_stopping),
 		cmocka_unit_test(test_poll_after_stop_waits_for_threads),
 		cmocka_unit_test(test_two_destroys_at_once),
+		cmocka_unit_test(test_timed_stop_never_cancels_parked),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
