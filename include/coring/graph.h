@@ -66,7 +66,8 @@ enum co_node_state {
 	CO_NODE_IDLE = 0,      /* not started (yet) */
 	CO_NODE_SUBMITTED = 1, /* handed to the scheduler */
 	CO_NODE_DONE = 2,      /* finished: see co_status(node->frame) */
-	CO_NODE_SKIPPED = 3,   /* never started: a predecessor failed */
+	CO_NODE_SKIPPED = 3,   /* never started: a predecessor failed, or
+	                          the scheduler refused its submit */
 };
 
 struct co_graph_node {
@@ -145,7 +146,10 @@ CO_API int co_graph_succeed(co_graph_node *a, co_graph_node *b);
  * and UINT_MAX are for any scheduler; a frame already started, spawned or
  * finished; one frame in two nodes; the graph is running); -ELOOP (the
  * edges contain a cycle: nothing was started). A node whose submit the
- * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule.
+ * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule;
+ * it is SKIPPED, and the spawn still answers 0 when every root is refused
+ * (a stopped scheduler): the graph's error says -ESHUTDOWN
+ * (test_graph refused_submit_fails_node).
  */
 CO_API int co_graph_spawn(co_graph *g, co_sched *s);
 CO_API int co_graph_spawn_kind(co_graph *g, co_sched *s, unsigned kind);
