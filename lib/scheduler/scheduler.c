@@ -735,9 +735,17 @@ static int sched_stop(co_sched *s, int mode, uint64_t ns, int timed)
 		if (timed)
 			co_engine_stop_timed(&s->ctx[i].engine, ns);
 		else
-			co_context_stop(&s->ctx[i], mode);
+			co_engine_stop(&s->ctx[i].engine, mode);
 	}
 	unlock(s);
+	/* A cancel stop finishes the frames of a manual context no thread has
+	 * ticked here (co_context_stop), out of the lock: their on_done may
+	 * call the scheduler. The visit keeps the contexts' memory; one that
+	 * a destroy released meanwhile answers -EINVAL. */
+	if (!timed && mode == CO_STOP_CANCEL)
+		for (unsigned i = 0; i < s->n; i++)
+			if (s->ctx[i].manual)
+				co_context_stop(&s->ctx[i], CO_STOP_CANCEL);
 	return leave(s, 0);
 }
 

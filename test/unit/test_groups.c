@@ -504,6 +504,15 @@ static void test_spawn_on_engine_not_running(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* An on_done that asks the scheduler its state: it runs on the thread
+ * that called the stop, which must not hold the scheduler's lock then. */
+static int state_seen = -1;
+
+static void state_on_done(co_frame *f)
+{
+	state_seen = co_sched_state((co_sched *)f->user);
+}
+
 /* A cancel stop of a scheduler finishes what waits on a manual context
  * that no thread has ticked (nothing else runs it; its ticks may never
  * come): a task queued there (on_done sees -ECANCELED, it never ran), and
@@ -520,12 +529,15 @@ static void test_cancel_stop_finishes_unticked(void **state)
 	struct child task;
 	int r = -EAGAIN;
 	(void)state;
+	alarm(20); /* an on_done that waits for the lock its stop holds: fail, not hang */
 	assert_int_equal(co_sched_init(&s, &o), 0);
 	logic = co_sched_pick(&s, 0);
 	assert_true(co_context_tick(logic) >= 0);
 	memset(&task, 0, sizeof task);
 	task.kind = 1234;
 	co_init(&task.co, child_fn);
+	task.co.on_done = state_on_done; /* asks the scheduler: not under its lock */
+	task.co.user = &s;
 	assert_int_equal(co_sched_spawn_kind(&s, 2, &task.co), 0);
 	memset(&p, 0, sizeof p);
 	p.on = &co_sched_pick(&s, 1)->engine;
@@ -540,6 +552,7 @@ static void test_cancel_stop_finishes_unticked(void **state)
 	assert_true(co_done(&task.co)); /* at once, on this thread */
 	assert_int_equal(co_status(&task.co), -ECANCELED);
 	assert_int_equal(task.kind, 1234); /* it never ran */
+	assert_int_equal(state_seen, CO_SCHED_STOPPING);
 	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
 		co_context_tick(logic); /* the parent's end */
 	assert_int_equal(r, 0);
@@ -548,6 +561,7 @@ static void test_cancel_stop_finishes_unticked(void **state)
 	assert_int_equal(co_status(&p.kid.co), -ECANCELED);
 	assert_int_equal(p.kid.kind, 1234);
 	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
 }
 
 /* A cancel request waiting on an engine that does not run survives the
