@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -665,6 +666,120 @@ static void test_length_past_32_bits(void **state)
 	close(sv[1]);
 }
 
+/* co_read, co_write and co_recv: the same clamp (docs/io.md, on lengths). The
+ * buffer is a reserved range of 4 GiB + 5 bytes (PROT_NONE: no memory is
+ * committed) whose first MiB alone is read-write: the kernel only touches
+ * the bytes the descriptor offers or takes, which lie there. co_read and
+ * co_write take an unsigned length (UINT_MAX at most, which the kernel
+ * would cap too): what fails there is a length refused or cut to nothing;
+ * co_recv's is a size_t, which modulo 2^32 became 5 bytes, or 0. */
+enum { BIG_READ, BIG_WRITE, BIG_RECV };
+
+struct bigio {
+	co_frame co;
+	co_io io;
+	int op, fd;
+	char *buf;
+	size_t len;
+	int res;
+};
+
+static int bigio_fn(co_frame *f)
+{
+	struct bigio *b = (struct bigio *)f;
+	CO_BEGIN(f);
+	if (b->op == BIG_READ)
+		CO_AWAIT(f, co_read(&b->io, b->fd, b->buf, (unsigned)b->len, 0));
+	else if (b->op == BIG_WRITE)
+		CO_AWAIT(f, co_write(&b->io, b->fd, b->buf, (unsigned)b->len, (uint64_t)-1));
+	else
+		CO_AWAIT(f, co_recv(&b->io, b->fd, b->buf, b->len, MSG_DONTWAIT));
+	b->res = co_result(f);
+	CO_END(f);
+}
+
+static int bigio_run(int op, int fd, char *buf, size_t len)
+{
+	struct bigio b = { .op = op, .fd = fd, .buf = buf, .len = len, .res = 1 };
+
+	co_init(&b.co, bigio_fn);
+	co_test_run1(&b.co);
+	return b.res;
+}
+
+static void test_length_clamped_read_write_recv(void **state)
+{
+	const size_t span = ((size_t)4 << 30) + 5, head = (size_t)1 << 20;
+	const size_t recv_lens[] = { span, (size_t)4 << 30, SIZE_MAX, (size_t)CO_IO_MAX + 1 };
+	const unsigned rw_lens[] = { UINT_MAX, CO_IO_MAX + 1 };
+	const char *path = co_test_tmp_path("coring-io", "big");
+	int fds = co_test_open_fds(), fd, p[2], sv[2], n;
+	char msg[100], *buf;
+	(void)state;
+	alarm(30); /* each await ends at once; one that waits fails here */
+	for (size_t i = 0; i < sizeof msg; i++)
+		msg[i] = (char)('a' + i % 26);
+	buf = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	assert_true(buf != MAP_FAILED);
+	assert_int_equal(mprotect(buf, head, PROT_READ | PROT_WRITE), 0);
+	/* co_read: a 10-byte file, then a pipe holding 100 bytes */
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(write(fd, msg, 10), 10);
+	assert_int_equal(pipe(p), 0);
+	for (size_t i = 0; i < sizeof rw_lens / sizeof rw_lens[0]; i++) {
+		memset(buf, 0, sizeof msg);
+		assert_int_equal(bigio_run(BIG_READ, fd, buf, rw_lens[i]), 10);
+		assert_memory_equal(buf, msg, 10);
+		assert_int_equal(write(p[1], msg, sizeof msg), (int)sizeof msg);
+		memset(buf, 0, sizeof msg);
+		assert_int_equal(bigio_run(BIG_READ, p[0], buf, rw_lens[i]), (int)sizeof msg);
+		assert_memory_equal(buf, msg, sizeof msg);
+	}
+	close(fd);
+	/* co_write: into an empty pipe, which takes what fits (its capacity,
+	 * well under the head): a short count, and that is what the pipe holds */
+	for (size_t i = 0; i < sizeof rw_lens / sizeof rw_lens[0]; i++) {
+		int cap = fcntl(p[1], F_GETPIPE_SZ), res;
+
+		assert_true(cap > 0 && (size_t)cap <= head);
+		memset(buf, 'w', (size_t)cap);
+		res = bigio_run(BIG_WRITE, p[1], buf, rw_lens[i]);
+		if (res <= 0 || res > cap)
+			fail_msg("co_write of %u bytes into a pipe of %d: %d", rw_lens[i], cap, res);
+		assert_int_equal(ioctl(p[0], FIONREAD, &n), 0);
+		assert_int_equal(n, res);
+		while (n > 0) { /* empty it for the next round */
+			int got = (int)read(p[0], msg, sizeof msg);
+
+			assert_true(got > 0);
+			n -= got;
+		}
+	}
+	close(p[0]);
+	close(p[1]);
+	for (size_t i = 0; i < sizeof msg; i++)
+		msg[i] = (char)('A' + i % 26);
+	/* co_recv: 100 bytes waiting on a socket; each length returns them all */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	for (size_t i = 0; i < sizeof recv_lens / sizeof recv_lens[0]; i++) {
+		int res;
+
+		assert_int_equal(write(sv[1], msg, sizeof msg), (int)sizeof msg);
+		memset(buf, 0, sizeof msg);
+		res = bigio_run(BIG_RECV, sv[0], buf, recv_lens[i]);
+		if (res != (int)sizeof msg)
+			fail_msg("co_recv of %zu bytes with 100 waiting: %d", recv_lens[i], res);
+		assert_memory_equal(buf, msg, sizeof msg);
+	}
+	close(sv[0]);
+	close(sv[1]);
+	munmap(buf, span);
+	alarm(0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 struct pipe_writer {
 	co_frame co;
 	co_io io;
@@ -887,6 +1002,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_late_limit_never_waits),
 		cmocka_unit_test(test_cancelled_before_await),
 		cmocka_unit_test(test_length_past_32_bits),
+		cmocka_unit_test(test_length_clamped_read_write_recv),
 		cmocka_unit_test(test_write_to_closed_pipe),
 		cmocka_unit_test(test_submit_batch),
 		cmocka_unit_test(test_deadline_ends_send_in_worker),

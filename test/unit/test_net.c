@@ -806,6 +806,100 @@ static void test_no_delay(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
+/* ---- what counts as a numeric address -------------------------------------------------------- */
+
+/* The address fd is bound to, as inet_ntop writes it ("-" for neither family). */
+static const char *bound_to(int fd, char *out, size_t n)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+	if (ss.ss_family == AF_INET)
+		return inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)n);
+	if (ss.ss_family == AF_INET6)
+		return inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, (socklen_t)n);
+	return "-";
+}
+
+/* co_listen's addr and a co_dial host that needs no pool are what
+ * getaddrinfo takes with AI_NUMERICHOST (net.md): IPv6 text, and IPv4 in
+ * every inet_aton form, not only the dotted quad: "127.1" (a.b: b is the
+ * last 24 bits), "0x7f.1", "0x7f000001" and "2130706433" (one number), and
+ * "0177.0.0.1" (a leading 0 is octal) are all 127.0.0.1. glibc also takes
+ * "*" as no host at all: for a dial, the loopback addresses (the listen
+ * side, the wildcard, is not tried here: loopback only). Anything else,
+ * spaces around an address included, is a name: co_listen answers -EINVAL,
+ * and a dial without a pool -EINVAL before any address is tried. */
+static void test_numeric_address_forms(void **state)
+{
+	static const char *const v4[] = { "127.0.0.1", "127.1",      "0x7f.1",
+					  "0x7f000001", "2130706433", "0177.0.0.1" };
+	static const char *const names[] = { "localhost", "",  " 127.0.0.1", "127.0.0.1 ",
+					     "127.0.0.256", "[::1]", "127.0.0.1:80", "::1%lo",
+					     "bogus!" };
+	int fds = co_test_open_fds(), lfd, port, fd, l6;
+	char got[INET6_ADDRSTRLEN];
+	struct dial c;
+
+	(void)state;
+	alarm(30); /* loopback connects end at once; a dial that hangs fails here */
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	assert_true(lfd >= 0);
+	port = co_local_port(lfd);
+	for (size_t i = 0; i < sizeof v4 / sizeof v4[0]; i++) {
+		fd = co_listen(v4[i], 0, 0, 0);
+		if (fd < 0)
+			fail_msg("co_listen(\"%s\"): %d", v4[i], fd);
+		assert_string_equal(bound_to(fd, got, sizeof got), "127.0.0.1");
+		close(fd);
+		dial_init(&c, NULL, v4[i], port, 0);
+		co_test_run1(&c.co);
+		if (c.res < 0)
+			fail_msg("co_dial(\"%s\") without a pool: %d", v4[i], c.res);
+		assert_int_equal(c.tried, 1);
+		check_connected(lfd, c.res);
+	}
+	/* "*": no host; a dial tries the loopback addresses (::1 may come
+	 * first and be refused: only 127.0.0.1 listens) */
+	dial_init(&c, NULL, "*", port, 0);
+	co_test_run1(&c.co);
+	if (c.res < 0)
+		fail_msg("co_dial(\"*\") without a pool: %d", c.res);
+	assert_true(c.tried >= 1 && c.tried <= 2);
+	check_connected(lfd, c.res);
+	/* IPv6 text, and an IPv4-mapped IPv6 address, where the machine has IPv6 */
+	l6 = co_listen("::1", 0, 0, 0);
+	if (l6 >= 0) {
+		assert_string_equal(bound_to(l6, got, sizeof got), "::1");
+		dial_init(&c, NULL, "::1", co_local_port(l6), 0);
+		co_test_run1(&c.co);
+		assert_int_equal(c.tried, 1);
+		check_connected(l6, c.res);
+		close(l6);
+		fd = co_listen("::ffff:127.0.0.1", 0, 0, 0);
+		assert_true(fd >= 0);
+		assert_string_equal(bound_to(fd, got, sizeof got), "::ffff:127.0.0.1");
+		close(fd);
+	} else {
+		assert_true(l6 == -EADDRNOTAVAIL || l6 == -EAFNOSUPPORT);
+	}
+	/* names: refused by co_listen, and by a dial that has no pool */
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		fd = co_listen(names[i], 0, 0, 0);
+		if (fd != -EINVAL)
+			fail_msg("co_listen(\"%s\"): %d, not -EINVAL", names[i], fd);
+		dial_init(&c, NULL, names[i], port, 0);
+		co_test_run1(&c.co);
+		if (c.res != -EINVAL || c.tried != 0)
+			fail_msg("co_dial(\"%s\") without a pool: %d after %d addresses", names[i],
+				 c.res, c.tried);
+	}
+	close(lfd);
+	alarm(0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_listen_and_port),
 	cmocka_unit_test(test_listen_errors),
@@ -817,6 +911,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dial_result_kept),
 	cmocka_unit_test(test_accept_result_kept),
 	cmocka_unit_test(test_no_delay),
+	cmocka_unit_test(test_numeric_address_forms),
 };
 
 CO_TEST_MAIN(tests, 1)
