@@ -827,8 +827,9 @@ static const char *bound_to(int fd, char *out, size_t n)
  * every inet_aton form, not only the dotted quad: "127.1" (a.b: b is the
  * last 24 bits), "0x7f.1", "0x7f000001" and "2130706433" (one number), and
  * "0177.0.0.1" (a leading 0 is octal) are all 127.0.0.1. glibc also takes
- * "*" as no host at all: for a dial, the loopback addresses (the listen
- * side, the wildcard, is not tried here: loopback only). Anything else,
+ * "*" as no host at all: for a dial, the loopback addresses; for a
+ * listen, the wildcard (only its bound address is looked at, and it is
+ * closed at once: nothing connects to it). Anything else,
  * spaces around an address included, is a name: co_listen answers -EINVAL,
  * and a dial without a pool -EINVAL before any address is tried. */
 static void test_numeric_address_forms(void **state)
@@ -860,6 +861,10 @@ static void test_numeric_address_forms(void **state)
 		assert_int_equal(c.tried, 1);
 		check_connected(lfd, c.res);
 	}
+	fd = co_listen("*", 0, 1, 0); /* every interface: closed at once */
+	assert_true(fd >= 0);
+	assert_string_equal(bound_to(fd, got, sizeof got), "0.0.0.0");
+	close(fd);
 	/* "*": no host; a dial tries the loopback addresses (::1 may come
 	 * first and be refused: only 127.0.0.1 listens) */
 	dial_init(&c, NULL, "*", port, 0);
