@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <cmocka.h>
 
+#include <coring/channel.h>
 #include <coring/engine.h>
 #include <coring/io.h>
 
@@ -770,6 +771,180 @@ static void test_post_from_own_frame(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* ---- the counters readable from any thread -------------------------------------- */
+
+/* spins, spin_hits, polls, poll_hits: docs/engine.md ("Counters", "Staying
+ * awake") and engine.h say these four may be read from any thread, with a
+ * relaxed atomic load, while the engine runs. */
+enum { ST_SPINS, ST_SPIN_HITS, ST_POLLS, ST_POLL_HITS, ST_N };
+
+static void stats_load(co_engine *e, uint64_t v[ST_N])
+{
+	v[ST_SPINS] = __atomic_load_n(&e->stats.spins, __ATOMIC_RELAXED);
+	v[ST_SPIN_HITS] = __atomic_load_n(&e->stats.spin_hits, __ATOMIC_RELAXED);
+	v[ST_POLLS] = __atomic_load_n(&e->stats.polls, __ATOMIC_RELAXED);
+	v[ST_POLL_HITS] = __atomic_load_n(&e->stats.poll_hits, __ATOMIC_RELAXED);
+}
+
+struct stats_reader {
+	co_engine *e;
+	uint64_t last[ST_N];
+	long reads;
+	int backwards;      /* a counter read smaller than before */
+	atomic_int seen;    /* it read spins and polls above 0 */
+	atomic_int finish;  /* the test's thread is done: stop reading */
+};
+
+/* Reads the four counters over and over while the engine runs. Until it
+ * has read spins and polls above 0 it looks at nothing else, so those reads
+ * have no happens-before edge from the engine's stores: were a store plain,
+ * TSan would report the pair. */
+static void *stats_reader_main(void *arg)
+{
+	struct stats_reader *r = arg;
+	uint64_t v[ST_N];
+
+	for (;;) {
+		stats_load(r->e, v);
+		r->reads++;
+		for (int i = 0; i < ST_N; i++) {
+			if (v[i] < r->last[i])
+				r->backwards++;
+			r->last[i] = v[i];
+		}
+		if (!atomic_load(&r->seen)) {
+			if (v[ST_SPINS] > 0 && v[ST_POLLS] > 0)
+				atomic_store(&r->seen, 1);
+		} else if (atomic_load(&r->finish)) {
+			break;
+		}
+		sched_yield();
+	}
+	return NULL;
+}
+
+struct stats_taker {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	long v;
+	atomic_long got;
+	int bad;
+};
+
+/* Takes items 0, 1, ... until the channel closes: each receive that finds
+ * the channel empty polls first (a frame's poll: stats.polls). */
+static int stats_taker_fn(co_frame *f)
+{
+	struct stats_taker *t = (struct stats_taker *)f;
+
+	CO_BEGIN(f);
+	for (;;) {
+		CO_AWAIT(f, co_chan_recv(&t->w, t->ch, &t->v));
+		if (co_result(f) != 0)
+			break;
+		if (t->v != atomic_load(&t->got))
+			t->bad++;
+		atomic_fetch_add(&t->got, 1);
+	}
+	CO_END(f);
+}
+
+struct stats_fed {
+	co_frame co;
+	atomic_long *ran;
+};
+
+static int stats_fed_fn(co_frame *f)
+{
+	struct stats_fed *t = (struct stats_fed *)f;
+
+	CO_BEGIN(f);
+	atomic_fetch_add(t->ran, 1);
+	CO_END(f);
+}
+
+#define STATS_ROUNDS_MIN 200
+#define STATS_ROUNDS_MAX 100000
+
+/*
+ * A busy engine: a taker gets items from this thread one at a time (each
+ * receive finds the channel empty: the frame polls, stats.polls), and
+ * every other item this thread first spawns a frame and waits until it has
+ * run (the engine is idle with nothing in flight: it polls before it
+ * sleeps, stats.spins). Meanwhile another thread reads the four counters
+ * over and over: under TSan no report, and no counter ever goes back.
+ * Rounds go on until the reader has read spins and polls above 0 (the
+ * budget of 1 s lets a poll wait out any hand-off), at least
+ * STATS_ROUNDS_MIN; alarm() bounds it.
+ */
+static void test_stats_read_from_other_thread(void **state)
+{
+	co_engine e;
+	co_engine_opts o = { .spin_ns = 1000000000 };
+	co_test_runner run;
+	co_chan ch;
+	struct stats_taker t;
+	struct stats_fed *fed;
+	struct stats_reader r;
+	atomic_long ran = 0;
+	pthread_t th;
+	uint64_t end[ST_N];
+	long i, nfed = 0;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	if (e.spin_max == 0) { /* one CPU (or valgrind): nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	fed = calloc(STATS_ROUNDS_MAX, sizeof *fed);
+	assert_non_null(fed);
+	alarm(120);
+	assert_int_equal(co_chan_init(&ch, sizeof(long), 1, NULL), 0);
+	memset(&t, 0, sizeof t);
+	t.ch = &ch;
+	co_init(&t.co, stats_taker_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	memset(&r, 0, sizeof r);
+	r.e = &e;
+	assert_int_equal(pthread_create(&th, NULL, stats_reader_main, &r), 0);
+	co_test_runner_start(&run, &e, CO_RUN_UNTIL_STOP);
+	for (i = 0; i < STATS_ROUNDS_MAX && (i < STATS_ROUNDS_MIN || !atomic_load(&r.seen)); i++) {
+		WAIT_UNTIL(atomic_load(&t.got) == i); /* the taker waits for item i */
+		if (i % 2) {
+			fed[nfed].ran = &ran;
+			co_init(&fed[nfed].co, stats_fed_fn);
+			assert_int_equal(co_engine_spawn(&e, &fed[nfed].co), 0);
+			nfed++;
+			WAIT_UNTIL(atomic_load(&ran) == nfed);
+		}
+		assert_int_equal(co_chan_try_send(&ch, &i), 0);
+	}
+	assert_true(atomic_load(&r.seen)); /* else STATS_ROUNDS_MAX ran out */
+	WAIT_UNTIL(atomic_load(&t.got) == i);
+	atomic_store(&r.finish, 1);
+	pthread_join(th, NULL);
+	assert_int_equal(co_chan_close(&ch), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&run), 0);
+	alarm(0);
+	assert_true(co_done(&t.co));
+	assert_int_equal(t.bad, 0);
+	assert_int_equal(atomic_load(&ran), nfed);
+	assert_int_equal(r.backwards, 0);
+	assert_true(r.reads > 0);
+	stats_load(&e, end);
+	for (int k = 0; k < ST_N; k++)
+		assert_true(end[k] >= r.last[k]);
+	assert_true(end[ST_SPINS] > 0 && end[ST_POLLS] > 0);
+	assert_true(end[ST_SPINS] >= end[ST_SPIN_HITS]);
+	assert_true(end[ST_POLLS] >= end[ST_POLL_HITS]);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	free(fed);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -790,6 +965,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_post_from_other_threads),
 		cmocka_unit_test(test_post_errors_and_lifetime),
 		cmocka_unit_test(test_post_from_own_frame),
+		cmocka_unit_test(test_stats_read_from_other_thread),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }

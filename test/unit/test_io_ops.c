@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -982,6 +983,92 @@ static void test_signals_after_library_threads(void **state)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* co_signals_close from a thread other than the opener's: the header
+ * names no thread for it. The opener (a thread of its own) opens, then
+ * waits; this thread closes: 0, the descriptor closed (one fewer open),
+ * the signals still blocked in the opener. A second close, from a third
+ * thread, once the descriptor's number is taken again by another file:
+ * -EINVAL, nothing closed. */
+struct sig_opener {
+	co_signals *s;
+	int res, fd, still_blocked;
+	atomic_int opened, closed;
+};
+
+static void *sig_opener_main(void *arg)
+{
+	struct sig_opener *o = arg;
+	sigset_t set, cur;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH);
+	o->res = co_signals_open(o->s, &set);
+	o->fd = o->s->fd;
+	atomic_store(&o->opened, 1);
+	WAIT_UNTIL(atomic_load(&o->closed)); /* the close is another thread's */
+	sigemptyset(&cur);
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	o->still_blocked = sigismember(&cur, SIGWINCH) == 1;
+	return NULL;
+}
+
+struct sig_closer {
+	co_signals *s;
+	int res;
+};
+
+static void *sig_closer_main(void *arg)
+{
+	struct sig_closer *c = arg;
+
+	c->res = co_signals_close(c->s);
+	return NULL;
+}
+
+static void test_signals_close_other_thread(void **state)
+{
+	co_signals s;
+	struct sig_opener o;
+	struct sig_closer c;
+	pthread_t opener, closer;
+	int fds, again;
+
+	(void)state;
+	alarm(30);
+	memset(&s, 0, sizeof s);
+	memset(&o, 0, sizeof o);
+	o.s = &s;
+	o.fd = -1;
+	fds = co_test_open_fds();
+	assert_int_equal(pthread_create(&opener, NULL, sig_opener_main, &o), 0);
+	WAIT_UNTIL(atomic_load(&o.opened));
+	assert_int_equal(o.res, 0);
+	assert_true(o.fd >= 0);
+	assert_int_equal(co_test_open_fds(), fds + 1);
+	/* from this thread, not the opener */
+	assert_int_equal(co_signals_close(&s), 0);
+	assert_int_equal(s.fd, -1);
+	assert_int_equal(co_test_open_fds(), fds);
+	errno = 0;
+	assert_int_equal(fcntl(o.fd, F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	atomic_store(&o.closed, 1);
+	pthread_join(opener, NULL);
+	assert_true(o.still_blocked); /* "the signals stay blocked" */
+	/* the number goes to another file; a second close, from a third thread,
+	 * closes nothing */
+	again = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_int_equal(again, o.fd); /* the lowest free number */
+	c = (struct sig_closer){ .s = &s, .res = 1 };
+	assert_int_equal(pthread_create(&closer, NULL, sig_closer_main, &c), 0);
+	pthread_join(closer, NULL);
+	assert_int_equal(c.res, -EINVAL);
+	assert_true(fcntl(again, F_GETFD) >= 0); /* still open */
+	assert_int_equal(co_test_open_fds(), fds + 1);
+	close(again);
+	alarm(0);
+}
+
 /* A co_signals never opened (zeroed: its fd field is 0): close closes
  * nothing (descriptor 0 stays open) and says -EINVAL; a wait on it reads
  * nothing (-EBADF). */
@@ -1036,6 +1123,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_signals),
 	cmocka_unit_test(test_signals_after_library_threads),
 	cmocka_unit_test(test_signals_never_opened),
+	cmocka_unit_test(test_signals_close_other_thread),
 };
 
 CO_TEST_MAIN(tests, 1)

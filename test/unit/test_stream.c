@@ -1078,6 +1078,90 @@ static void test_bufring_errors(void **state)
 	assert_int_equal(co_bufring_init(&b[0], &dead, 4, 64), -EINVAL);
 }
 
+/* ---- a destroy from a thread that is not the engine's ------------------------------- */
+
+struct destroy_from {
+	co_bufring *b;
+	int res;
+};
+
+static void *destroy_from_main(void *arg)
+{
+	struct destroy_from *t = arg;
+
+	t->res = co_bufring_destroy(t->b);
+	return NULL;
+}
+
+/* co_bufring_destroy from another thread than b's engine's. */
+static int destroy_from_thread(co_bufring *b)
+{
+	struct destroy_from t = { b, 1 };
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, destroy_from_main, &t), 0);
+	pthread_join(th, NULL);
+	return t.res;
+}
+
+struct idle_frame {
+	co_frame co;
+	int ran;
+};
+
+static int idle_frame_fn(co_frame *f)
+{
+	struct idle_frame *t = (struct idle_frame *)f;
+
+	CO_BEGIN(f);
+	t->ran = 1;
+	CO_END(f);
+}
+
+/* The engine has run on this thread (it owns e's ring) and may run again:
+ * from another thread co_bufring_destroy answers -EPERM and changes
+ * nothing (the ring stays registered, its memory as it was, the engine
+ * still counts it); then this thread destroys it. Both ways e "may still
+ * run": not stopped (READY), and stopped with a frame left (a run drains
+ * it). */
+static void test_bufring_destroy_other_thread_refused(void **state)
+{
+	co_engine e;
+	co_bufring b, copy;
+	struct idle_frame fr;
+
+	(void)state;
+	for (int stopped = 0; stopped < 2; stopped++) {
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		assert_int_equal(co_bufring_init(&b, &e, 8, 128), 0);
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0); /* this thread owns it */
+		if (stopped) {
+			memset(&fr, 0, sizeof fr);
+			co_init(&fr.co, idle_frame_fn);
+			assert_int_equal(co_engine_spawn(&e, &fr.co), 0);
+			assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+			assert_int_equal(co_engine_state(&e), CO_ENGINE_STOPPED);
+		} else {
+			assert_int_equal(co_engine_state(&e), CO_ENGINE_READY);
+		}
+		memcpy(&copy, &b, sizeof b);
+		assert_int_equal(destroy_from_thread(&b), -EPERM);
+		assert_memory_equal(&copy, &b, sizeof b); /* nothing changed */
+		assert_int_equal(e.bufrings, 1);
+		assert_int_equal(co_engine_destroy(&e), -EBUSY); /* still registered */
+		assert_int_equal(b.br->tail, copy.tail); /* the mapping is still there */
+		/* the owner thread destroys it */
+		assert_int_equal(co_bufring_destroy(&b), 0);
+		assert_int_equal(e.bufrings, 0);
+		assert_int_equal(co_bufring_destroy(&b), -EINVAL);
+		if (stopped) {
+			assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+			assert_int_equal(fr.ran, 1);
+		}
+		assert_int_equal(co_engine_destroy(&e), 0);
+	}
+}
+
 /* ---- a ring on a scheduler's context ------------------------------------------------ */
 
 /* Sets up (make) or tears down the ring on the context it runs on. */
@@ -1510,6 +1594,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_misuse_errors),
 	cmocka_unit_test(test_bufring_errors),
 	cmocka_unit_test(test_bufring_on_a_scheduler),
+	cmocka_unit_test(test_bufring_destroy_other_thread_refused),
 	cmocka_unit_test(test_allocation_fails),
 	cmocka_unit_test(test_echo_many_connections),
 	cmocka_unit_test(test_hot_path_allocates_nothing),
