@@ -140,7 +140,8 @@ CO_API co_awaiter *co_recvfrom(co_msg *m, int fd, void *buf, size_t len, int fla
  * details in s->info), or a negative errno. Deadlines, co_timeout and
  * cancellation apply. co_signals_close closes the descriptor; the signals
  * stay blocked. Open already: -EALREADY, nothing changes (close it first).
- * A signalfd refused (-EMFILE ...): its error, the signals not blocked
+ * Two closes at once (any threads): one closes, the other answers
+ * -EINVAL. A signalfd refused (-EMFILE ...): its error, the signals not blocked
  * (their default actions stay). Closed already, or never opened (zeroed
  * memory, whose fd is 0): -EINVAL, nothing closed; a wait on it ends with
  * -EBADF.

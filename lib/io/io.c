@@ -730,13 +730,18 @@ co_awaiter *co_signals_wait(co_signals *s)
 
 int co_signals_close(co_signals *s)
 {
+	unsigned open = SIGNALS_OPEN;
 	int fd;
 
-	if (s == NULL || s->magic != SIGNALS_OPEN || s->fd < 0)
-		return -EINVAL; /* never opened, or closed: nothing is closed */
+	/* The claim: of two closes at once, one takes the descriptor, the
+	 * other answers -EINVAL (never opened, or closed: nothing closed). */
+	if (s == NULL || !__atomic_compare_exchange_n(&s->magic, &open, 0, 0, __ATOMIC_ACQ_REL,
+						      __ATOMIC_ACQUIRE))
+		return -EINVAL;
 	fd = s->fd;
 	s->fd = -1;
-	s->magic = 0;
+	if (fd < 0)
+		return -EINVAL;
 	return close(fd) ? -errno : 0;
 }
 

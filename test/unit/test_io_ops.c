@@ -1025,6 +1025,56 @@ static void *sig_closer_main(void *arg)
 	return NULL;
 }
 
+/* Two threads close one co_signals at once, many times: one closes it
+ * (0), the other answers -EINVAL, and one descriptor closes. (Both passed
+ * the check once, and both closed the number: the second one closed, or
+ * a descriptor that took the number meanwhile; TSan saw the race.) */
+struct sig_race {
+	co_signals *s;
+	pthread_barrier_t *go;
+	int res;
+};
+
+static void *sig_race_main(void *arg)
+{
+	struct sig_race *r = arg;
+
+	pthread_barrier_wait(r->go);
+	r->res = co_signals_close(r->s);
+	return NULL;
+}
+
+static void test_signals_close_twice_at_once(void **state)
+{
+	co_signals s;
+	sigset_t set, old;
+	pthread_barrier_t go;
+	int fds;
+	(void)state;
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH);
+	pthread_sigmask(SIG_SETMASK, NULL, &old);
+	fds = co_test_open_fds();
+	for (int i = 0; i < 200; i++) {
+		struct sig_race r[2] = { { &s, &go, 1 }, { &s, &go, 1 } };
+		pthread_t t[2];
+
+		memset(&s, 0, sizeof s);
+		assert_int_equal(co_signals_open(&s, &set), 0);
+		assert_int_equal(pthread_barrier_init(&go, NULL, 2), 0);
+		for (int k = 0; k < 2; k++)
+			assert_int_equal(pthread_create(&t[k], NULL, sig_race_main, &r[k]), 0);
+		for (int k = 0; k < 2; k++)
+			assert_int_equal(pthread_join(t[k], NULL), 0);
+		pthread_barrier_destroy(&go);
+		assert_true((r[0].res == 0 && r[1].res == -EINVAL) ||
+			    (r[0].res == -EINVAL && r[1].res == 0));
+		assert_int_equal(s.fd, -1);
+		assert_int_equal(co_test_open_fds(), fds);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void test_signals_close_other_thread(void **state)
 {
 	co_signals s;
@@ -1124,6 +1174,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_signals_after_library_threads),
 	cmocka_unit_test(test_signals_never_opened),
 	cmocka_unit_test(test_signals_close_other_thread),
+	cmocka_unit_test(test_signals_close_twice_at_once),
 };
 
 CO_TEST_MAIN(tests, 1)
