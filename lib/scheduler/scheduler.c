@@ -15,6 +15,7 @@
 #include <coring/scheduler.h>
 #include "context/context_internal.h"
 #include "engine/engine_internal.h"
+#include "common/clock.h"
 #include "common/fault.h"
 #include "scheduler_internal.h"
 
@@ -873,6 +874,30 @@ static int over(co_sched *s, int *ret, int poll)
 	return 1;
 }
 
+/* A timed stop whose time has come becomes a cancel in each engine's own
+ * turn; a manual context no thread has ticked has none. Its frames are
+ * finished here (co_context_stop), on the polling thread, out of the lock
+ * (their on_done may call the scheduler). Inside a visit. */
+static void timed_stop_unticked(co_sched *s)
+{
+	uint64_t now = 0;
+
+	for (unsigned k = 0; k < s->ngroups; k++) {
+		co_context *c = &s->ctx[s->groups[k].first];
+		uint64_t at;
+
+		if (!unticked(c))
+			continue;
+		at = atomic_load_explicit(&c->engine.stop_at, memory_order_relaxed);
+		if (at == 0 || at == UINT64_MAX || co__engine_live(&c->engine) == 0)
+			continue;
+		if (now == 0)
+			now = co__now_ns();
+		if (now >= at)
+			co_context_stop(c, CO_STOP_CANCEL);
+	}
+}
+
 /* A manual context that a wait may need ticks for: it has not ended, and
  * is not stopped with nothing live (a run ends that one: end_manual). */
 static int needs_ticks(co_context *c)
@@ -908,6 +933,7 @@ int co_sched_run(co_sched *s)
 		return -EINVAL;
 	if (runs_here(s))
 		return leave(s, -EBUSY);
+	timed_stop_unticked(s);
 	unticked_count(s, &waiting);
 	if (waiting) /* frames nothing runs until a thread ticks: no wait ends */
 		return leave(s, -EBUSY);
@@ -931,6 +957,7 @@ int co_sched_poll(co_sched *s)
 
 	if (visit(s) < 0)
 		return -EINVAL;
+	timed_stop_unticked(s);
 	lock(s);
 	if (s->state == CO_SCHED_DEAD)
 		ret = -EINVAL;

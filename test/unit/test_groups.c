@@ -564,6 +564,41 @@ static void test_cancel_stop_finishes_unticked(void **state)
 	alarm(0);
 }
 
+/* A timed stop whose time has come finishes what waits on a manual
+ * context no thread ticks: the drain becomes a cancel in each engine's own
+ * turn, and that context has none, so the poll (or a run) does it. Before
+ * the time, the task waits. */
+static void test_timed_stop_finishes_unticked(void **state)
+{
+	static const co_sched_group g[2] = { { .manual = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_sched s;
+	struct child task;
+	int r = -EAGAIN;
+	(void)state;
+	alarm(20);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_true(co_context_tick(co_sched_pick(&s, 0)) >= 0);
+	memset(&task, 0, sizeof task);
+	task.kind = 1234;
+	co_init(&task.co, child_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &task.co), 0);
+	assert_int_equal(co_sched_stop_timed(&s, 3600 * CO_S), 0); /* not yet */
+	assert_int_equal(co_sched_poll(&s), -EAGAIN);
+	assert_false(co_done(&task.co));
+	assert_int_equal(co_sched_stop_timed(&s, 1 * CO_MS), 0); /* the earliest counts */
+	while ((r = co_sched_poll(&s)) == -EAGAIN) {
+		usleep(1000);
+		co_context_tick(co_sched_pick(&s, 0));
+	}
+	assert_int_equal(r, 0);
+	assert_true(co_done(&task.co));
+	assert_int_equal(co_status(&task.co), -ECANCELED);
+	assert_int_equal(task.kind, 1234); /* it never ran */
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 /* A cancel request waiting on an engine that does not run survives the
  * borrow that finishes an unstarted co_spawn_on child there: the borrow
  * settles every request it finds, and the one for a frame that has not
@@ -850,6 +885,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_spawn_on),
 	cmocka_unit_test(test_spawn_on_engine_not_running),
 	cmocka_unit_test(test_cancel_stop_finishes_unticked),
+	cmocka_unit_test(test_timed_stop_finishes_unticked),
 	cmocka_unit_test(test_cancel_request_survives_borrow),
 	cmocka_unit_test(test_when_any_loser_moved),
 	cmocka_unit_test(test_engine_tick),
