@@ -790,6 +790,155 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_mutex_init_fifo(NULL), -EINVAL);
 }
 
+/* ---- destroy from a third thread through a hand-off ---------------------------------- */
+
+/*
+ * docs/sync.md, "Freeing a primitive": a plain thread holds the mutex
+ * (co_mutex_trylock) while a waiter parks on it on engine W, run by a
+ * thread of its own; a blocker frame then holds W's thread inside its
+ * resume, so the waiter's wake (a FIFO mutex's hand-off) or retry (a
+ * plain mutex's invitation) cannot run. A second plain thread unlocks;
+ * a third destroys without pause from before that unlock. Every destroy
+ * answers -EBUSY (held, waited on, or a retry due) while W is held, however
+ * often it is tried; then W runs, the waiter takes the mutex, unlocks it,
+ * and only that unlock lets a destroy answer 0. The destroyer frees the
+ * mutex (heap) at once: TSan sees any touch after.
+ */
+struct hand {
+	co_engine w;
+	co_mutex *m;
+	struct hand_waiter {
+		co_frame co;
+		co_waiter wt;
+		struct hand *h;
+		int res;
+	} waiter;
+	struct hand_blocker {
+		co_frame co;
+		struct hand *h;
+	} blocker;
+	atomic_int parked, blocking, release, unlocked, unlocking, locks, finished;
+	atomic_long busy_total;
+	int destroy_res, busy_other;
+};
+
+static int hand_waiter_fn(co_frame *f)
+{
+	struct hand_waiter *t = (struct hand_waiter *)f;
+	struct hand *h = t->h;
+	CO_BEGIN(f);
+	atomic_store(&h->parked, 1); /* parks in this resume */
+	CO_AWAIT(f, co_mutex_lock(&t->wt, h->m));
+	t->res = co_result(f);
+	if (t->res == 0) {
+		atomic_fetch_add(&h->locks, 1);
+		atomic_store(&h->unlocking, 1);
+		assert_int_equal(co_mutex_unlock(h->m), 0);
+	}
+	CO_END(f);
+}
+
+static int hand_blocker_fn(co_frame *f)
+{
+	struct hand_blocker *b = (struct hand_blocker *)f;
+	struct hand *h = b->h;
+	CO_BEGIN(f);
+	while (!atomic_load(&h->parked))
+		CO_YIELD(f);
+	atomic_store(&h->blocking, 1); /* W's thread stays in this resume */
+	WAIT_UNTIL(atomic_load(&h->release));
+	CO_END(f);
+}
+
+static void *hand_run_w(void *arg)
+{
+	struct hand *h = arg;
+	assert_int_equal(co_engine_run(&h->w, CO_RUN_UNTIL_STOP), 0);
+	return NULL;
+}
+
+static void *hand_unlock(void *arg)
+{
+	struct hand *h = arg;
+	assert_int_equal(co_mutex_unlock(h->m), 0);
+	atomic_store(&h->unlocked, 1);
+	return NULL;
+}
+
+static void *hand_destroy(void *arg)
+{
+	struct hand *h = arg;
+
+	for (;;) {
+		int r = co_mutex_destroy(h->m);
+
+		if (r == 0) {
+			/* only the waiter's own unlock ends the hand-off */
+			h->destroy_res = atomic_load(&h->unlocking) ? 0 : -1;
+			free(h->m); /* coring does not touch it again */
+			atomic_store(&h->finished, 1);
+			return NULL;
+		}
+		if (r != -EBUSY) {
+			h->destroy_res = r;
+			atomic_store(&h->finished, 1);
+			return NULL;
+		}
+		atomic_fetch_add(&h->busy_total, 1);
+	}
+}
+
+static void test_destroy_busy_through_hand_off(void **state)
+{
+	(void)state;
+	alarm(60);
+	for (int fifo = 0; fifo < 2; fifo++)
+		for (int round = 0; round < 20; round++) {
+			struct hand *h = calloc(1, sizeof *h);
+			pthread_t tw, tu, td;
+
+			assert_non_null(h);
+			h->m = malloc(sizeof *h->m);
+			assert_non_null(h->m);
+			assert_int_equal(fifo ? co_mutex_init_fifo(h->m) : co_mutex_init(h->m), 0);
+			assert_int_equal(co_mutex_trylock(h->m), 0); /* held by this thread */
+			assert_int_equal(co_engine_init(&h->w, NULL), 0);
+			h->waiter.h = h;
+			h->blocker.h = h;
+			co_init(&h->waiter.co, hand_waiter_fn);
+			co_init(&h->blocker.co, hand_blocker_fn);
+			assert_int_equal(co_engine_spawn(&h->w, &h->waiter.co), 0);
+			assert_int_equal(co_engine_spawn(&h->w, &h->blocker.co), 0);
+			assert_int_equal(pthread_create(&tw, NULL, hand_run_w, h), 0);
+			WAIT_UNTIL(atomic_load(&h->blocking)); /* parked, W held */
+			assert_int_equal(pthread_create(&td, NULL, hand_destroy, h), 0);
+			WAIT_UNTIL(atomic_load(&h->busy_total) >= 1 || atomic_load(&h->finished));
+			assert_int_equal(atomic_load(&h->finished), 0); /* held and waited on: busy */
+			assert_int_equal(pthread_create(&tu, NULL, hand_unlock, h), 0);
+			WAIT_UNTIL(atomic_load(&h->unlocked));
+			/* the hand-off or the retry is due, W still held: busy, however often asked */
+			{
+				long seen = atomic_load(&h->busy_total);
+				WAIT_UNTIL(atomic_load(&h->busy_total) >= seen + 100 ||
+					   atomic_load(&h->finished));
+			}
+			assert_int_equal(atomic_load(&h->finished), 0); /* W held: no answer but -EBUSY */
+			assert_int_equal(atomic_load(&h->locks), 0);
+			atomic_store(&h->release, 1);
+			assert_int_equal(pthread_join(td, NULL), 0);
+			assert_int_equal(pthread_join(tu, NULL), 0);
+			assert_int_equal(h->destroy_res, 0);
+			assert_int_equal(co_engine_stop(&h->w, CO_STOP_DRAIN), 0);
+			assert_int_equal(pthread_join(tw, NULL), 0);
+			assert_int_equal(h->waiter.res, 0);
+			assert_int_equal(atomic_load(&h->locks), 1);
+			assert_int_equal(co_status(&h->blocker.co), 0);
+			assert_int_equal(co_engine_destroy(&h->w), 0);
+			free(h);
+		}
+	alarm(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -797,6 +946,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_fifo_mutex_hands_off),
 		cmocka_unit_test(test_invited_waiter_cancelled),
 		cmocka_unit_test(test_destroy_waits_for_retry),
+		cmocka_unit_test(test_destroy_busy_through_hand_off),
 		cmocka_unit_test(test_invited_timed_waiter_times_out),
 		cmocka_unit_test(test_invited_waiter_under_cancel_stop),
 		cmocka_unit_test(test_no_waiter_starves),
