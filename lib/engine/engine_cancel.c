@@ -48,6 +48,25 @@ void co__engine_finish_frame(co_engine *e, co_frame *f)
  * holds it (it came off the ready queue). */
 void co__engine_abandon(co_engine *e, co_frame *f)
 {
+	/* Finished in the middle of an await of a child: the children of its
+	 * chain end too (-ECANCELED), so that what holds one (a reader's read)
+	 * reads as ended in f's on_done, not busy for good. None has I/O in
+	 * flight: f came off the ready queue, so the leaf's await is over. */
+	if (f->state & CO__ST_NESTED) {
+		co_frame *cur = f->top;
+
+		while (cur != f && cur != NULL) {
+			co_frame *p = CO__PARENT(cur);
+
+			cur->status = -ECANCELED;
+			cur->state = (cur->state | CO__ST_DONE) &
+				     ~(unsigned)(CO__ST_CHILD | CO__ST_WAITING | CO__ST_DBG_RUNNING);
+			cur->parent = NULL;
+			cur->top = cur;
+			cur = p;
+		}
+		f->top = f;
+	}
 	f->status = -ECANCELED;
 	f->state = (f->state | CO__ST_DONE) & ~(unsigned)(CO__ST_WAITING | CO__ST_NESTED);
 	e->stats.cancelled++;

@@ -474,6 +474,80 @@ static void test_drain_ends_acceptor_after_last_frame(void **state)
 	drain_with_acceptor(1);
 }
 
+/* ---- a frame finished past the grace in the middle of a child's await --------- */
+
+/* A reads a line through a reader (the reader's read is a child of A)
+ * from a peer that never writes; B then asks a cancel stop, with a grace
+ * of 1 ns: the read's cancel wakes A after the grace, and A is finished
+ * for it from the ready queue, in the middle of its await of the child.
+ * The child ends with it (-ECANCELED): in A's on_done the reader is not
+ * busy, and co_reader_destroy frees its buffer (it answered -EBUSY for
+ * good, and the buffer leaked: the KV example's connections under a
+ * SIGTERM on a busy machine). */
+struct mid_read {
+	co_frame co;
+	co_reader rd;
+	int destroy_res;
+};
+
+static int mid_read_fn(co_frame *f)
+{
+	struct mid_read *m = (struct mid_read *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_reader_until(&m->rd, "\n", 1)); /* nothing comes */
+	CO_END(f);
+}
+
+static void mid_read_done(co_frame *f)
+{
+	struct mid_read *m = (struct mid_read *)f;
+
+	m->destroy_res = co_reader_destroy(&m->rd);
+}
+
+struct cancel_stopper {
+	co_frame co;
+	co_io io;
+};
+
+static int cancel_stopper_fn(co_frame *f)
+{
+	struct cancel_stopper *s = (struct cancel_stopper *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&s->io)); /* the read is in flight by now */
+	co_engine_stop(co_engine_current(), CO_STOP_CANCEL);
+	CO_END(f);
+}
+
+static void test_cancel_stop_past_grace_ends_children(void **state)
+{
+	co_engine e;
+	co_engine_opts o = { .cancel_grace_ns = 1 };
+	struct mid_read m = { .destroy_res = 1 };
+	struct cancel_stopper st;
+	int sv[2];
+	(void)state;
+	alarm(20);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(co_reader_init(&m.rd, sv[0], NULL), 0);
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	co_init(&m.co, mid_read_fn);
+	m.co.on_done = mid_read_done;
+	co_init(&st.co, cancel_stopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &m.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_true(co_done(&m.co));
+	assert_int_equal(co_status(&m.co), -ECANCELED);
+	assert_int_equal(m.destroy_res, 0); /* the reader's read ended with A */
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(sv[0]);
+	close(sv[1]);
+	alarm(0);
+}
+
 static void test_cancel_stop_unstarted(void **state)
 {
 	co_engine e;
@@ -1373,6 +1447,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_timed_drain_becomes_cancel),
 	cmocka_unit_test(test_cancel_stop_bounded),
 	cmocka_unit_test(test_cancel_stop_unstarted),
+	cmocka_unit_test(test_cancel_stop_past_grace_ends_children),
 	cmocka_unit_test(test_drain_ends_armed_acceptor),
 	cmocka_unit_test(test_drain_ends_acceptor_after_last_frame),
 	cmocka_unit_test(test_cross_thread_cancel),
