@@ -101,7 +101,7 @@ CO_API int co_trace_available(void);
  * before stays as it was (co_trace_dump writes it, co_trace_stats_get
  * counts it); a stream start that fails once path is open (its header
  * not written, -ENOSPC or -EFBIG; no memory; no thread) leaves the file at
- * path created or emptied.
+ * path created or emptied, holding its header at most.
  */
 CO_API int co_trace_start(const co_trace_opts *opts);
 
@@ -110,10 +110,10 @@ CO_API int co_trace_start(const co_trace_opts *opts);
  * written (or, streaming, its last events and its end). The buffers stay
  * until the next co_trace_start, so co_trace_dump still works. Returns 0,
  * -EALREADY (not recording), -EOPNOTSUPP, the write's error (-ENOSPC,
- * -EIO ...), or -ENOMEM (no memory for a snapshot's chunk, or for the list
- * of mappings that names functions; a list cut short is not written).
- * On an error the session has ended anyway, and the file holds what was
- * written before it.
+ * -EIO ...), or -ENOMEM (no memory for a snapshot's chunk: the file holds
+ * what was written before; or for the list of mappings that names
+ * functions: the file is whole without it). On an error the session has
+ * ended anyway.
  */
 CO_API int co_trace_stop(void);
 

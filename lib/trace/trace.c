@@ -369,7 +369,7 @@ static void out_header(struct out *o)
 
 /* /proc/self/maps as it is now: where the program and its libraries are
  * loaded, so that the tool can name functions and resume points. */
-static void out_maps(struct out *o)
+static int out_maps(struct out *o)
 {
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	char *text = NULL, *grown;
@@ -378,7 +378,7 @@ static void out_maps(struct out *o)
 	int err = 0;
 
 	if (fd < 0)
-		return; /* no /proc: a file without names (the tool shows addresses) */
+		return 0; /* no /proc: a file without names (the tool shows addresses) */
 	for (;;) {
 		if (room - n < 4096) {
 			grown = co__realloc(text, room + 65536);
@@ -399,13 +399,14 @@ static void out_maps(struct out *o)
 		n += (size_t)r;
 	}
 	close(fd);
-	/* a list cut short would name functions wrongly: none, and the error */
+	/* a list cut short would name functions wrongly: none, and the error
+	 * for the caller (the file goes on: the end record follows) */
 	if (err == 0 && text)
 		out_rec(o, REC_MAPS, text, (uint32_t)n);
-	else if (err && o->err == 0)
-		o->err = err;
 	free(text);
+	return err;
 }
+
 
 /*
  * Write b's events from index `from` up to the head it has now, a chunk at
@@ -510,6 +511,18 @@ static void out_end(struct out *o)
 	out_rec(o, REC_END, &e, sizeof e);
 }
 
+/* The mappings and the end record: a file the tool reads, without names
+ * if the list could not be made (its error then, unless a write's came
+ * first). */
+static void out_tail(struct out *o)
+{
+	int err = out_maps(o);
+
+	out_end(o);
+	if (o->err == 0)
+		o->err = err;
+}
+
 /* The whole file at once (co_trace_dump, or a stop without the stream),
  * under reg_lock: header, each thread's events and record, maps, end. */
 static void out_snapshot(struct out *o)
@@ -529,8 +542,7 @@ static void out_snapshot(struct out *o)
 		head = out_events(o, b, 0, &skipped, tmp);
 		out_thread(o, b, head - atomic_load_explicit(&b->base, memory_order_relaxed), skipped);
 	}
-	out_maps(o);
-	out_end(o);
+	out_tail(o);
 	free(tmp);
 }
 
@@ -713,8 +725,7 @@ int co_trace_stop(void)
 		stream_pass(&o);
 		free(sess_chunk);
 		sess_chunk = NULL;
-		out_maps(&o);
-		out_end(&o);
+		out_tail(&o);
 	} else if (sess_fd >= 0) {
 		o.fd = sess_fd;
 		out_snapshot(&o);

@@ -1127,6 +1127,8 @@ static void test_stop_errors_said(void **state)
 {
 	co_trace_opts o = { .events = 64 };
 	co_trace_stats st;
+	struct tfile tf;
+	struct stat sb;
 	co_frame f;
 	(void)state;
 	NEED_TRACE();
@@ -1141,16 +1143,44 @@ static void test_stop_errors_said(void **state)
 		co_trace_stats_get(&st);
 		assert_int_equal(st.recording, 0);
 	}
-	/* the stream: no chunk at the start, nothing started; with it, the
-	 * stop's last pass writes the events though no memory is left (the
-	 * mappings' list aside: -ENOMEM for that alone) */
+	/* the second: the file holds what came before the mappings, and no
+	 * list of them cut short */
+	assert_int_equal(tfile_read(o.path, &tf), 0);
+	assert_true(tf.n >= 1);
+	assert_int_equal(tf.has_maps, 0);
+	tfile_free(&tf);
+	/* the stream: no chunk at the start, nothing started, the file at
+	 * path holding the header at most; the same when its thread cannot
+	 * be made */
 	o.stream = 1;
 	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM);
 	assert_int_equal(co_trace_start(&o), -ENOMEM);
 	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
 	co_trace_stats_get(&st);
 	assert_int_equal(st.recording, 0);
+	assert_int_equal(stat(o.path, &sb), 0);
+	assert_true(sb.st_size > 0 && sb.st_size <= 64);
+	co__fault_arm(CO__FAULT_THREAD, 1, EAGAIN);
+	assert_int_equal(co_trace_start(&o), -EAGAIN);
+	co__fault_arm(CO__FAULT_THREAD, 0, 0);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recording, 0);
+	assert_int_equal(stat(o.path, &sb), 0);
+	assert_true(sb.st_size > 0 && sb.st_size <= 64);
+	/* with its chunk, no pass lacks memory: every allocation refused from
+	 * before the second event, both events are in the file (the list of
+	 * mappings is not: -ENOMEM for it alone) */
 	assert_int_equal(co_trace_start(&o), 0);
+	co_trace_frame(&f, CO_TRACE_YIELD); /* this thread's buffer, made now */
+	co__fault_arm_range(CO__FAULT_ALLOC, 1, ~0ul, ENOMEM);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	assert_int_equal(co_trace_stop(), -ENOMEM);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	assert_int_equal(tfile_read(o.path, &tf), 0);
+	assert_true(tf.n >= 2);
+	assert_int_equal(tf.has_maps, 0);
+	tfile_free(&tf);
+	assert_int_equal(co_trace_start(&o), 0); /* and with memory: 0 */
 	co_trace_frame(&f, CO_TRACE_YIELD);
 	assert_int_equal(co_trace_stop(), 0);
 }
