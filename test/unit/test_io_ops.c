@@ -305,6 +305,107 @@ out:
 	alarm(0);
 }
 
+/* A cancel stop cannot end a zero-copy send whose buffer the kernel
+ * keeps: on loopback, until the peer has read the bytes. The stop (its
+ * grace 1 ms) comes as the send's first CQE is in; the peer reads after
+ * 100 ms; the run returns only once it has begun to read. (An await that
+ * ended at the first CQE let the stop end at once.) */
+struct zc_plain {
+	co_frame co;
+	co_io io;
+	int fd;
+	char *buf;
+};
+
+static int zc_plain_fn(co_frame *f)
+{
+	struct zc_plain *z = (struct zc_plain *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_send_zc(&z->io, z->fd, z->buf, ZC_LEN, MSG_NOSIGNAL));
+	memset(z->buf, 'X', ZC_LEN);
+	CO_END(f);
+}
+
+struct zc_stopper {
+	co_frame co;
+	co_io io;
+};
+
+static int zc_stopper_fn(co_frame *f)
+{
+	struct zc_stopper *s = (struct zc_stopper *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&s->io)); /* the send went with it */
+	co_engine_stop(co_engine_current(), CO_STOP_CANCEL);
+	CO_END(f);
+}
+
+struct zc_reader {
+	int fd;
+	long got, bad;
+	atomic_int reading;
+};
+
+static void *zc_reader_fn(void *arg)
+{
+	struct zc_reader *p = arg;
+	char b[65536];
+	ssize_t n;
+
+	usleep(100 * 1000);
+	atomic_store(&p->reading, 1);
+	while ((n = read(p->fd, b, sizeof b)) > 0) {
+		p->got += n;
+		for (ssize_t i = 0; i < n; i++)
+			p->bad += b[i] != 'z';
+	}
+	return NULL;
+}
+
+static void test_send_zc_stop_waits_for_buffer(void **state)
+{
+	co_engine e;
+	co_engine_opts o = { .cancel_grace_ns = CO_MS };
+	struct zc_plain z;
+	struct zc_stopper st;
+	struct zc_reader peer = { 0 };
+	pthread_t t;
+	int sv[2], ran;
+	(void)state;
+	alarm(20); /* a stop that never ends: fail, not hang */
+	co_test_tcp_pair(sv);
+	memset(&z, 0, sizeof z);
+	z.fd = sv[0];
+	z.buf = malloc(ZC_LEN);
+	assert_non_null(z.buf);
+	memset(z.buf, 'z', ZC_LEN);
+	peer.fd = sv[1];
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	if (!co_engine_supports(&e, IORING_OP_SEND_ZC))
+		goto out; /* a kernel without it */
+	co_init(&z.co, zc_plain_fn);
+	co_init(&st.co, zc_stopper_fn);
+	assert_int_equal(co_engine_spawn(&e, &z.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &st.co), 0);
+	assert_int_equal(pthread_create(&t, NULL, zc_reader_fn, &peer), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	ran = atomic_load(&peer.reading);
+	shutdown(sv[0], SHUT_WR); /* the peer's end of file */
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(ran, 1);
+	assert_true(co_done(&z.co));
+	assert_true(peer.got > 0);
+	assert_int_equal(peer.bad, 0);
+out:
+	assert_int_equal(co_engine_destroy(&e), 0);
+	free(z.buf);
+	close(sv[0]);
+	close(sv[1]);
+	alarm(0);
+}
+
 static void test_socket_ops(void **state)
 {
 	struct ops o;
@@ -1161,6 +1262,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_file_space_and_pipe_ops),
 	cmocka_unit_test(test_socket_ops),
 	cmocka_unit_test(test_send_zc_buffer_free_at_end),
+	cmocka_unit_test(test_send_zc_stop_waits_for_buffer),
 	cmocka_unit_test(test_udp_sendto_recvfrom),
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_sqe_drain_refused),
