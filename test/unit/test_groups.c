@@ -507,10 +507,12 @@ static void test_spawn_on_engine_not_running(void **state)
 /* An on_done that asks the scheduler its state: it runs on the thread
  * that called the stop, which must not hold the scheduler's lock then. */
 static int state_seen = -1;
+static pthread_t done_on;
 
 static void state_on_done(co_frame *f)
 {
 	state_seen = co_sched_state((co_sched *)f->user);
+	done_on = pthread_self();
 }
 
 /* A cancel stop of a scheduler finishes what waits on a manual context
@@ -553,6 +555,7 @@ static void test_cancel_stop_finishes_unticked(void **state)
 	assert_int_equal(co_status(&task.co), -ECANCELED);
 	assert_int_equal(task.kind, 1234); /* it never ran */
 	assert_int_equal(state_seen, CO_SCHED_STOPPING);
+	assert_true(pthread_equal(done_on, pthread_self())); /* on the stopping thread */
 	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
 		co_context_tick(logic); /* the parent's end */
 	assert_int_equal(r, 0);
