@@ -55,7 +55,7 @@ void co__engine_abandon(co_engine *e, co_frame *f)
 	if (f->state & CO__ST_NESTED) {
 		co_frame *cur = f->top;
 
-		while (cur != f && cur != NULL) {
+		while (cur != f) {
 			co_frame *p = CO__PARENT(cur);
 
 			cur->status = -ECANCELED;

@@ -738,10 +738,8 @@ int co_signals_close(co_signals *s)
 	if (s == NULL || !__atomic_compare_exchange_n(&s->magic, &open, 0, 0, __ATOMIC_ACQ_REL,
 						      __ATOMIC_ACQUIRE))
 		return -EINVAL;
-	fd = s->fd;
+	fd = s->fd; /* open: its magic is set only with a descriptor */
 	s->fd = -1;
-	if (fd < 0)
-		return -EINVAL;
 	return close(fd) ? -errno : 0;
 }
 
