@@ -122,6 +122,30 @@ int co_test_runner_join(co_test_runner *r)
 	return r->ret;
 }
 
+struct on_thread {
+	int (*fn)(void *arg);
+	void *arg;
+	int ret;
+};
+
+static void *on_thread_main(void *arg)
+{
+	struct on_thread *t = arg;
+
+	t->ret = t->fn(t->arg);
+	return NULL;
+}
+
+int co_test_on_thread(int (*fn)(void *arg), void *arg)
+{
+	struct on_thread t = { fn, arg, 0 };
+	pthread_t th;
+
+	assert_int_equal(pthread_create(&th, NULL, on_thread_main, &t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	return t.ret;
+}
+
 int co_test_task_fn(co_frame *f)
 {
 	struct co_test_task *t = (struct co_test_task *)f;

@@ -146,4 +146,8 @@ typedef struct co_test_runner {
 void co_test_runner_start(co_test_runner *r, co_engine *e, int mode);
 int co_test_runner_join(co_test_runner *r);
 
+/* fn(arg) on a thread of its own, joined: what fn returned (a call that
+ * must come from a thread that is not the caller's). */
+int co_test_on_thread(int (*fn)(void *arg), void *arg);
+
 #endif

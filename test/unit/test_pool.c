@@ -460,20 +460,15 @@ static int task_listed(pid_t tid)
 static co_pool *two_of;
 static int second_destroy_ret = 1;
 
-static void *second_destroy(void *arg)
+static int second_destroy(void *arg)
 {
-	(void)arg;
-	second_destroy_ret = co_pool_destroy(two_of);
-	return NULL;
+	return co_pool_destroy(arg);
 }
 
 static void destroy_while_stopping(void *arg)
 {
-	pthread_t t;
-
 	(void)arg;
-	assert_int_equal(pthread_create(&t, NULL, second_destroy, NULL), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	second_destroy_ret = co_test_on_thread(second_destroy, two_of);
 }
 
 static void test_two_destroys_at_once(void **state)

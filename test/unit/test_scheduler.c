@@ -1419,24 +1419,20 @@ static void test_poll_after_stop_waits_for_threads(void **state)
 static co_sched *second_of;
 static int second_ret = 1;
 
-static void *second_destroy(void *arg)
+static int second_destroy(void *arg)
 {
-	(void)arg;
-	second_ret = co_sched_destroy(second_of);
-	return NULL;
+	return co_sched_destroy(arg);
 }
 
 static void destroy_in_window(void *arg)
 {
 	co_sched *s = second_of;
-	pthread_t t;
 
 	(void)arg;
 	for (unsigned i = 0; i < s->n; i++) /* every context ended and counted */
 		WAIT_UNTIL(co_context_state(&s->ctx[i]) == CO_CONTEXT_ENDED);
 	WAIT_UNTIL(__atomic_load_n(&s->ended, __ATOMIC_SEQ_CST) == s->n);
-	assert_int_equal(pthread_create(&t, NULL, second_destroy, NULL), 0);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	second_ret = co_test_on_thread(second_destroy, s);
 }
 
 static void test_two_destroys_at_once(void **state)

@@ -978,31 +978,18 @@ static void test_misuse_errors(void **state)
 
 /* ---- the ring's own errors -------------------------------------------------------- */
 
-struct from_thread {
-	co_engine *e;
-	int res;
-};
-
-static void *init_from_thread(void *arg)
+/* co_bufring_init from a thread that is not e's owner (and its destroy,
+ * if it was accepted): init's answer. */
+static int init_on_thread(void *arg)
 {
-	struct from_thread *t = arg;
 	co_bufring b;
+	int res;
 
 	memset(&b, 0, sizeof b);
-	t->res = co_bufring_init(&b, t->e, 4, 64);
-	if (t->res == 0)
+	res = co_bufring_init(&b, arg, 4, 64);
+	if (res == 0)
 		co_bufring_destroy(&b);
-	return NULL;
-}
-
-static int from_thread(co_engine *e)
-{
-	struct from_thread t = { e, 1 };
-	pthread_t th;
-
-	assert_int_equal(pthread_create(&th, NULL, init_from_thread, &t), 0);
-	pthread_join(th, NULL);
-	return t.res;
+	return res;
 }
 
 struct in_frame {
@@ -1055,7 +1042,7 @@ static void test_bufring_errors(void **state)
 		assert_int_equal(co_bufring_destroy(&b[i]), 0);
 	assert_int_equal(co_bufring_destroy(&b[0]), -EINVAL);
 	/* before the first run, from any thread */
-	assert_int_equal(from_thread(&e), 0);
+	assert_int_equal(co_test_on_thread(init_on_thread, &e), 0);
 	/* while it runs on another thread: -EBUSY; from one of its frames: fine */
 	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
 	WAIT_UNTIL(co_engine_state(&e) == CO_ENGINE_RUNNING);
@@ -1080,28 +1067,11 @@ static void test_bufring_errors(void **state)
 
 /* ---- a destroy from a thread that is not the engine's ------------------------------- */
 
-struct destroy_from {
-	co_bufring *b;
-	int res;
-};
-
-static void *destroy_from_main(void *arg)
+/* co_bufring_destroy from another thread than b's engine's (run it with
+ * co_test_on_thread). */
+static int destroy_on_thread(void *b)
 {
-	struct destroy_from *t = arg;
-
-	t->res = co_bufring_destroy(t->b);
-	return NULL;
-}
-
-/* co_bufring_destroy from another thread than b's engine's. */
-static int destroy_from_thread(co_bufring *b)
-{
-	struct destroy_from t = { b, 1 };
-	pthread_t th;
-
-	assert_int_equal(pthread_create(&th, NULL, destroy_from_main, &t), 0);
-	pthread_join(th, NULL);
-	return t.res;
+	return co_bufring_destroy(b);
 }
 
 struct idle_frame {
@@ -1145,7 +1115,7 @@ static void test_bufring_destroy_other_thread_refused(void **state)
 			assert_int_equal(co_engine_state(&e), CO_ENGINE_READY);
 		}
 		memcpy(&copy, &b, sizeof b);
-		assert_int_equal(destroy_from_thread(&b), -EPERM);
+		assert_int_equal(co_test_on_thread(destroy_on_thread, &b), -EPERM);
 		assert_memory_equal(&copy, &b, sizeof b); /* nothing changed */
 		assert_int_equal(e.bufrings, 1);
 		assert_int_equal(co_engine_destroy(&e), -EBUSY); /* still registered */
