@@ -161,10 +161,11 @@ CO_API int co_graph_run_kind(co_graph *g, co_sched *s, unsigned kind);
 
 /*
  * Without blocking (a main thread that ticks a manual context): 1 once
- * the run is over (every node finished or was skipped, and the graph's
- * waiters were woken): every node's writes are then visible to the caller
- * (acquire), and co_graph_destroy succeeds at once; 0 while it runs;
- * -EINVAL (NULL, never spawned, or destroyed since).
+ * every node finished or was skipped: every node's writes are then
+ * visible to the caller (acquire), and co_graph_destroy succeeds (it waits
+ * for a wake of the graph's waiters still under way); 0 while it runs;
+ * -EINVAL (NULL, never spawned, or destroyed since). A frame whose
+ * co_graph_wait completed reads 1.
  */
 CO_API int co_graph_done(const co_graph *g);
 

@@ -25,11 +25,12 @@ int co_graph_init(co_graph *g)
 /*
  * co_graph.phase. RUNNING -> WAKING is stored under the graph's lock, so a
  * frame that comes to wait either parks before it (and is woken) or sees
- * it (and completes at once, its result read under the lock). OVER is
- * stored with release by the context that counted the last node, after it
- * acquired every count and woke the waiters: whoever reads it with acquire
- * sees every node's writes, and nothing in coring touches the graph after
- * that store.
+ * it (and completes at once, its result read under the lock). Both WAKING
+ * and OVER are stored with release by the context that counted the last
+ * node, which acquired every count first: whoever reads either with
+ * acquire sees every node's writes (co_graph_done answers 1 from WAKING
+ * on, so a waiter just woken reads 1). OVER comes after the waiters are
+ * woken, and nothing in coring touches the graph after that store.
  */
 enum {
 	GRAPH_IDLE = 0,    /* never spawned, or destroyed since */
@@ -180,11 +181,12 @@ static void graph_over(co_graph *g)
 	int err = atomic_load_explicit(&g->error, memory_order_relaxed);
 
 	co__spin_lock(&g->lock);
-	atomic_store_explicit(&g->phase, GRAPH_WAKING, memory_order_relaxed);
+	atomic_store_explicit(&g->phase, GRAPH_WAKING, memory_order_release);
 	while (g->q.head)
 		co__wait_claim(g->q.head, err, &l);
 	co__spin_unlock(&g->lock);
 	co__wake_all(&l);
+	co__fault_point(CO__POINT_GRAPH_WOKEN); /* tests: a waiter resumes before OVER */
 	atomic_store_explicit(&g->phase, GRAPH_OVER, memory_order_release);
 }
 
@@ -381,12 +383,14 @@ int co_graph_done(const co_graph *g)
 
 	if (g == NULL)
 		return -EINVAL;
-	/* acquire: pairs with graph_over's release of OVER (every node's
-	 * writes); while the waiters are being woken it is not over yet */
+	/* acquire: pairs with graph_over's release of WAKING or OVER (every
+	 * node's writes). While the waiters are being woken every node is
+	 * over already: a waiter that resumed reads 1, and a destroy waits
+	 * for the wake to end */
 	phase = atomic_load_explicit(&g->phase, memory_order_acquire);
 	if (phase == GRAPH_IDLE)
 		return -EINVAL;
-	return phase == GRAPH_OVER;
+	return phase >= GRAPH_WAKING;
 }
 
 /* ---- awaiting the graph: the waiter core ------------------------------------------ */

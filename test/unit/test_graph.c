@@ -19,6 +19,7 @@
 #include <coring/graph.h>
 #include <coring/sync.h>
 #include "helpers.h"
+#include "common/fault.h"
 
 struct task {
 	co_frame co;
@@ -391,6 +392,8 @@ struct gwait {
 	co_graph *g;
 	uint64_t limit;           /* 0: none */
 	int null_w, destroy, retry;
+	int ask_done;             /* read co_graph_done right after the wait */
+	int done_seen;            /* what it answered */
 	void *own;                /* freed after a destroy */
 	size_t own_size;
 	struct job *look;         /* read look->value after the wait */
@@ -422,6 +425,8 @@ static int gwait_fn(co_frame *f)
 			break;
 		CO_YIELD(f); /* not spawned yet: look again */
 	}
+	if (x->ask_done)
+		x->done_seen = co_graph_done(x->g);
 	if (x->look)
 		x->seen = x->look->value;
 	if (x->destroy) {
@@ -926,6 +931,70 @@ static void test_manual_context_awaits(void **state)
 	sched_end(&s);
 }
 
+/* ---- done as soon as the waiters are woken ------------------------------------------------ */
+
+/* The last node's context holds the run between the wake of the waiters
+ * and the mark that the run is over (the point). In that window the graph
+ * is done: co_graph_done answers 1 to the main thread, which reads the
+ * node's plain write (relaxed window flags, so under TSan only the graph's
+ * own release orders it), and to the waiter that resumed, right after its
+ * co_graph_wait completed. */
+static atomic_int woken_window, woken_release;
+
+static void hold_woken(void *arg)
+{
+	(void)arg;
+	atomic_store_explicit(&woken_window, 1, memory_order_relaxed);
+	while (!atomic_load_explicit(&woken_release, memory_order_relaxed))
+		sched_yield();
+}
+
+static void test_done_once_waiters_woken(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .groups = work_logic, .ngroups = WL };
+	co_context *logic;
+	co_graph g;
+	co_graph_node n;
+	struct job j;
+	struct gwait x;
+	atomic_int meet = 0;
+	(void)state;
+	alarm(30);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, LOGIC);
+	assert_non_null(logic);
+	assert_int_equal(co_graph_init(&g), 0);
+	job_init(&j, 7, 0);
+	j.meet = &meet; /* the node runs once the test counted in (relaxed) */
+	j.meet_n = 2;
+	assert_int_equal(co_graph_add(&g, &n, &j.co), 0);
+	assert_int_equal(co_graph_spawn_kind(&g, &s, WORK), 0);
+	gwait_init(&x, &g, 0);
+	x.ask_done = 1;
+	x.done_seen = -1;
+	assert_int_equal(co_sched_spawn_kind(&s, LOGIC, &x.co), 0);
+	tick_until(logic, &x.arrived); /* parked: the node waits for the test */
+	atomic_store(&woken_window, 0);
+	atomic_store(&woken_release, 0);
+	co__fault_on_point(CO__POINT_GRAPH_WOKEN, hold_woken, NULL);
+	atomic_fetch_add_explicit(&meet, 1, memory_order_relaxed);
+	while (!atomic_load_explicit(&woken_window, memory_order_relaxed))
+		sched_yield();
+	assert_int_equal(co_graph_done(&g), 1); /* woken, not marked over yet */
+	assert_int_equal(j.value, 7);           /* ordered by the graph alone */
+	tick_until(logic, &x.done);
+	assert_int_equal(x.res, 0);
+	assert_int_equal(x.done_seen, 1);
+	atomic_store_explicit(&woken_release, 1, memory_order_relaxed);
+	co__fault_on_point(CO__POINT_GRAPH_WOKEN, NULL, NULL);
+	tick_to_end(&s, logic);
+	assert_int_equal(co_graph_done(&g), 1);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	sched_end(&s);
+	alarm(0);
+}
+
 /* ---- the time limit and cancel of a graph wait ------------------------------------------- */
 
 static void test_wait_limit_and_cancel(void **state)
@@ -1273,6 +1342,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_node_kind_leaves_frames_spawnable),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_manual_context_awaits),
+		cmocka_unit_test(test_done_once_waiters_woken),
 		cmocka_unit_test(test_wait_limit_and_cancel),
 		cmocka_unit_test(test_many_waiters),
 		cmocka_unit_test(test_values_between_nodes),
