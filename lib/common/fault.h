@@ -57,6 +57,8 @@ enum co__fault_point {
 	                            and has not waited for their ends yet (lib/scheduler/scheduler.c) */
 	CO__POINT_POOL_STOPPING, /* a pool's destroy marked it stopping and has not joined its
 	                            workers yet (lib/pool/pool.c) */
+	CO__POINT_VISIT_PUSH,  /* another thread's call is inside its visit of an engine, checks
+	                          passed, its spawn or post not pushed yet (lib/engine/engine_visit.c) */
 	CO__POINT_GRAPH_WOKEN, /* a graph's last node woke its waiters and the run is not marked
 	                          over yet (lib/graph/graph.c) */
 	CO__POINTS

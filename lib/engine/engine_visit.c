@@ -55,6 +55,8 @@ void co__engine_visit_end(co_engine *e, int remote)
  * the visit: from here the engine may take it, and e be destroyed. */
 void co__engine_visit_push(co_engine *e, int remote, _Atomic(void *) *list, void *node, size_t link)
 {
+	if (remote)
+		co__fault_point(CO__POINT_VISIT_PUSH); /* tests: a destroy meanwhile */
 	co__lifo_push(list, node, link);
 	if (!remote) /* the owner's own post: epoch tells its next turn to look */
 		atomic_fetch_add_explicit(&e->epoch, 1, memory_order_relaxed);

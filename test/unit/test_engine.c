@@ -10,6 +10,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -1123,14 +1124,84 @@ static void test_destroy_from_other_thread_under_calls(void **state)
 }
 
 
+/* A destroy from a third thread while another thread's post is inside
+ * its visit (held at the point before the push, its checks passed): the
+ * destroy marks the engine DYING and waits for the visitor to leave, then
+ * finds the post and answers -EBUSY; the owner's next run runs the post
+ * once, and the destroy after it succeeds. Without the wait the destroy
+ * answered 0 under the held post, which then never ran. */
+static atomic_int visit_inside, visit_release;
+
+static void hold_visit(void *arg)
+{
+	(void)arg;
+	atomic_store(&visit_inside, 1);
+	while (!atomic_load(&visit_release))
+		sched_yield();
+}
+
+struct visit_race {
+	co_engine e;
+	co_post p;
+	atomic_int post_rc, destroy_rc; /* INT_MIN: not returned yet */
+};
+
+static void *visit_race_post(void *arg)
+{
+	struct visit_race *v = arg;
+
+	atomic_store(&v->post_rc, co_engine_post(&v->e, &v->p));
+	return NULL;
+}
+
+static void *visit_race_destroy(void *arg)
+{
+	struct visit_race *v = arg;
+
+	atomic_store(&v->destroy_rc, co_engine_destroy(&v->e));
+	return NULL;
+}
+
+static void test_destroy_waits_for_visitor(void **state)
+{
+	struct visit_race v;
+	pthread_t poster, destroyer;
+	(void)state;
+	alarm(30);
+	memset(&v, 0, sizeof v);
+	v.p.fn = count_post;
+	atomic_init(&v.post_rc, INT_MIN);
+	atomic_init(&v.destroy_rc, INT_MIN);
+	post_count = 0;
+	atomic_store(&visit_inside, 0);
+	atomic_store(&visit_release, 0);
+	assert_int_equal(co_engine_init(&v.e, NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, hold_visit, NULL);
+	assert_int_equal(pthread_create(&poster, NULL, visit_race_post, &v), 0);
+	WAIT_UNTIL(atomic_load(&visit_inside));
+	assert_int_equal(pthread_create(&destroyer, NULL, visit_race_destroy, &v), 0);
+	WAIT_UNTIL(co_engine_state(&v.e) == CO_ENGINE_DYING || atomic_load(&v.destroy_rc) != INT_MIN);
+	atomic_store(&visit_release, 1);
+	assert_int_equal(pthread_join(destroyer, NULL), 0);
+	assert_int_equal(pthread_join(poster, NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, NULL, NULL);
+	assert_int_equal(atomic_load(&v.post_rc), 0);
+	assert_int_equal(atomic_load(&v.destroy_rc), -EBUSY); /* the post is pending */
+	assert_int_equal(post_count, 0);
+	assert_int_equal(co_engine_run(&v.e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(post_count, 1);
+	assert_int_equal(co_engine_destroy(&v.e), 0);
+	alarm(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_init_errors),
 		cmocka_unit_test(test_owner_ended_next_thread_refused),
 		cmocka_unit_test(test_uring_unavailable),
-	cmocka_unit_test(test_register_refused),
-	cmocka_unit_test(test_first_enable_refused),
+		cmocka_unit_test(test_register_refused),
+		cmocka_unit_test(test_first_enable_refused),
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
@@ -1145,6 +1216,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_post_from_own_frame),
 		cmocka_unit_test(test_stats_read_from_other_thread),
 		cmocka_unit_test(test_destroy_from_other_thread_under_calls),
+		cmocka_unit_test(test_destroy_waits_for_visitor),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
