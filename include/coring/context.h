@@ -96,7 +96,11 @@ CO_API int co_context_join(co_context *c);
  * join has not returned), or co_engine_destroy's -EBUSY (a co_bufring
  * registered, a given-up pool job still running); nothing changes on an
  * error. Frames that the thread found stuck when it ended (join returned
- * -EDEADLK) are forgotten, as co_engine_destroy says. */
+ * -EDEADLK) are forgotten, as co_engine_destroy says. A co_context_start
+ * from another thread that races a destroy of a never-started context
+ * either makes the destroy answer -EBUSY (its thread took the engine
+ * first) or makes a thread that finds the engine destroyed and ends at
+ * once: the destroy joins it before it returns 0. */
 CO_API int co_context_destroy(co_context *c);
 
 /*

@@ -59,6 +59,8 @@ enum co__fault_point {
 	                            workers yet (lib/pool/pool.c) */
 	CO__POINT_VISIT_PUSH,  /* another thread's call is inside its visit of an engine, checks
 	                          passed, its spawn or post not pushed yet (lib/engine/engine_visit.c) */
+	CO__POINT_CONTEXT_DESTROY, /* a context's destroy found it not running and is about to
+	                              destroy its engine (lib/context/context.c) */
 	CO__POINT_GRAPH_WOKEN, /* a graph's last node woke its waiters and the run is not marked
 	                          over yet (lib/graph/graph.c) */
 	CO__POINTS

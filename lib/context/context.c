@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Contexts: a thread per engine; and moving a coroutine between them. */
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include <coring/context.h>
@@ -168,6 +169,33 @@ int co_context_join(co_context *c)
 	return c->ret;
 }
 
+/*
+ * The engine is destroyed: mark c DEAD. A start that raced the destroy
+ * (it found NEW after destroy looked) may have a thread on the destroyed
+ * engine, whose run returns at once: join it first, so that nothing
+ * touches c once destroy returned. STARTING lasts until the start made
+ * the thread (RUNNING) or failed (NEW).
+ */
+static void context_dead(co_context *c)
+{
+	for (;;) {
+		int s = co_context_state(c);
+
+		if (c->manual) { /* no thread of its own */
+			atomic_store_explicit(&c->state, CO_CONTEXT_DEAD, memory_order_release);
+			return;
+		}
+		if (s == CO_CONTEXT_STARTING) {
+			sched_yield();
+		} else if (s == CO_CONTEXT_RUNNING || s == CO_CONTEXT_ENDED) {
+			if (co_context_join(c) == -EINVAL) /* another join has it */
+				sched_yield();
+		} else if (context_move(c, s, CO_CONTEXT_DEAD)) {
+			return;
+		}
+	}
+}
+
 int co_context_destroy(co_context *c)
 {
 	int s, err;
@@ -182,9 +210,10 @@ int co_context_destroy(co_context *c)
 	if (s == CO_CONTEXT_ENDED && !c->manual && co_context_join(c) == -EINVAL &&
 	    co_context_state(c) != CO_CONTEXT_JOINED)
 		return -EBUSY; /* another thread's join has not returned yet */
+	co__fault_point(CO__POINT_CONTEXT_DESTROY);
 	err = co_engine_destroy(&c->engine);
 	if (err == 0)
-		atomic_store_explicit(&c->state, CO_CONTEXT_DEAD, memory_order_release);
+		context_dead(c);
 	return err;
 }
 

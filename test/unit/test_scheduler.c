@@ -252,6 +252,78 @@ static void test_transfer_errors(void **state)
 	assert_int_equal(co_context_join(&b), -EINVAL); /* never started */
 }
 
+/* A start that comes while a destroy of the never-started context is
+ * under way (held at the point before the destroy takes the engine: the
+ * hook starts the context from there, and every other round waits there
+ * until the new thread has ended). The destroy either wins the engine
+ * (0) or finds the new thread running it (-EBUSY). With 0 the thread that
+ * the start made is joined before the destroy returns: it has passed its
+ * end (counted at the point after ENDED), the context reads DEAD and is
+ * freed at once (ASan and TSan would see a later touch); with -EBUSY the
+ * thread ends when idle and a second destroy succeeds. Without the join,
+ * the destroy returned 0 with the thread still to come, which then wrote
+ * ENDED into the freed context and was never joined. */
+static co_context *racing_start_of;
+static int racing_start_rc;
+static atomic_int racing_ends;
+
+static int racing_wait_end; /* the hook returns once the started thread ended */
+
+static void start_during_destroy(void *arg)
+{
+	(void)arg;
+	racing_start_rc = co_context_start(racing_start_of, CO_RUN_UNTIL_IDLE);
+	while (racing_wait_end && atomic_load(&racing_ends) == 0)
+		sched_yield();
+}
+
+static void count_end(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&racing_ends, 1);
+}
+
+static void test_destroy_racing_start(void **state)
+{
+	int won = 0, lost = 0;
+	(void)state;
+	alarm(60);
+	co__fault_on_point(CO__POINT_CONTEXT_DESTROY, start_during_destroy, NULL);
+	co__fault_on_point(CO__POINT_CONTEXT_ENDING, count_end, NULL);
+	for (int round = 0; round < 50; round++) {
+		co_context *c = malloc(sizeof *c);
+		int r;
+
+		assert_non_null(c);
+		assert_int_equal(co_context_init(c, NULL), 0);
+		racing_start_of = c;
+		racing_start_rc = 1;
+		racing_wait_end = round % 2;
+		atomic_store(&racing_ends, 0);
+		r = co_context_destroy(c);
+		assert_int_equal(racing_start_rc, 0);
+		if (r == 0) {
+			won++;
+			assert_int_equal(atomic_load(&racing_ends), 1); /* joined */
+			assert_int_equal(co_context_state(c), CO_CONTEXT_DEAD);
+			assert_int_equal(co_context_start(c, CO_RUN_UNTIL_IDLE), -EINVAL);
+		} else {
+			lost++;
+			assert_int_equal(r, -EBUSY);
+			co__fault_on_point(CO__POINT_CONTEXT_DESTROY, NULL, NULL);
+			assert_int_equal(co_context_join(c), 0);
+			assert_int_equal(co_context_destroy(c), 0);
+			co__fault_on_point(CO__POINT_CONTEXT_DESTROY, start_during_destroy, NULL);
+		}
+		memset(c, 0x5a, sizeof *c);
+		free(c);
+	}
+	co__fault_on_point(CO__POINT_CONTEXT_DESTROY, NULL, NULL);
+	co__fault_on_point(CO__POINT_CONTEXT_ENDING, NULL, NULL);
+	print_message("destroy won the engine %d times, the started thread %d\n", won, lost);
+	alarm(0);
+}
+
 /* Moves to a context that refuses it, then waits on an event. */
 struct refused {
 	co_frame co;
@@ -1595,6 +1667,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawns_race_end_of_run),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
+		cmocka_unit_test(test_destroy_racing_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
 		cmocka_unit_test(test_stealing_takes_io_woken_frames),
