@@ -229,7 +229,8 @@ CO_API int co_sched_poll(co_sched *s);
 CO_API int co_sched_stop(co_sched *s, int mode);
 CO_API int co_sched_stop_timed(co_sched *s, uint64_t ns);
 
-/* The number of tasks accepted and not finished (0 for NULL). */
+/* The number of tasks accepted and not finished (0 for NULL). A task
+ * counts until its on_done has returned. */
 CO_API unsigned long co_sched_tasks(co_sched *s);
 
 /* enum co_sched_state of s (a snapshot), or -EINVAL for NULL. */

@@ -394,6 +394,8 @@ struct gwait {
 	int null_w, destroy, retry;
 	int ask_done;             /* read co_graph_done right after the wait */
 	int done_seen;            /* what it answered */
+	co_sched *tasks_of;       /* NULL: none; else read co_sched_tasks after the wait */
+	unsigned long tasks_seen; /* what it answered */
 	void *own;                /* freed after a destroy */
 	size_t own_size;
 	struct job *look;         /* read look->value after the wait */
@@ -427,6 +429,8 @@ static int gwait_fn(co_frame *f)
 	}
 	if (x->ask_done)
 		x->done_seen = co_graph_done(x->g);
+	if (x->tasks_of)
+		x->tasks_seen = co_sched_tasks(x->tasks_of);
 	if (x->look)
 		x->seen = x->look->value;
 	if (x->destroy) {
@@ -938,7 +942,9 @@ static void test_manual_context_awaits(void **state)
  * is done: co_graph_done answers 1 to the main thread, which reads the
  * node's plain write (relaxed window flags, so under TSan only the graph's
  * own release orders it), and to the waiter that resumed, right after its
- * co_graph_wait completed. */
+ * co_graph_wait completed. The node's task is still counted there (its
+ * on_done, which woke the waiter, has not returned): co_sched_tasks says
+ * 2 to the waiter, 1 once the waiter ended, 0 once the hold is released. */
 static atomic_int woken_window, woken_release;
 
 static void hold_woken(void *arg)
@@ -973,8 +979,11 @@ static void test_done_once_waiters_woken(void **state)
 	gwait_init(&x, &g, 0);
 	x.ask_done = 1;
 	x.done_seen = -1;
+	x.tasks_of = &s;
+	x.tasks_seen = ULONG_MAX;
 	assert_int_equal(co_sched_spawn_kind(&s, LOGIC, &x.co), 0);
 	tick_until(logic, &x.arrived); /* parked: the node waits for the test */
+	assert_int_equal(co_sched_tasks(&s), 2);
 	atomic_store(&woken_window, 0);
 	atomic_store(&woken_release, 0);
 	co__fault_on_point(CO__POINT_GRAPH_WOKEN, hold_woken, NULL);
@@ -986,8 +995,11 @@ static void test_done_once_waiters_woken(void **state)
 	tick_until(logic, &x.done);
 	assert_int_equal(x.res, 0);
 	assert_int_equal(x.done_seen, 1);
+	assert_int_equal(x.tasks_seen, 2); /* the node's on_done runs on */
+	assert_int_equal(co_sched_tasks(&s), 1); /* the waiter ended in that tick */
 	atomic_store_explicit(&woken_release, 1, memory_order_relaxed);
 	co__fault_on_point(CO__POINT_GRAPH_WOKEN, NULL, NULL);
+	WAIT_UNTIL(co_sched_tasks(&s) == 0); /* the node's on_done returned */
 	tick_to_end(&s, logic);
 	assert_int_equal(co_graph_done(&g), 1);
 	assert_int_equal(co_graph_destroy(&g), 0);
