@@ -554,6 +554,52 @@ static int resolve_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* Hints getaddrinfo refuses (an unknown family, socket type or flag): the
+ * await is -EINVAL, getaddrinfo's own code in l->eai, no list
+ * (docs/pool.md: "-EINVAL (bad hints)"). */
+struct bad_hints {
+	co_frame co;
+	co_lookup dns[3];
+	co_pool *pool;
+	struct addrinfo hints[3];
+	int res[3], i;
+};
+
+static int bad_hints_fn(co_frame *f)
+{
+	struct bad_hints *b = (struct bad_hints *)f;
+	CO_BEGIN(f);
+	for (b->i = 0; b->i < 3; b->i++) {
+		CO_AWAIT(f, co_getaddrinfo(&b->dns[b->i], b->pool, "127.0.0.1", "80", &b->hints[b->i]));
+		b->res[b->i] = co_result(f);
+	}
+	CO_END(f);
+}
+
+static void test_getaddrinfo_bad_hints(void **state)
+{
+	static const int eai[3] = { EAI_FAMILY, EAI_SOCKTYPE, EAI_BADFLAGS };
+	co_pool pool;
+	struct bad_hints b;
+	(void)state;
+
+	memset(&b, 0, sizeof b);
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	b.pool = &pool;
+	b.hints[0].ai_family = 12345;
+	b.hints[1].ai_socktype = 12345;
+	b.hints[2].ai_flags = (int)0x40000000;
+	co_init(&b.co, bad_hints_fn);
+	co_test_run1(&b.co);
+	for (int i = 0; i < 3; i++) {
+		if (b.res[i] != -EINVAL || b.dns[i].eai != eai[i])
+			fail_msg("hints %d: %d, eai %d (%s)", i, b.res[i], b.dns[i].eai,
+				 gai_strerror(b.dns[i].eai));
+		assert_null(b.dns[i].result);
+	}
+	assert_int_equal(co_pool_destroy(&pool), 0);
+}
+
 static void test_getaddrinfo_localhost(void **state)
 {
 	co_pool pool;
@@ -703,6 +749,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_two_destroys_at_once),
 	cmocka_unit_test(test_getaddrinfo_localhost),
+	cmocka_unit_test(test_getaddrinfo_bad_hints),
 	cmocka_unit_test(test_job_result_kept),
 };
 
