@@ -883,6 +883,111 @@ static void test_cancel_and_busy(void **state)
 	close(sv[1]);
 }
 
+/* A read handed out but not awaited yet (docs/reader.md's pipelined
+ * server: rf = co_reader_until(...), another await, then CO_AWAIT(f, rf))
+ * is in progress: a second frame's read in that window is -EBUSY, and so
+ * is a destroy. Otherwise the second read takes over the same frame (the
+ * first frame's await then returns the line the second one read), and the
+ * destroy frees the reader under the frame handed out. */
+struct handed {
+	co_frame co;
+	co_io io;
+	co_reader *r;
+	struct handed *other;
+	co_frame *rf;
+	int first;                /* A: hands a read out, sleeps, awaits it */
+	int destroy_it;           /* B: destroys instead of reading */
+	int skip;                 /* A: the reader was destroyed, do not await */
+	int at_call_done, destroy, res;
+	char line[16];
+};
+
+static int handed_fn(co_frame *f)
+{
+	struct handed *h = (struct handed *)f;
+
+	CO_BEGIN(f);
+	if (h->first) {
+		h->rf = co_reader_until(h->r, "\n", 1); /* nothing in the reader: waits */
+		h->at_call_done = co_done(h->rf);
+		CO_AWAIT(f, co_sleep(&h->io, 20 * CO_MS)); /* B comes now */
+		if (h->skip)
+			CO_RETURN(f, 0); /* awaiting rf would run a freed reader */
+		CO_AWAIT(f, h->rf);
+		h->res = co_result(f);
+	} else if (h->destroy_it) {
+		CO_AWAIT_UNTIL(f, h->other->rf != NULL);
+		h->destroy = co_reader_destroy(h->r);
+		h->other->skip = h->destroy == 0;
+		CO_RETURN(f, 0);
+	} else {
+		CO_AWAIT_UNTIL(f, h->other->rf != NULL);
+		CO_AWAIT(f, co_reader_until(h->r, "\n", 1));
+		h->res = co_result(f);
+	}
+	if (h->res > 0 && h->res < (int)sizeof h->line)
+		memcpy(h->line, h->r->data, (size_t)h->res);
+	CO_END(f);
+}
+
+static void handed_run(int destroy_it, struct handed *a, struct handed *b, co_reader *r)
+{
+	co_engine e;
+	int sv[2];
+
+	memset(a, 0, sizeof *a);
+	memset(b, 0, sizeof *b);
+	co_test_tcp_pair(sv);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_reader_init(r, sv[0], NULL), 0);
+	assert_int_equal(write(sv[1], "one\ntwo\n", 8), 8); /* in the socket, not the reader */
+	a->r = b->r = r;
+	a->first = 1;
+	b->other = a;
+	b->destroy_it = destroy_it;
+	co_init(&a->co, handed_fn);
+	co_init(&b->co, handed_fn);
+	assert_int_equal(co_engine_spawn(&e, &a->co), 0);
+	assert_int_equal(co_engine_spawn(&e, &b->co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_handed_out_read_refuses_a_second(void **state)
+{
+	struct handed a, b;
+	co_reader r;
+
+	(void)state;
+	handed_run(0, &a, &b, &r);
+	assert_false(a.at_call_done);
+	assert_int_equal(a.res, 4);
+	assert_memory_equal(a.line, "one\n", 4);
+	if (b.res != -EBUSY)
+		fail_msg("a second frame's read while A's read was handed out: %d (\"%.*s\"), "
+			 "not -EBUSY; A's await then gave %d (\"%.*s\")",
+			 b.res, b.res > 0 ? b.res : 0, b.line, a.res, a.res > 0 ? a.res : 0, a.line);
+	assert_int_equal(co_reader_destroy(&r), 0);
+}
+
+static void test_handed_out_read_refuses_destroy(void **state)
+{
+	struct handed a, b;
+	co_reader r;
+
+	(void)state;
+	handed_run(1, &a, &b, &r);
+	assert_false(a.at_call_done);
+	if (b.destroy == 0)
+		fail_msg("co_reader_destroy answered 0 while a read was handed out: the frame "
+			 "handed out now belongs to a freed, zeroed reader");
+	assert_int_equal(b.destroy, -EBUSY);
+	assert_int_equal(a.res, 4);
+	assert_int_equal(co_reader_destroy(&r), 0);
+}
+
 /* A read from a frame that no engine runs: co_recv's -ENXIO, and the
  * reader is as it was. */
 struct by_hand {
@@ -1384,6 +1489,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_no_delimiter_within_the_limit),
 	cmocka_unit_test(test_slow_sender_time_limit),
 	cmocka_unit_test(test_cancel_and_busy),
+	cmocka_unit_test(test_handed_out_read_refuses_a_second),
+	cmocka_unit_test(test_handed_out_read_refuses_destroy),
 	cmocka_unit_test(test_no_engine),
 	cmocka_unit_test(test_misuse_errors),
 	cmocka_unit_test(test_allocation_fails),
