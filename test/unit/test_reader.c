@@ -669,6 +669,80 @@ static void test_slow_sender_time_limit(void **state)
 	}
 }
 
+/* A time limit whose sum with the clock would wrap (timeout_ns near
+ * UINT64_MAX, co_test_huge_ns) is no limit, not "at once": a read that
+ * waits 5 ms for its line gets it, over co_recv and over a stream. */
+struct huge {
+	co_frame co;
+	co_reader r;
+	co_stream s;
+	co_bufring *ring;
+	uint64_t ns;
+	int fd, res;
+};
+
+static int huge_fn(co_frame *f)
+{
+	struct huge *h = (struct huge *)f;
+	co_reader_opts o = { .max = 64, .timeout_ns = h->ns };
+
+	CO_BEGIN(f);
+	if (h->ring) {
+		assert_int_equal(co_stream_open(&h->s, h->ring, h->fd), 0);
+		assert_int_equal(co_reader_init_stream(&h->r, &h->s, &o), 0);
+	} else {
+		assert_int_equal(co_reader_init(&h->r, h->fd, &o), 0);
+	}
+	CO_AWAIT(f, co_reader_until(&h->r, "\n", 1));
+	h->res = co_result(f);
+	assert_int_equal(co_reader_destroy(&h->r), 0);
+	if (h->ring)
+		CO_AWAIT(f, co_stream_close(&h->s));
+	CO_END(f);
+}
+
+static void *late_line(void *arg)
+{
+	usleep(5000);
+	if (write(*(int *)arg, "hi\n", 3) != 3)
+		abort();
+	return NULL;
+}
+
+static void test_huge_time_limit_never_fires(void **state)
+{
+	(void)state;
+	for (int stream = 0; stream < 2; stream++) {
+		for (int k = 0; k < CO_TEST_HUGE_KINDS; k++) {
+			struct huge h;
+			co_engine e;
+			co_bufring ring;
+			pthread_t th;
+			int sv[2];
+
+			co_test_tcp_pair(sv);
+			memset(&h, 0, sizeof h);
+			assert_int_equal(co_engine_init(&e, NULL), 0);
+			if (stream)
+				assert_int_equal(co_bufring_init(&ring, &e, 8, 64), 0);
+			h.fd = sv[0];
+			h.ring = stream ? &ring : NULL;
+			h.ns = co_test_huge_ns(k);
+			assert_int_equal(pthread_create(&th, NULL, late_line, &sv[1]), 0);
+			co_init(&h.co, huge_fn);
+			co_test_run1_on(&e, &h.co);
+			pthread_join(th, NULL);
+			if (h.res != 3)
+				fail_msg("%s, limit kind %d: %d", stream ? "stream" : "recv", k, h.res);
+			if (stream)
+				assert_int_equal(co_bufring_destroy(&ring), 0);
+			assert_int_equal(co_engine_destroy(&e), 0);
+			close(sv[0]);
+			close(sv[1]);
+		}
+	}
+}
+
 /* A stream that holds buffers when the reader takes it over: the reader
  * reads them first. */
 struct held {
@@ -1488,6 +1562,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_line_longer_than_the_limit),
 	cmocka_unit_test(test_no_delimiter_within_the_limit),
 	cmocka_unit_test(test_slow_sender_time_limit),
+	cmocka_unit_test(test_huge_time_limit_never_fires),
 	cmocka_unit_test(test_cancel_and_busy),
 	cmocka_unit_test(test_handed_out_read_refuses_a_second),
 	cmocka_unit_test(test_handed_out_read_refuses_destroy),
