@@ -601,6 +601,67 @@ static int stopped_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* A stream opened while the engine's cancel stop runs opens ended
+ * (stream.h): with data waiting in its socket, its receive (shielded, so
+ * that it would wait for that data) is -ECANCELED (nothing is armed),
+ * again at the next, and its close is 0. */
+struct open_stopped {
+	co_frame co;
+	co_stream s;
+	co_io io;
+	co_bufring *ring;
+	int fd, sleep_res, open_res, recv_res[2], close_res;
+};
+
+static int open_stopped_fn(co_frame *f)
+{
+	struct open_stopped *t = (struct open_stopped *)f;
+
+	CO_BEGIN(f);
+	co_engine_stop(co_engine_current(), CO_STOP_CANCEL);
+	CO_AWAIT(f, co_sleep(&t->io, CO_S)); /* ended by the stop */
+	t->sleep_res = co_result(f);
+	co_shield(f); /* the receive waits for what an armed stream would get */
+	t->open_res = co_stream_open(&t->s, t->ring, t->fd);
+	if (t->open_res != 0)
+		CO_RETURN(f, 0);
+	CO_AWAIT(f, co_stream_recv(&t->s));
+	t->recv_res[0] = co_result(f);
+	CO_AWAIT(f, co_stream_recv(&t->s));
+	t->recv_res[1] = co_result(f);
+	CO_AWAIT(f, co_stream_close(&t->s));
+	t->close_res = co_result(f);
+	CO_END(f);
+}
+
+static void test_open_during_cancel_stop(void **state)
+{
+	struct rig g;
+	struct open_stopped t;
+	int sv[2];
+
+	(void)state;
+	rig_up(&g, 4, 64);
+	pair(sv);
+	memset(&t, 0, sizeof t);
+	assert_int_equal(write(sv[1], "data", 4), 4); /* waiting in the socket */
+	t.ring = &g.ring;
+	t.fd = sv[0];
+	co_init(&t.co, open_stopped_fn);
+	assert_int_equal(co_engine_spawn(&g.e, &t.co), 0);
+	(void)co_engine_run(&g.e, CO_RUN_UNTIL_IDLE);
+	assert_true(co_done(&t.co));
+	assert_int_equal(t.sleep_res, -ECANCELED);
+	assert_int_equal(t.open_res, 0);
+	assert_int_equal(t.recv_res[0], -ECANCELED);
+	assert_int_equal(t.recv_res[1], -ECANCELED);
+	assert_int_equal(t.close_res, 0);
+	assert_int_equal(g.e.inflight, 0);
+	close(sv[0]);
+	close(sv[1]);
+	rig_down(&g);
+}
+
 struct stopper_arg {
 	co_engine *e;
 	atomic_int *waiting;
@@ -1559,6 +1620,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_error_after_data),
 	cmocka_unit_test(test_cancel_ends_await_not_stream),
 	cmocka_unit_test(test_cancel_stop_ends_streams),
+	cmocka_unit_test(test_open_during_cancel_stop),
 	cmocka_unit_test(test_inflight_accounting),
 	cmocka_unit_test(test_close_gives_back_everything),
 	cmocka_unit_test(test_misuse_errors),
