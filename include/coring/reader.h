@@ -117,8 +117,9 @@ CO_API int co_reader_init(co_reader *r, int fd, const co_reader_opts *o);
 CO_API int co_reader_init_stream(co_reader *r, co_stream *s, const co_reader_opts *o);
 
 /* Free r's buffer (not the descriptor, not the stream). -EINVAL (NULL,
- * not set up, destroyed), -EBUSY (a read is in progress); nothing changes
- * on an error. */
+ * not set up, destroyed), -EBUSY (a read's frame runs: started or being
+ * awaited); nothing changes on an error. A read handed out and never
+ * started is given up: its frame must not be awaited after. */
 CO_API int co_reader_destroy(co_reader *r);
 
 /*
@@ -137,7 +138,8 @@ CO_API int co_reader_destroy(co_reader *r);
  *   the error that ended the input (-ECONNRESET ...), once the bytes
  *   before it have been read; -EINVAL (a reader not set up, a NULL or
  *   empty delimiter, one too long, r->max out of range); -EBUSY (a read
- *   is in progress on r); co_recv's or co_stream_recv's other errors
+ *   is in progress on r: its frame handed out and not finished, awaited
+ *   or not yet); co_recv's or co_stream_recv's other errors
  *   (-ENXIO: no engine runs here). A NULL r returns NULL (-EINVAL).
  * After -ETIME, -ECANCELED or -ENOMEM the reader goes on: nothing was lost.
  */

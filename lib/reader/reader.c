@@ -97,19 +97,28 @@ int co_reader_init_stream(co_reader *r, co_stream *s, const co_reader_opts *o)
 	return 0;
 }
 
-/* A read is in progress: r's frame was handed out and has started (or is
- * being awaited) and has not finished. */
-static int reader_busy(const co_reader *r)
+/* A read runs: r's frame has started (or is being awaited) and has not
+ * finished. */
+static int reader_running(const co_reader *r)
 {
 	return r->co.parent != NULL || (r->co.label != 0 && !(r->co.state & CO__ST_DONE)) ||
 	       (r->co.state & CO__ST_SPAWNED);
 }
 
+/* A read is in progress: from the call that handed out its frame, not
+ * finished, until that frame finishes (awaited or not yet). */
+static int reader_busy(const co_reader *r)
+{
+	return !(r->co.state & CO__ST_DONE) || reader_running(r);
+}
+
+/* A read handed out and never started is given up (its frame must not be
+ * awaited after); one that runs refuses the destroy. */
 int co_reader_destroy(co_reader *r)
 {
 	if (r == NULL || r->magic != READER_MAGIC)
 		return -EINVAL;
-	if (reader_busy(r))
+	if (reader_running(r))
 		return -EBUSY;
 	free(r->buf);
 	memset(r, 0, sizeof *r);
