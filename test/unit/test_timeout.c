@@ -801,6 +801,7 @@ static int victim_fn(co_frame *f)
 	CO_AWAIT(f, co_event_wait(&v->w, &v->never));
 	v->first = co_result(f); /* -ECANCELED */
 	co_shield(f);
+	co_shield(f); /* shields do not nest: the one co_unshield below ends it */
 	CO_AWAIT(f, co_sleep(&v->io, CO_MS)); /* I/O under the shield: runs */
 	v->sleep = co_result(f);
 	v->parked = 1;
@@ -812,7 +813,8 @@ static int victim_fn(co_frame *f)
 	CO_AWAIT(f, co_timeout(&v->lim, co_event_wait(&v->w, &v->never), SHORT));
 	v->limited = co_result(f);
 	co_unshield(f);
-	CO_AWAIT(f, co_sleep(&v->io, NEVER));
+	/* bounded: were the shield still up, the limit would end it (-ETIME) */
+	CO_AWAIT(f, co_timeout(&v->lim, co_sleep(&v->io, NEVER), 5 * CO_S));
 	v->after_unshield = co_result(f);
 	CO_END(f);
 }
