@@ -20,6 +20,7 @@
 #include <coring/sync.h>
 #include "helpers.h"
 #include "common/fault.h"
+#include "waiter/waiter_internal.h"
 
 struct task {
 	co_frame co;
@@ -399,8 +400,6 @@ struct gwait {
 	void *own;                /* freed after a destroy */
 	size_t own_size;
 	struct job *look;         /* read look->value after the wait */
-	atomic_int *meet;         /* NULL: none; else counted in (relaxed)
-	                             right before the first wait */
 	unsigned kind;
 	int res, dres, tries;
 	long seen;
@@ -418,8 +417,6 @@ static int gwait_fn(co_frame *f)
 		aw = co_graph_wait(x->null_w ? NULL : &x->w, x->g);
 		if (x->limit)
 			aw = co_wait_for(aw, x->limit);
-		if (x->meet && x->tries == 0)
-			atomic_fetch_add_explicit(x->meet, 1, memory_order_relaxed);
 		x->tries++;
 		CO_AWAIT(f, aw);
 		x->res = co_result(f);
@@ -1284,12 +1281,17 @@ static void test_destroy_right_after_end(void **state)
 			assert_int_equal(x[round].seen, 30 + 10 + 20);
 			continue;
 		}
-		/* this thread polls, reads, destroys; a waiter (which x and y
-		 * wait for) is woken at the end meanwhile */
-		x[round].meet = &r->meet;
+		/* this thread polls, reads, destroys; a waiter is woken at the
+		 * end meanwhile. x and y wait for this thread, which counts in
+		 * (relaxed) once the waiter is parked: a waiter that came after
+		 * the end would complete at once, still reading the graph
+		 * (its lock, phase, error) while this thread frees it */
 		r->j[0].meet_n = r->j[1].meet_n = 3;
 		assert_int_equal(co_graph_spawn(&r->g, &s), 0);
 		assert_int_equal(co_sched_spawn_kind(&s, 2, &x[round].co), 0);
+		while (atomic_load_explicit(&x[round].w.state, memory_order_relaxed) != CO__W_WAITING)
+			sched_yield();
+		atomic_fetch_add_explicit(&r->meet, 1, memory_order_relaxed);
 		while (co_graph_done(&r->g) != 1)
 			; /* no yield: a poll as often as it can */
 		assert_int_equal(r->j[2].value, 30 + 10 + 20);
