@@ -597,9 +597,12 @@ static void test_request_limits(void **state)
 
 /* ---- idle connections, the stop ------------------------------------------------------------------ */
 
+/* 500 ms: the PING right after the connect is answered unless this thread
+ * stalls that long (the sweep closes a connection idle for one to two
+ * timeouts). */
 static void test_idle_timeout(void **state)
 {
-	struct server s = server_start("--idle-timeout", "100", NULL);
+	struct server s = server_start("--idle-timeout", "500", NULL);
 	struct client *c = client_open(s.port), *d;
 
 	(void)state;
