@@ -20,7 +20,7 @@ root = pathlib.Path(sys.argv[1])
 cases = {}
 for src in (root / 'test').rglob('test_*.c'):
     text = src.read_text(encoding='utf-8')
-    cases[src.stem] = set(re.findall(r'cmocka_unit_test\(\s*test_(\w+)\s*\)', text))
+    cases[src.stem] = set(re.findall(r'cmocka_unit_test(?:_\w+)?\(\s*test_(\w+)\s*[,)]', text))
 # every meson.build of the tests and the benchmarks, as one text
 meson = ''.join(f.read_text(encoding='utf-8') for d in ('test', 'bench')
                 for f in sorted((root / d).rglob('meson.build')))
