@@ -113,7 +113,11 @@ CO_API int co_graph_init(co_graph *g);
  * it in co_graph_wait). Right after the last node, while the context that
  * finished it wakes the graph's waiters, it waits for that wake to end (it
  * is short and waits for nothing the caller could hold), so a waiter that
- * was just woken may destroy the graph at once. */
+ * was just woken may destroy the graph at once. A frame that begins a
+ * co_graph_wait on a graph that is over reads the graph in that call (its
+ * wait completes at once): as for any object, a destroy on another thread
+ * must not race such a call; the waiters it orders against are the frames
+ * already parked. */
 CO_API int co_graph_destroy(co_graph *g);
 
 /* Add node n running frame f (co_init'ed); it starts on the run's default
