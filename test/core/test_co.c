@@ -1445,6 +1445,41 @@ static void test_null_arguments(void **state)
 #endif
 }
 
+/* ---- what a stranger reads back ------------------------------------------ */
+
+/* Release builds: firmware.md's pitfall table promises "a no-op returning
+ * CO_DONE" for a finished co_frame resumed again (test_misuse only checks
+ * that the call returns and prints nothing), and co.h CO_WAITING for a
+ * frame that waits. The body must not run again. */
+static void test_release_misuse_answers(void **state)
+{
+	(void)state;
+#if CO_DEBUG
+	skip();
+#else
+	struct counter c = { .n = 1 };
+	struct probe p = { .aw = { &probe_ops }, .suspends = 1, .value = 5 };
+	struct awaiting w = { .p = &p };
+
+	co_init(&c.co, counter_fn);
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(co_resume(&c.co), CO_DONE);
+	assert_int_equal(co_resume(&c.co), CO_DONE); /* finished: no-op */
+	assert_int_equal(co_resume(&c.co), CO_DONE);
+	assert_int_equal(c.hits, 1);
+	assert_int_equal(c.i, 1);
+
+	co_init(&w.co, awaiting_fn);
+	assert_int_equal(co_resume(&w.co), CO_WAITING);
+	assert_int_equal(co_resume(&w.co), CO_WAITING); /* waiting: no-op */
+	assert_string_equal(p.log, "rs");
+	assert_int_equal(w.after, 0);
+	co_wake(&w.co);
+	assert_int_equal(co_resume(&w.co), CO_DONE);
+	assert_int_equal(w.got, 5);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1474,6 +1509,7 @@ int main(void)
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_null_arguments),
+		cmocka_unit_test(test_release_misuse_answers),
 	};
 	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
 					   tests, NULL, NULL);
