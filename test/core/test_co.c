@@ -1447,6 +1447,39 @@ static void test_null_arguments(void **state)
 
 /* ---- what a stranger reads back ------------------------------------------ */
 
+/* A co_tiny's status is "the CO_RETURN status (0 or a negative errno)"
+ * (docs/core.md), read from b.pt.status (docs/firmware.md). It is a signed
+ * char: an errno beyond 128 comes back as another, positive number, with no
+ * trap and no warning when the status is not a constant. Linux's largest is
+ * 133 (EHWPOISON); newlib's ECANCELED, which firmware.md names, is 140. */
+struct tret {
+	co_tiny pt;
+	int err;
+};
+
+static int tret_fn(struct tret *t)
+{
+	co_tiny *f = &t->pt;
+	CO_BEGIN(f);
+	CO_RETURN(f, t->err);
+	CO_END(f);
+}
+
+static void test_tiny_status_keeps_errno(void **state)
+{
+	static const int errs[] = { -1, -125, -128, -133, -140 };
+	(void)state;
+
+	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+		struct tret t = { .err = errs[i] };
+
+		co_tiny_init(&t.pt);
+		assert_int_equal(tret_fn(&t), CO_DONE);
+		assert_true(co_tiny_done(&t.pt));
+		assert_int_equal(t.pt.status, errs[i]);
+	}
+}
+
 /* Release builds: firmware.md's pitfall table promises "a no-op returning
  * CO_DONE" for a finished co_frame resumed again (test_misuse only checks
  * that the call returns and prints nothing), and co.h CO_WAITING for a
@@ -1509,6 +1542,7 @@ int main(void)
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_null_arguments),
+		cmocka_unit_test(test_tiny_status_keeps_errno),
 		cmocka_unit_test(test_release_misuse_answers),
 	};
 	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
