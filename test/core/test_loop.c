@@ -755,6 +755,136 @@ static void test_idle_null_traps(void **state)
 	}
 }
 
+/* ---- a stranger's nesting and self-wrapping ------------------------------- */
+
+/* Runs fn in a child process (stderr to /dev/null); its wait status. */
+static int loop_child(void (*fn)(void))
+{
+	int st = -1;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 2);
+		signal(SIGSEGV, SIG_DFL); /* cmocka's handler would hide a crash */
+		signal(SIGBUS, SIG_DFL);
+		alarm(10); /* a hang fails too */
+		fn();
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+/* A documented error (a debug trap: SIGABRT) or a clean run (exit 0):
+ * never a crash, a hang or a wrong result (exit 1). */
+static int error_or_works(int st)
+{
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 1;
+	if (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)
+		return 1;
+	print_error("child: %s %d\n", WIFSIGNALED(st) ? "signal" : "exit",
+		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	return 0;
+}
+
+/* co_loop_timeout given the co_sleep_ticks of its own co_timer: the limit
+ * wraps itself (t->inner == &t->aw) and its ready op calls itself until the
+ * stack overflows (SIGSEGV), in debug and release builds. What the other
+ * mistakes in its arguments get (firmware.md, Tick timers): NULL, an await
+ * of -EINVAL, as co_timeout answers "given its own limit" (errors.md). */
+static co_loop self_loop;
+
+struct self_limited {
+	co_frame co;
+	co_timer t;
+	int res;
+};
+
+static int self_limited_fn(co_frame *f)
+{
+	struct self_limited *s = (struct self_limited *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_loop_timeout(&s->t, &self_loop, co_sleep_ticks(&s->t, &self_loop, 5), 10));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+static void self_limited_child(void)
+{
+	struct self_limited s = { .res = 99 };
+
+	fake_now = 0;
+	co_loop_init(&self_loop);
+	co_loop_set_clock(&self_loop, fake_clock, 32);
+	co_init(&s.co, self_limited_fn);
+	co_loop_spawn(&self_loop, &s.co);
+	for (int i = 0; i < 30; i++, fake_now++)
+		co_loop_step(&self_loop);
+	_exit(co_done(&s.co) && s.res == -EINVAL ? 0 : 1);
+}
+
+static void test_timeout_of_its_own_timer(void **state)
+{
+	co_loop loop;
+	co_timer t;
+	(void)state;
+
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	assert_true(error_or_works(loop_child(self_limited_child)));
+	assert_null(co_loop_timeout(&t, &loop, co_sleep_ticks(&t, &loop, 5), 10));
+}
+
+/* co_loop_step called from the body of a frame the loop runs (a nested
+ * step): the inner step runs the other ready frame to its end, and the
+ * outer one, which counted it, pops an empty queue: a NULL dereference in
+ * co__loop_pop, in debug and release builds. Nothing in firmware.md or
+ * errors.md forbids it or names a trap for it. */
+static co_loop nest_loop;
+
+struct nester {
+	co_frame co;
+	int ran;
+};
+
+static int nest_outer_fn(co_frame *f)
+{
+	struct nester *n = (struct nester *)f;
+	CO_BEGIN(f);
+	co_loop_step(&nest_loop);
+	n->ran = 1;
+	CO_END(f);
+}
+
+static int nest_inner_fn(co_frame *f)
+{
+	struct nester *n = (struct nester *)f;
+	CO_BEGIN(f);
+	n->ran = 1;
+	CO_END(f);
+}
+
+static void nested_step_child(void)
+{
+	struct nester a = { .ran = 0 }, b = { .ran = 0 };
+
+	co_loop_init(&nest_loop);
+	co_init(&a.co, nest_outer_fn);
+	co_init(&b.co, nest_inner_fn);
+	co_loop_spawn(&nest_loop, &a.co);
+	co_loop_spawn(&nest_loop, &b.co);
+	_exit(co_loop_run(&nest_loop) == 0 && a.ran && b.ran ? 0 : 1);
+}
+
+static void test_step_nested_in_a_body(void **state)
+{
+	(void)state;
+	assert_true(error_or_works(loop_child(nested_step_child)));
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -768,6 +898,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_idle_null_traps),
 		cmocka_unit_test(test_isr_queue),
 		cmocka_unit_test(test_isr_queue_from_interrupts),
+		cmocka_unit_test(test_timeout_of_its_own_timer),
+		cmocka_unit_test(test_step_nested_in_a_body),
 	};
 
 	if (argc > 1)
