@@ -510,13 +510,24 @@ struct co_runner {
 typedef struct co_tiny {
 	uint16_t label;           /* private: resume point, 0 = not started */
 	unsigned char state;      /* private: CO__TINY_* bits */
-	signed char status;       /* public, read-only: the CO_RETURN status */
+	signed char status;       /* public, read-only: the CO_RETURN status,
+	                             -128 to 127 (co__tiny_status) */
 } co_tiny;
 
 enum {
 	CO__TINY_DONE = 1u << 0,
 	CO__TINY_RUNNING = 1u << 1,   /* debug builds */
 };
+
+/* A co_tiny keeps its status in one byte, so that the frame stays 4
+ * bytes: a CO_RETURN outside -128..127 (an errno past 128, such as
+ * newlib's ECANCELED, 140) keeps the nearer end, -128 or 127, never
+ * another number; debug builds trap on it. */
+static inline signed char co__tiny_status(int st)
+{
+	CO__CHECK(st >= -128 && st <= 127, "CO_RETURN: status out of a co_tiny's range (-128 to 127)");
+	return (signed char)(st < -128 ? -128 : st > 127 ? 127 : st);
+}
 
 static inline void co_tiny_init(co_tiny *t)
 {
@@ -1313,7 +1324,7 @@ extern "C" {
 #define CO_RETURN(f, st)                                                   \
 	do {                                                               \
 		CO__MARK(f);                                               \
-		(f)->status = (st);                                    \
+		(f)->status = CO__TINY(f) ? co__tiny_status(st) : (st);    \
 		if (CO__TINY(f))                                           \
 			goto co__finish; /* in CO_END */                   \
 		CO__LEAVE(f);                                              \

@@ -307,7 +307,9 @@ static inline void co__loop_fire_timers(co_loop *l);
  * Run each frame that is ready now once: the frames woken since the last
  * step (by co_wake, from anywhere) and those whose timers expired join the
  * queue first; frames made ready meanwhile (a yield, a co_wake) run on the
- * next step. Returns how many are ready then.
+ * next step. Returns how many are ready then. A body the loop runs may
+ * step it too (a nested step): that step runs the frames ready then, and
+ * the outer one goes on with those left, if any.
  */
 static inline unsigned co_loop_step(co_loop *l)
 {
@@ -319,7 +321,7 @@ static inline unsigned co_loop_step(co_loop *l)
 	co__loop_drain(l);
 	n = l->ready;
 
-	while (n--) {
+	while (n-- && l->head) { /* a nested step may have run the rest */
 		co_frame *f = co__loop_pop(l);
 		CO_LOOP_TRACE(f, CO_LOOP_TRACE_RESUME);
 		switch (co_resume(f)) {
@@ -556,9 +558,9 @@ static inline co_awaiter *co_loop_timeout(co_timer *t, co_loop *l, co_awaiter *a
 	static const co_awaiter_ops ops = { co__limit_ready, co__limit_suspend,
 					    co__limit_resume, co__limit_cancel, 0, "limit" };
 
-	if (t == NULL || l == NULL || aw == NULL || aw->ops->cancel == NULL || l->now == NULL ||
-	    ticks > co__tick_max(l))
-		return NULL;
+	if (t == NULL || l == NULL || aw == NULL || aw == &t->aw || aw->ops->cancel == NULL ||
+	    l->now == NULL || ticks > co__tick_max(l))
+		return NULL; /* aw == &t->aw: the sleep of its own timer, which it would overwrite */
 	t->aw.ops = &ops;
 	t->loop = l;
 	t->inner = aw;

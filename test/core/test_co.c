@@ -1447,11 +1447,10 @@ static void test_null_arguments(void **state)
 
 /* ---- what a stranger reads back ------------------------------------------ */
 
-/* A co_tiny's status is "the CO_RETURN status (0 or a negative errno)"
- * (docs/core.md), read from b.pt.status (docs/firmware.md). It is a signed
- * char: an errno beyond 128 comes back as another, positive number, with no
- * trap and no warning when the status is not a constant. Linux's largest is
- * 133 (EHWPOISON); newlib's ECANCELED, which firmware.md names, is 140. */
+/* A co_tiny's status is one byte, -128 to 127 (the frame stays 4 bytes):
+ * those come back as given; a CO_RETURN outside keeps the nearer end, -128
+ * or 127, never another number (a signed char took 133 for 123: Linux's
+ * EHWPOISON; newlib's ECANCELED is 140), and a debug build traps. */
 struct tret {
 	co_tiny pt;
 	int err;
@@ -1465,19 +1464,39 @@ static int tret_fn(struct tret *t)
 	CO_END(f);
 }
 
-static void test_tiny_status_keeps_errno(void **state)
+static int tiny_status_of(int err)
 {
-	static const int errs[] = { -1, -125, -128, -133, -140 };
+	struct tret t = { .err = err };
+
+	co_tiny_init(&t.pt);
+	assert_int_equal(tret_fn(&t), CO_DONE);
+	assert_true(co_tiny_done(&t.pt));
+	return t.pt.status;
+}
+
+#if CO_DEBUG
+static void tiny_return_133(void)
+{
+	(void)tiny_status_of(-133);
+}
+#endif
+
+static void test_tiny_status_range(void **state)
+{
+	static const int kept[] = { 0, 1, -1, -125, -127, -128, 127 };
 	(void)state;
 
-	for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
-		struct tret t = { .err = errs[i] };
-
-		co_tiny_init(&t.pt);
-		assert_int_equal(tret_fn(&t), CO_DONE);
-		assert_true(co_tiny_done(&t.pt));
-		assert_int_equal(t.pt.status, errs[i]);
-	}
+	for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+		assert_int_equal(tiny_status_of(kept[i]), kept[i]);
+#if CO_DEBUG
+	assert_true(traps_with(tiny_return_133, "CO_RETURN: status out of a co_tiny's range"));
+#else
+	assert_int_equal(tiny_status_of(-133), -128);
+	assert_int_equal(tiny_status_of(-140), -128);
+	assert_int_equal(tiny_status_of(-100000), -128);
+	assert_int_equal(tiny_status_of(128), 127);
+	assert_int_equal(tiny_status_of(200), 127);
+#endif
 }
 
 /* Release builds: firmware.md's pitfall table promises "a no-op returning
@@ -1542,7 +1561,7 @@ int main(void)
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_null_arguments),
-		cmocka_unit_test(test_tiny_status_keeps_errno),
+		cmocka_unit_test(test_tiny_status_range),
 		cmocka_unit_test(test_release_misuse_answers),
 	};
 	return cmocka_run_group_tests_name(CO_USE_COMPUTED_GOTO ? "co (computed goto)" : "co (switch)",
