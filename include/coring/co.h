@@ -790,10 +790,11 @@ static inline int co_resume(co_frame *f)
 	return co__resume_chain(f, f->top);
 }
 
-/* Generator step: resume and tell whether a new value was yielded. */
+/* Generator step: resume and tell whether a new value was yielded (0 once
+ * it finished, or while it waits on an awaiter: co_done tells which). */
 static inline int co_next(co_frame *f)
 {
-	return co_resume(f) != CO_DONE;
+	return co_resume(f) == CO_YIELDED;
 }
 
 /*

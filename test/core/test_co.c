@@ -135,6 +135,25 @@ static void test_generator(void **state)
 	assert_false(co_next(&sq.co));
 }
 
+/* A generator that waits on an awaiter between two values: co_next says
+ * false while it waits (no new value), true for the value after the wake,
+ * and false at the end. */
+struct gen_waits {
+	co_frame co;
+	co_awaiter *aw;
+	long value;
+};
+
+static int gen_waits_fn(co_frame *f)
+{
+	struct gen_waits *g = (struct gen_waits *)f;
+	CO_BEGIN(f);
+	CO_YIELD_VALUE(f, g->value, 1);
+	CO_AWAIT(f, g->aw);
+	CO_YIELD_VALUE(f, g->value, 2);
+	CO_END(f);
+}
+
 /* ---- awaiters ------------------------------------------------------------- */
 
 /* A manual awaiter that logs the protocol calls. */
@@ -188,6 +207,25 @@ static int probe_cancel(co_awaiter *a, co_frame *f)
 static const co_awaiter_ops probe_ops = { probe_ready, probe_suspend, probe_resume,
 					  probe_cancel, 0, "probe" };
 static const co_awaiter_ops bare_ops = { NULL, probe_suspend, NULL, NULL, 0, NULL };
+
+static void test_generator_that_waits(void **state)
+{
+	struct probe p = { .suspends = 1 };
+	struct gen_waits g = { .aw = &p.aw };
+	(void)state;
+	p.aw.ops = &probe_ops;
+	co_init(&g.co, gen_waits_fn);
+	assert_true(co_next(&g.co));
+	assert_int_equal(g.value, 1);
+	assert_false(co_next(&g.co)); /* waits: no new value */
+	assert_false(co_done(&g.co));
+	assert_int_equal(g.value, 1);
+	co_wake(p.waiter);
+	assert_true(co_next(&g.co));
+	assert_int_equal(g.value, 2);
+	assert_false(co_next(&g.co));
+	assert_true(co_done(&g.co));
+}
 
 struct awaiting {
 	co_frame co;
@@ -1538,6 +1576,7 @@ int main(void)
 		cmocka_unit_test(test_yield_and_end),
 		cmocka_unit_test(test_return_status),
 		cmocka_unit_test(test_generator),
+		cmocka_unit_test(test_generator_that_waits),
 		cmocka_unit_test(test_await_suspends_then_wakes),
 		cmocka_unit_test(test_init_resets_every_field),
 		cmocka_unit_test(test_waiting_query),
