@@ -227,6 +227,35 @@ static void test_generator_that_waits(void **state)
 	assert_true(co_done(&g.co));
 }
 
+/* In C, a void * given to CO_AWAIT is taken as an awaiter (as NULL must
+ * be): the awaiter protocol runs on it (ready, then resume: "rR"). */
+struct void_await {
+	co_frame co;
+	void *x;
+	int got;
+};
+
+static int void_await_fn(co_frame *f)
+{
+	struct void_await *v = (struct void_await *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, v->x);
+	v->got = co_result(f);
+	CO_END(f);
+}
+
+static void test_void_pointer_is_an_awaiter(void **state)
+{
+	struct probe p = { .is_ready = 1, .value = 7 };
+	struct void_await v = { .x = &p.aw };
+	(void)state;
+	p.aw.ops = &probe_ops;
+	co_init(&v.co, void_await_fn);
+	assert_int_equal(co_resume(&v.co), CO_DONE);
+	assert_int_equal(v.got, 7);
+	assert_string_equal(p.log, "rR");
+}
+
 struct awaiting {
 	co_frame co;
 	struct probe *p;
@@ -1577,6 +1606,7 @@ int main(void)
 		cmocka_unit_test(test_return_status),
 		cmocka_unit_test(test_generator),
 		cmocka_unit_test(test_generator_that_waits),
+		cmocka_unit_test(test_void_pointer_is_an_awaiter),
 		cmocka_unit_test(test_await_suspends_then_wakes),
 		cmocka_unit_test(test_init_resets_every_field),
 		cmocka_unit_test(test_waiting_query),
