@@ -930,7 +930,11 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 
 	if (CO__UNLIKELY(a == NULL)) {
 		CO__CHECK(0, "CO_AWAIT: NULL awaiter (a prep given a NULL argument?)");
-		a = co__einval_awaiter();
+		/* It ends at once (its ready op says so). Returning here keeps
+		 * it off the short path below, where gcc -O2 -DNDEBUG warns
+		 * (-Warray-bounds) that it is smaller than a co__parking. */
+		f->u.aw = co__einval_awaiter();
+		return 0;
 	}
 	f->u.aw = a;
 	if (CO__LIKELY(a->ops->kind & CO__AW_PARKS)) {
