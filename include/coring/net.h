@@ -86,8 +86,10 @@ typedef struct co_dialer {
  * (-ECONNREFUSED, -ENETUNREACH ...; d->err, d->tried tell more), -ETIME
  * (the time ran out: a lookup still queued on the pool is taken off it, one
  * a worker runs already is waited for), -ECANCELED, -EINVAL (NULL host,
- * port outside 1..65535, a name with NULL p), -EBUSY (d is in use by
- * another await). A NULL d returns NULL (-EINVAL). co_timeout and
+ * port outside 1..65535, a name with NULL p), -EBUSY (a dial is in
+ * progress on d: from the call that handed out its frame, awaited or not
+ * yet, until that frame finishes; zeroing d drops one never awaited). A
+ * NULL d returns NULL (-EINVAL). co_timeout and
  * co_cancel apply as to any child. d must be zeroed memory before its
  * first use (a field of a zeroed struct), as a co_stream. A cancel stop
  * whose grace runs out while a worker runs the lookup finishes the dial

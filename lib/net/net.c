@@ -173,14 +173,22 @@ static int dial_fn(co_frame *f)
 	CO_END(f);
 }
 
+/* A dial is in progress on d: from the call that handed out its frame
+ * until that frame finishes (awaited, started, or not awaited yet). Zeroed
+ * memory has no body: no dial. */
+static int dial_busy(const co_dialer *d)
+{
+	return d->co.parent != NULL || (d->co.fn != NULL && !(d->co.state & CO__ST_DONE));
+}
+
 co_frame *co_dial(co_dialer *d, co_pool *p, const char *host, int port, uint64_t timeout_ns)
 {
 	uint64_t now;
 
 	if (d == NULL)
 		return NULL;
-	if (d->co.parent != NULL || (d->co.label != 0 && !(d->co.state & CO__ST_DONE)))
-		return (co_frame *)&fail_ebusy; /* awaited, or started: another await's */
+	if (dial_busy(d))
+		return (co_frame *)&fail_ebusy; /* another await's */
 	if (host == NULL || port < 1 || port > 65535)
 		return (co_frame *)&fail_einval;
 	memset(d, 0, sizeof *d);

@@ -551,6 +551,68 @@ static void test_dial_cancel_and_misuse(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
+/* net.h: a dial is in progress on d from the call that handed out its
+ * frame (reader.md's pipelined pattern: df = co_dial(...), another await,
+ * then CO_AWAIT(f, df)) until that frame finishes: a second co_dial in
+ * that window answers -EBUSY and leaves the first alone (it took over the
+ * same frame, memset under it, and the first await dialled the second's
+ * port); zeroing d drops a dial never awaited. */
+struct handed_dial {
+	co_frame co;
+	co_frame *df;
+	int res;
+};
+
+static int handed_dial_fn(co_frame *f)
+{
+	struct handed_dial *h = (struct handed_dial *)f;
+
+	CO_BEGIN(f);
+	CO_AWAIT_TASK(f, h->df);
+	h->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_dial_handed_out_refuses_a_second(void **state)
+{
+	int fds = co_test_open_fds(), l1, l2;
+	struct pollfd pfd = { .events = POLLIN };
+	struct handed_dial h = { .res = 99 };
+	co_dialer d;
+	co_frame *second;
+
+	(void)state;
+	l1 = co_listen("127.0.0.1", 0, 0, 0);
+	l2 = co_listen("127.0.0.1", 0, 0, 0);
+	memset(&d, 0, sizeof d);
+	h.df = co_dial(&d, NULL, "127.0.0.1", co_local_port(l1), 0);
+	assert_ptr_equal(h.df, &d.co);
+	assert_false(co_done(h.df));
+	second = co_dial(&d, NULL, "127.0.0.1", co_local_port(l2), 0);
+	assert_true(co_done(second));
+	assert_int_equal(co_status(second), -EBUSY);
+	co_init(&h.co, handed_dial_fn);
+	co_test_run1(&h.co);
+	check_connected(l1, h.res); /* the first dial's port, not the second's */
+	pfd.fd = l2;
+	assert_int_equal(poll(&pfd, 1, 0), 0); /* nothing dialled l2 */
+	/* finished: d is free again */
+	h.df = co_dial(&d, NULL, "127.0.0.1", co_local_port(l2), 0);
+	assert_ptr_equal(h.df, &d.co);
+	/* handed out and dropped: zeroing d frees it */
+	assert_int_equal(co_status(co_dial(&d, NULL, "127.0.0.1", co_local_port(l1), 0)), -EBUSY);
+	memset(&d, 0, sizeof d);
+	h.df = co_dial(&d, NULL, "127.0.0.1", co_local_port(l2), 0);
+	assert_ptr_equal(h.df, &d.co);
+	h.res = 99;
+	co_init(&h.co, handed_dial_fn);
+	co_test_run1(&h.co);
+	check_connected(l2, h.res);
+	close(l1);
+	close(l2);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 /* ---- a limit that runs out as a connect or an accept completes ----------------------------- */
 
 /* Accept and close whatever waits in lfd's queue. */
@@ -913,6 +975,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dial_time_limit),
 	cmocka_unit_test(test_dial_lookup_given_up),
 	cmocka_unit_test(test_dial_cancel_and_misuse),
+	cmocka_unit_test(test_dial_handed_out_refuses_a_second),
 	cmocka_unit_test(test_dial_result_kept),
 	cmocka_unit_test(test_accept_result_kept),
 	cmocka_unit_test(test_no_delay),
