@@ -1424,6 +1424,165 @@ static void test_release_races_limit(void **state)
 	}
 }
 
+/* The same race for the waits test_release_races_limit leaves out: a
+ * condition wait (signal), a channel send on a full ring (a receiver on
+ * another thread takes an item and refills the ring from the parked
+ * sender), a receive of many (a send hands it one item), a latch and a
+ * wait group (the last count down). sync.md, "The timeout race": whoever
+ * claims the waiter first decides its result, exactly one of "released"
+ * and "timed out" wins, and the claim's result stands. Held open at
+ * CO__POINT_WAIT_VISIT (the timer's look saw the waiter waiting), the
+ * release comes first: 0 (1 for the receive of many), the mutex held
+ * again after the condition wait, the item delivered once; released late:
+ * -ETIME, and what is released after stays with the primitive. */
+enum { RL2_COND, RL2_SEND, RL2_RECV_MANY, RL2_LATCH, RL2_WAITGROUP, RL2_KINDS };
+
+struct rl2 {
+	co_frame co;
+	co_waiter w;
+	co_mutex m;
+	co_cond c;
+	co_chan ch;
+	co_latch latch;
+	co_waitgroup wg;
+	int kind, item, many[4], res, held_after;
+	pthread_t releaser;
+	atomic_int started;
+};
+
+static void rl2_release(struct rl2 *t)
+{
+	int item = 42, got = 0;
+
+	if (t->kind == RL2_COND) {
+		assert_int_equal(co_cond_signal(&t->c), 0);
+	} else if (t->kind == RL2_SEND) {
+		assert_int_equal(co_chan_try_recv(&t->ch, &got), 0);
+		assert_int_equal(got, 1); /* the item that filled the ring */
+	} else if (t->kind == RL2_RECV_MANY) {
+		assert_int_equal(co_chan_try_send(&t->ch, &item), 0);
+	} else if (t->kind == RL2_LATCH) {
+		assert_int_equal(co_latch_count_down(&t->latch, 1), 0);
+	} else {
+		assert_int_equal(co_waitgroup_done(&t->wg), 0);
+	}
+}
+
+static void *rl2_releaser(void *arg)
+{
+	rl2_release(arg);
+	return NULL;
+}
+
+static void rl2_window(void *arg)
+{
+	struct rl2 *t = arg;
+
+	if (atomic_exchange(&t->started, 1))
+		return;
+	assert_int_equal(pthread_create(&t->releaser, NULL, rl2_releaser, t), 0);
+	while (atomic_load(&t->w.state) == CO__W_WAITING)
+		;
+}
+
+static co_awaiter *rl2_wait(struct rl2 *t)
+{
+	if (t->kind == RL2_COND)
+		return co_cond_wait(&t->w, &t->c, &t->m);
+	if (t->kind == RL2_SEND)
+		return co_chan_send(&t->w, &t->ch, &t->item);
+	if (t->kind == RL2_RECV_MANY)
+		return co_chan_recv_many(&t->w, &t->ch, t->many, 4);
+	if (t->kind == RL2_LATCH)
+		return co_latch_wait(&t->w, &t->latch);
+	return co_waitgroup_wait(&t->w, &t->wg);
+}
+
+static int rl2_fn(co_frame *f)
+{
+	struct rl2 *t = (struct rl2 *)f;
+	CO_BEGIN(f);
+	if (t->kind == RL2_COND) {
+		CO_AWAIT(f, co_mutex_lock(&t->w, &t->m));
+		assert_int_equal(co_result(f), 0);
+	}
+	CO_AWAIT(f, co_wait_for(rl2_wait(t), SHORT));
+	t->res = co_result(f);
+	if (t->kind == RL2_COND) { /* held again, whatever the value */
+		t->held_after = co_mutex_trylock(&t->m) == -EBUSY;
+		assert_int_equal(co_mutex_unlock(&t->m), 0);
+	}
+	if (t->res == -ETIME) /* too late: the release goes to the primitive */
+		rl2_release(t);
+	CO_END(f);
+}
+
+static void test_release_races_limit_other_waits(void **state)
+{
+	static const char *kinds[RL2_KINDS] = { "condition", "send", "recv_many", "latch",
+						"wait group" };
+
+	(void)state;
+	for (int kind = 0; kind < RL2_KINDS; kind++) {
+		for (int window = 0; window < 2; window++) {
+			struct rl2 t;
+			int item = 0, one = 1;
+
+			memset(&t, 0, sizeof t);
+			t.kind = kind;
+			t.item = 2;
+			assert_int_equal(co_mutex_init(&t.m), 0);
+			assert_int_equal(co_cond_init(&t.c), 0);
+			assert_int_equal(co_chan_init(&t.ch, sizeof(int), 1, NULL), 0);
+			if (kind == RL2_SEND) /* full: the send waits */
+				assert_int_equal(co_chan_try_send(&t.ch, &one), 0);
+			assert_int_equal(co_latch_init(&t.latch, 1), 0);
+			assert_int_equal(co_waitgroup_init(&t.wg), 0);
+			assert_int_equal(co_waitgroup_add(&t.wg, 1), 0);
+			if (window)
+				co__fault_on_point(CO__POINT_WAIT_VISIT, rl2_window, &t);
+			co_init(&t.co, rl2_fn);
+			co_test_run1(&t.co);
+			co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL);
+			if (atomic_load(&t.started))
+				pthread_join(t.releaser, NULL);
+			print_message("%-10s %s: %d\n", kinds[kind],
+				      atomic_load(&t.started) ? "released in the window" : "released late",
+				      t.res);
+			assert_int_equal(t.res, atomic_load(&t.started) ?
+							(kind == RL2_RECV_MANY ? 1 : 0) : -ETIME);
+			if (kind == RL2_COND)
+				assert_int_equal(t.held_after, 1);
+			if (kind == RL2_SEND) {
+				/* sent once (in the window), or not at all */
+				int r = co_chan_try_recv(&t.ch, &item);
+				if (atomic_load(&t.started)) {
+					assert_int_equal(r, 0);
+					assert_int_equal(item, 2);
+				} else {
+					assert_int_equal(r, -EAGAIN);
+				}
+			}
+			if (kind == RL2_RECV_MANY) {
+				if (atomic_load(&t.started)) {
+					assert_int_equal(t.many[0], 42);
+					assert_int_equal(co_chan_try_recv(&t.ch, &item), -EAGAIN);
+				} else { /* the late item stays in the channel */
+					assert_int_equal(co_chan_try_recv(&t.ch, &item), 0);
+					assert_int_equal(item, 42);
+				}
+			}
+			assert_int_equal(co_latch_try_wait(&t.latch), kind == RL2_LATCH ? 0 : -EAGAIN);
+			assert_int_equal(co_chan_try_recv(&t.ch, &item), -EAGAIN);
+			assert_int_equal(co_mutex_destroy(&t.m), 0);
+			assert_int_equal(co_cond_destroy(&t.c), 0);
+			assert_int_equal(co_chan_destroy(&t.ch), 0);
+			assert_int_equal(co_latch_destroy(&t.latch), 0);
+			assert_int_equal(co_waitgroup_destroy(&t.wg), 0);
+		}
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -1437,6 +1596,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_timer_allocation_fails),
 	cmocka_unit_test(test_child_result_kept),
 	cmocka_unit_test(test_release_races_limit),
+	cmocka_unit_test(test_release_races_limit_other_waits),
 	cmocka_unit_test(test_shield_lets_cleanup_run),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_transfer_inside_a_limit),
