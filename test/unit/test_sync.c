@@ -640,6 +640,127 @@ static void test_condvar_timeout_cancel_relock(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* ---- condition variable: notifies are not remembered; re-lock order ------------- */
+
+/* sync.md, "Condition variable": "Wake-ups are never spurious". A signal
+ * or a broadcast with nobody waiting is not kept for a later wait: that
+ * wait runs to its limit (-ETIME), and holds the mutex again. */
+struct cv_late {
+	co_frame co;
+	co_waiter w;
+	co_mutex m;
+	co_cond c;
+	int res, held_after;
+};
+
+static int cv_late_fn(co_frame *f)
+{
+	struct cv_late *t = (struct cv_late *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, &t->m));
+	assert_int_equal(co_result(f), 0);
+	assert_int_equal(co_cond_signal(&t->c), 0);    /* nobody waits */
+	assert_int_equal(co_cond_broadcast(&t->c), 0);
+	CO_AWAIT(f, co_wait_for(co_cond_wait(&t->w, &t->c, &t->m), 2 * CO_MS));
+	t->res = co_result(f);
+	t->held_after = co_mutex_trylock(&t->m) == -EBUSY;
+	assert_int_equal(co_mutex_unlock(&t->m), 0);
+	CO_END(f);
+}
+
+static void test_cond_notify_not_remembered(void **state)
+{
+	struct cv_late t;
+	(void)state;
+	memset(&t, 0, sizeof t);
+	assert_int_equal(co_mutex_init(&t.m), 0);
+	assert_int_equal(co_cond_init(&t.c), 0);
+	t.res = 1;
+	co_init(&t.co, cv_late_fn);
+	co_test_run1(&t.co);
+	assert_int_equal(t.res, -ETIME);
+	assert_int_equal(t.held_after, 1);
+	assert_int_equal(co_cond_destroy(&t.c), 0);
+	assert_int_equal(co_mutex_destroy(&t.m), 0);
+}
+
+/* sync.md: "If the mutex is held, it joins the mutex's queue and a later
+ * unlock hands the mutex to it" and "A condition variable's waiter
+ * re-locking its mutex is handed it too, in FIFO order, as before its
+ * wait." Three condition waiters; a notifier holds the mutex while a
+ * plain locker queues on it, then broadcasts and unlocks: the mutex goes
+ * to the locker (it queued first), then to the three waiters in the order
+ * they waited, with either policy. */
+#define CV_ORDER_WAITERS 3
+
+struct cv_order {
+	co_mutex m;
+	co_cond c;
+	int order[CV_ORDER_WAITERS + 1], n;
+};
+
+struct cv_order_one {
+	co_frame co;
+	co_waiter w;
+	struct cv_order *o;
+	int id, notifier, res;
+};
+
+static int cv_order_fn(co_frame *f)
+{
+	struct cv_order_one *t = (struct cv_order_one *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, &t->o->m));
+	assert_int_equal(co_result(f), 0);
+	if (t->notifier) {
+		CO_YIELD(f); /* the locker queues on the mutex meanwhile */
+		assert_int_equal(co_cond_broadcast(&t->o->c), 0);
+		assert_int_equal(co_mutex_unlock(&t->o->m), 0);
+		CO_RETURN(f, 0);
+	}
+	if (t->id < CV_ORDER_WAITERS) {
+		CO_AWAIT(f, co_cond_wait(&t->w, &t->o->c, &t->o->m));
+		t->res = co_result(f);
+	}
+	t->o->order[t->o->n++] = t->id; /* under the mutex */
+	assert_int_equal(co_mutex_unlock(&t->o->m), 0);
+	CO_END(f);
+}
+
+static void test_cond_relock_order(void **state)
+{
+	(void)state;
+	for (int fifo = 0; fifo < 2; fifo++) {
+		struct cv_order o;
+		struct cv_order_one t[CV_ORDER_WAITERS + 2];
+		co_frame *fs[CV_ORDER_WAITERS + 2];
+
+		memset(&o, 0, sizeof o);
+		memset(t, 0, sizeof t);
+		assert_int_equal(fifo ? co_mutex_init_fifo(&o.m) : co_mutex_init(&o.m), 0);
+		assert_int_equal(co_cond_init(&o.c), 0);
+		/* waiters 0..2, the notifier, then the locker (id 3) */
+		for (int i = 0; i < CV_ORDER_WAITERS + 2; i++) {
+			int k = i < CV_ORDER_WAITERS ? i : i == CV_ORDER_WAITERS ? -1 : CV_ORDER_WAITERS;
+			t[i].o = &o;
+			t[i].id = k;
+			t[i].notifier = k == -1;
+			t[i].res = 1;
+			co_init(&t[i].co, cv_order_fn);
+			fs[i] = &t[i].co;
+		}
+		co_test_run_frames(fs, CV_ORDER_WAITERS + 2);
+		assert_int_equal(o.n, CV_ORDER_WAITERS + 1);
+		assert_int_equal(o.order[0], CV_ORDER_WAITERS); /* the locker */
+		for (int i = 0; i < CV_ORDER_WAITERS; i++) {
+			assert_int_equal(o.order[i + 1], i);
+			assert_int_equal(t[i].res, 0);
+		}
+		assert_int_equal(co_cond_destroy(&o.c), 0);
+		assert_int_equal(co_mutex_destroy(&o.m), 0);
+	}
+}
+
 /* ---- misuse ------------------------------------------------------------------------- */
 
 struct misuse {
@@ -727,6 +848,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_condvar_producer_consumer),
 		cmocka_unit_test(test_condvar_timeout_cancel_relock),
 		cmocka_unit_test(test_misuse),
+		cmocka_unit_test(test_cond_notify_not_remembered),
+		cmocka_unit_test(test_cond_relock_order),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
