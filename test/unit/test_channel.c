@@ -614,6 +614,61 @@ static void test_new_sender_queues_behind_parked(void **state)
 	assert_int_equal(co_chan_destroy(&ch), 0);
 }
 
+/* At the refill point, a receiving frame instead of a new sender. The
+ * ring is empty (the first receiver took its only item) but a sender is
+ * still parked. lib/sync/channel.c: "A receiver that finds the ring empty
+ * while senders are still parked ... refills it itself instead of
+ * parking"; sync.md: "receivers wait only on an empty ring and senders
+ * only on a full one". The frame, run by a second loop at the point,
+ * takes the parked sender's item at once (it does not park), the first
+ * receiver's refill then finds nobody, and the item arrives exactly once. */
+struct overtaker {
+	co_loop loop;
+	struct party r;
+	int parked;               /* what the second loop's run answered */
+};
+
+static void overtaker_recv(void *arg)
+{
+	struct overtaker *k = arg;
+
+	co__fault_on_point(CO__POINT_CHAN_REFILL, NULL, NULL); /* once */
+	co_init(&k->r.co, receiver_fn);
+	assert_int_equal(co_loop_spawn(&k->loop, &k->r.co), 0);
+	k->parked = co_loop_run(&k->loop);
+}
+
+static void test_receiver_in_refill_window_takes_parked(void **state)
+{
+	co_loop loop;
+	co_chan ch;
+	uint64_t v = 20;
+	struct party snd = { .ch = &ch, .item = 21, .res = 1 };
+	struct overtaker k;
+	(void)state;
+	memset(&k, 0, sizeof k);
+	k.r = (struct party){ .ch = &ch, .res = 1 };
+	k.parked = -1;
+	co_loop_init(&loop);
+	co_loop_init(&k.loop);
+	assert_int_equal(co_chan_init(&ch, sizeof v, 1, NULL), 0);
+	assert_int_equal(co_chan_try_send(&ch, &v), 0); /* fills the ring */
+	co_init(&snd.co, sender_fn);
+	assert_int_equal(co_loop_spawn(&loop, &snd.co), 0);
+	assert_int_equal(co_loop_run(&loop), 1); /* 21 parked */
+	co__fault_on_point(CO__POINT_CHAN_REFILL, overtaker_recv, &k);
+	assert_int_equal(co_chan_try_recv(&ch, &v), 0);
+	assert_int_equal(v, 20);
+	assert_int_equal(k.parked, 0); /* it did not park */
+	assert_int_equal(k.r.res, 0);
+	assert_int_equal(k.r.item, 21);
+	assert_int_equal(co_loop_run(&loop), 0);
+	assert_int_equal(snd.res, 0);
+	assert_int_equal(co_chan_try_recv(&ch, &v), -EAGAIN); /* once */
+	assert_int_equal(co_chan_len(&ch), 0);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
 /* ---- co_chan_recv_many -------------------------------------------------------------- */
 
 struct mparty {
@@ -1278,6 +1333,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timed_receives_lose_nothing),
 		cmocka_unit_test(test_close_wakes_blocked),
 		cmocka_unit_test(test_new_sender_queues_behind_parked),
+		cmocka_unit_test(test_receiver_in_refill_window_takes_parked),
 		cmocka_unit_test(test_destroy_while_polling),
 		cmocka_unit_test(test_destroy_while_refilling),
 		cmocka_unit_test(test_timeouts_and_cancel),
