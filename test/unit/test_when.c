@@ -493,6 +493,88 @@ static void test_spawn_on_result_kept(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- a frame cancelled before its await; a child without a body ------------------ */
+
+/* sync.md, when_all / when_any: "A frame already asked to cancel spawns
+ * none: its await ends at once with -ECANCELED". The parent is cancelled
+ * (by another frame, while it is ready, not parked) before it awaits:
+ * -ECANCELED, with either combinator and co_spawn_on, and its children
+ * are left fresh (never spawned, no on_done taken). when.h: a child
+ * "without a body" is -EINVAL, nothing spawned. */
+struct pre_cancelled {
+	co_frame co;
+	co_when w;
+	co_frame **kids;
+	int how, res;
+};
+
+static int pre_cancelled_fn(co_frame *f)
+{
+	struct pre_cancelled *p = (struct pre_cancelled *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the canceller runs meanwhile */
+	if (p->how == 0)
+		CO_AWAIT(f, co_when_all(&p->w, p->kids, 2));
+	else if (p->how == 1)
+		CO_AWAIT(f, co_when_any(&p->w, p->kids, 2));
+	else
+		CO_AWAIT(f, co_spawn_on(&p->w, co_engine_current(), p->kids[0]));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+struct pre_canceller {
+	co_frame co;
+	co_frame *victim;
+	int res;
+};
+
+static int pre_canceller_fn(co_frame *f)
+{
+	struct pre_canceller *c = (struct pre_canceller *)f;
+	CO_BEGIN(f);
+	c->res = co_cancel(c->victim);
+	CO_END(f);
+}
+
+static void test_cancelled_before_spawns_none(void **state)
+{
+	(void)state;
+	for (int how = 0; how < 3; how++) {
+		struct kid k[2];
+		co_frame *kids[2] = { &k[0].co, &k[1].co };
+		struct pre_cancelled p = { .kids = kids, .how = how, .res = 1 };
+		struct pre_canceller c = { .victim = &p.co, .res = 1 };
+		co_frame *fs[2] = { &p.co, &c.co };
+
+		kid_init(&k[0], K_NOW, 3, 0);
+		kid_init(&k[1], K_NOW, 4, 0);
+		co_init(&p.co, pre_cancelled_fn);
+		co_init(&c.co, pre_canceller_fn);
+		co_test_run_frames(fs, 2);
+		assert_int_equal(c.res, 0);
+		assert_int_equal(p.res, -ECANCELED);
+		for (int i = 0; i < 2; i++) {
+			assert_false(co_done(kids[i]));
+			assert_int_equal(kids[i]->state & CO__ST_SPAWNED, 0);
+			assert_null(kids[i]->on_done);
+		}
+	}
+	{ /* a child without a body */
+		struct kid k[2];
+		co_frame *kids[2] = { &k[0].co, &k[1].co };
+		struct parent p = { .res = 1 };
+
+		kid_init(&k[0], K_NOW, 0, 0);
+		kid_init(&k[1], K_NOW, 0, 0);
+		k[1].co.fn = NULL;
+		assert_int_equal(run_parent(&p, kids, 2, 0), -EINVAL);
+		assert_false(co_done(kids[0]));
+		assert_int_equal(run_parent(&p, kids, 2, 1), -EINVAL);
+		assert_false(co_done(kids[0]));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -503,6 +585,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_when_all_with_stealing),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_spawn_on_result_kept),
+		cmocka_unit_test(test_cancelled_before_spawns_none),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
