@@ -939,6 +939,130 @@ static void test_destroy_busy_through_hand_off(void **state)
 	alarm(0);
 }
 
+/* ---- mixed stress: lock, trylock, timed lock, condition waits, 4 contexts -------- */
+
+/* sync.md promises lockers that lose no increment (lockers_barging), a
+ * timed waiter that holds the mutex exactly when its value is 0, and a
+ * condition waiter that holds it again after -ETIME too. Here all of it at
+ * once on a barging mutex: 32 coroutines on 4 contexts pick at random a
+ * trylock, a lock limited to 0..19 us, or a lock followed by a condition
+ * wait limited to 0..29 us, a signal or a broadcast. Never two holders,
+ * no value but 0 and -ETIME, every increment counted, nobody left waiting
+ * (the run ends), the mutex free at the end. */
+
+#define MIX_TASKS 32
+#define MIX_ITERS 3000
+
+struct mix_shared {
+	co_mutex m;
+	co_cond c;
+	long counter;               /* plain: under m */
+	atomic_int holders, overlaps, bad;
+	atomic_long done_incs;
+};
+
+struct mix_task {
+	co_frame co;
+	co_waiter w;
+	struct mix_shared *sh;
+	unsigned seed;
+	int i, op, got;
+	long incs;
+};
+
+static unsigned mix_rand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16;
+}
+
+static int mix_fn(co_frame *f)
+{
+	struct mix_task *t = (struct mix_task *)f;
+	CO_BEGIN(f);
+	for (t->i = 0; t->i < MIX_ITERS; t->i++) {
+		t->op = (int)(mix_rand(&t->seed) % 6);
+		t->got = 0;
+		if (t->op == 0) {
+			t->got = co_mutex_trylock(&t->sh->m) == 0;
+		} else if (t->op == 1) {
+			CO_AWAIT(f, co_wait_for(co_mutex_lock(&t->w, &t->sh->m),
+						(mix_rand(&t->seed) % 20) * 1000));
+			if (co_result(f) == 0)
+				t->got = 1;
+			else if (co_result(f) != -ETIME)
+				atomic_fetch_add(&t->sh->bad, 1);
+		} else {
+			CO_AWAIT(f, co_mutex_lock(&t->w, &t->sh->m));
+			if (co_result(f) != 0)
+				atomic_fetch_add(&t->sh->bad, 1);
+			t->got = 1;
+		}
+		if (!t->got) {
+			CO_YIELD(f);
+			continue;
+		}
+		if (atomic_fetch_add(&t->sh->holders, 1) != 0)
+			atomic_fetch_add(&t->sh->overlaps, 1);
+		t->sh->counter++;
+		t->incs++;
+		if (t->op == 3) {
+			atomic_fetch_sub(&t->sh->holders, 1);
+			CO_AWAIT(f, co_wait_for(co_cond_wait(&t->w, &t->sh->c, &t->sh->m),
+						(mix_rand(&t->seed) % 30) * 1000));
+			if (co_result(f) != 0 && co_result(f) != -ETIME)
+				atomic_fetch_add(&t->sh->bad, 1);
+			if (atomic_fetch_add(&t->sh->holders, 1) != 0)
+				atomic_fetch_add(&t->sh->overlaps, 1);
+			t->sh->counter++;
+			t->incs++;
+		} else if (t->op == 4) {
+			co_cond_signal(&t->sh->c);
+		} else if (t->op == 5) {
+			co_cond_broadcast(&t->sh->c);
+		}
+		atomic_fetch_sub(&t->sh->holders, 1);
+		if (co_mutex_unlock(&t->sh->m) != 0)
+			atomic_fetch_add(&t->sh->bad, 1);
+		if (t->i % 3 == 0)
+			CO_YIELD(f);
+	}
+	atomic_fetch_add(&t->sh->done_incs, t->incs);
+	CO_END(f);
+}
+
+static void test_mixed_stress(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 4 };
+	struct mix_shared sh;
+	struct mix_task *t = calloc(MIX_TASKS, sizeof *t);
+	(void)state;
+	assert_non_null(t);
+	memset(&sh, 0, sizeof sh);
+	assert_int_equal(co_mutex_init(&sh.m), 0);
+	assert_int_equal(co_cond_init(&sh.c), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < MIX_TASKS; i++) {
+		t[i].sh = &sh;
+		t[i].seed = 77u + (unsigned)i * 7919u;
+		co_init(&t[i].co, mix_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &t[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	print_message("counter %ld overlaps %d bad %d\n", sh.counter, atomic_load(&sh.overlaps),
+		      atomic_load(&sh.bad));
+	assert_int_equal(atomic_load(&sh.overlaps), 0);
+	assert_int_equal(atomic_load(&sh.bad), 0);
+	assert_int_equal(sh.counter, atomic_load(&sh.done_incs));
+	assert_int_equal(co_mutex_trylock(&sh.m), 0);
+	assert_int_equal(co_mutex_unlock(&sh.m), 0);
+	assert_int_equal(co_cond_destroy(&sh.c), 0);
+	assert_int_equal(co_mutex_destroy(&sh.m), 0);
+	free(t);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -957,6 +1081,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lockers_fifo),
 		cmocka_unit_test(test_uncontended_takes_no_lock),
 		cmocka_unit_test(test_init_errors),
+		cmocka_unit_test(test_mixed_stress),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
