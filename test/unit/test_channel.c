@@ -1319,6 +1319,147 @@ static void test_destroy_drops_buffered(void **state)
 	assert_int_equal(co_chan_destroy(&ch), -EINVAL);
 }
 
+/* ---- timed sends and receives of one and of many, 4 contexts --------------------- */
+
+/* sync.md, Channel: "Every successful send (0) is received exactly once
+ * while the channel lives, and a failed send delivered nothing", with
+ * time limits on both ends (a send that ran out of time delivered
+ * nothing) and receivers of one and of many mixed. 8 producers send
+ * unique items under limits of 0..19 us (retrying one that failed), 8
+ * consumers receive under limits of 0..29 us, half of them by
+ * co_chan_recv_many; after the producers end the channel is closed and
+ * drained. Every item sent (0) arrives exactly once, no failed send's
+ * item arrives, values are only 0 / counts, -ETIME and -EPIPE. */
+#define TS_PRODUCERS 8
+#define TS_CONSUMERS 8
+#define TS_ITEMS 4000               /* per producer */
+
+struct ts_shared {
+	co_chan ch;
+	atomic_uchar *seen;         /* per item: times received */
+	atomic_uchar *sent;         /* per item: 1 if its send answered 0 */
+	atomic_int producers_left, bad;
+};
+
+struct ts_party {
+	co_frame co;
+	co_waiter w;
+	struct ts_shared *sh;
+	unsigned seed;
+	int id, i, many;
+	uint32_t item, got[8];
+};
+
+static unsigned ts_rand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16;
+}
+
+static int ts_producer_fn(co_frame *f)
+{
+	struct ts_party *p = (struct ts_party *)f;
+	CO_BEGIN(f);
+	for (p->i = 0; p->i < TS_ITEMS;) {
+		p->item = (uint32_t)(p->id * TS_ITEMS + p->i);
+		CO_AWAIT(f, co_wait_for(co_chan_send(&p->w, &p->sh->ch, &p->item),
+					(ts_rand(&p->seed) % 20) * 1000));
+		if (co_result(f) == 0) {
+			atomic_store(&p->sh->sent[p->item], 1);
+			p->i++;
+		} else if (co_result(f) != -ETIME) {
+			atomic_fetch_add(&p->sh->bad, 1);
+			break;
+		}
+	}
+	if (atomic_fetch_sub(&p->sh->producers_left, 1) == 1)
+		assert_int_equal(co_chan_close(&p->sh->ch), 0);
+	CO_END(f);
+}
+
+static void ts_got(struct ts_shared *sh, uint32_t item)
+{
+	if (item >= TS_PRODUCERS * TS_ITEMS)
+		atomic_fetch_add(&sh->bad, 1);
+	else
+		atomic_fetch_add(&sh->seen[item], 1);
+}
+
+static int ts_consumer_fn(co_frame *f)
+{
+	struct ts_party *p = (struct ts_party *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		if (p->many)
+			CO_AWAIT(f, co_wait_for(co_chan_recv_many(&p->w, &p->sh->ch, p->got, 8),
+						(ts_rand(&p->seed) % 30) * 1000));
+		else
+			CO_AWAIT(f, co_wait_for(co_chan_recv(&p->w, &p->sh->ch, &p->got[0]),
+						(ts_rand(&p->seed) % 30) * 1000));
+		if (co_result(f) == -EPIPE)
+			break;
+		if (co_result(f) == -ETIME)
+			continue;
+		if (co_result(f) < 0 || (p->many && (co_result(f) == 0 || co_result(f) > 8)) ||
+		    (!p->many && co_result(f) != 0)) {
+			atomic_fetch_add(&p->sh->bad, 1);
+			break;
+		}
+		for (p->i = 0; p->i < (p->many ? co_result(f) : 1); p->i++)
+			ts_got(p->sh, p->got[p->i]);
+	}
+	CO_END(f);
+}
+
+static void test_timed_ends_exactly_once(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 4 };
+	struct ts_shared sh;
+	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
+	long lost = 0, twice = 0, ghost = 0;
+	(void)state;
+	assert_non_null(pp);
+	memset(&sh, 0, sizeof sh);
+	sh.seen = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	sh.sent = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	assert_non_null(sh.seen);
+	assert_non_null(sh.sent);
+	atomic_init(&sh.producers_left, TS_PRODUCERS);
+	assert_int_equal(co_chan_init(&sh.ch, sizeof(uint32_t), 4, NULL), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < TS_PRODUCERS + TS_CONSUMERS; i++) {
+		struct ts_party *p = &pp[i];
+		p->sh = &sh;
+		p->id = i;
+		p->seed = 99u + (unsigned)i * 4241u;
+		p->many = i >= TS_PRODUCERS && i % 2;
+		co_init(&p->co, i < TS_PRODUCERS ? ts_producer_fn : ts_consumer_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &p->co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	for (int i = 0; i < TS_PRODUCERS * TS_ITEMS; i++) {
+		int n = atomic_load(&sh.seen[i]), ok = atomic_load(&sh.sent[i]);
+		if (ok && n == 0)
+			lost++;
+		if (n > 1)
+			twice++;
+		if (!ok && n)
+			ghost++;
+	}
+	print_message("lost %ld twice %ld ghost %ld bad %d\n", lost, twice, ghost,
+		      atomic_load(&sh.bad));
+	assert_int_equal(atomic_load(&sh.bad), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(twice, 0);
+	assert_int_equal(ghost, 0);
+	assert_int_equal(co_chan_destroy(&sh.ch), 0);
+	free(sh.seen);
+	free(sh.sent);
+	free(pp);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1341,6 +1482,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
 		cmocka_unit_test(test_one_context_never_polls),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_timed_ends_exactly_once),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
