@@ -1339,6 +1339,8 @@ struct ts_shared {
 	atomic_uchar *seen;         /* per item: times received */
 	atomic_uchar *sent;         /* per item: 1 if its send answered 0 */
 	atomic_int producers_left, bad;
+	int cancels;                /* co_cancel parties at random */
+	struct ts_party *parties;
 };
 
 struct ts_party {
@@ -1367,6 +1369,8 @@ static int ts_producer_fn(co_frame *f)
 		if (co_result(f) == 0) {
 			atomic_store(&p->sh->sent[p->item], 1);
 			p->i++;
+		} else if (co_result(f) == -ECANCELED && p->sh->cancels) {
+			break;
 		} else if (co_result(f) != -ETIME) {
 			atomic_fetch_add(&p->sh->bad, 1);
 			break;
@@ -1397,6 +1401,8 @@ static int ts_consumer_fn(co_frame *f)
 			CO_AWAIT(f, co_wait_for(co_chan_recv(&p->w, &p->sh->ch, &p->got[0]),
 						(ts_rand(&p->seed) % 30) * 1000));
 		if (co_result(f) == -EPIPE)
+			break;
+		if (co_result(f) == -ECANCELED && p->sh->cancels)
 			break;
 		if (co_result(f) == -ETIME)
 			continue;
@@ -1460,6 +1466,87 @@ static void test_timed_ends_exactly_once(void **state)
 	free(pp);
 }
 
+/* The same with co_cancel: a canceller cancels 6 parties at random while
+ * they run ("a cancelled sender delivered nothing"); a cancelled party
+ * stops, the test drains what cancelled consumers left. Still exactly
+ * once. */
+struct ts_canceller {
+	co_frame co;
+	struct ts_shared *sh;
+	unsigned seed;
+	int i, k;
+};
+
+static int ts_canceller_fn(co_frame *f)
+{
+	struct ts_canceller *c = (struct ts_canceller *)f;
+	CO_BEGIN(f);
+	for (c->i = 0; c->i < c->sh->cancels; c->i++) {
+		for (c->k = 0; c->k < 200; c->k++)
+			CO_YIELD(f);
+		co_cancel(&c->sh->parties[ts_rand(&c->seed) % (TS_PRODUCERS + TS_CONSUMERS)].co);
+	}
+	CO_END(f);
+}
+
+static void test_timed_ends_with_cancels(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 4 };
+	struct ts_shared sh;
+	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
+	struct ts_canceller c;
+	long lost = 0, twice = 0, ghost = 0;
+	uint32_t item;
+	(void)state;
+	assert_non_null(pp);
+	memset(&sh, 0, sizeof sh);
+	memset(&c, 0, sizeof c);
+	sh.seen = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	sh.sent = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	sh.cancels = 6;
+	sh.parties = pp;
+	atomic_init(&sh.producers_left, TS_PRODUCERS);
+	assert_int_equal(co_chan_init(&sh.ch, sizeof(uint32_t), 4, NULL), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < TS_PRODUCERS + TS_CONSUMERS; i++) {
+		struct ts_party *p = &pp[i];
+		p->sh = &sh;
+		p->id = i;
+		p->seed = 99u + (unsigned)i * 4241u;
+		p->many = i >= TS_PRODUCERS && i % 2;
+		co_init(&p->co, i < TS_PRODUCERS ? ts_producer_fn : ts_consumer_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &p->co), 0);
+	}
+	c.sh = &sh;
+	c.seed = 5;
+	co_init(&c.co, ts_canceller_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 1, &c.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	while (co_chan_try_recv(&sh.ch, &item) == 0) /* what cancelled consumers left */
+		ts_got(&sh, item);
+	for (int i = 0; i < TS_PRODUCERS * TS_ITEMS; i++) {
+		int n = atomic_load(&sh.seen[i]), ok = atomic_load(&sh.sent[i]);
+		if (ok && n == 0)
+			lost++;
+		if (n > 1)
+			twice++;
+		if (!ok && n)
+			ghost++;
+	}
+	print_message("lost %ld twice %ld ghost %ld bad %d\n", lost, twice, ghost,
+		      atomic_load(&sh.bad));
+	assert_int_equal(atomic_load(&sh.bad), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(twice, 0);
+	assert_int_equal(ghost, 0);
+	assert_int_equal(co_chan_destroy(&sh.ch), 0);
+	free(sh.seen);
+	free(sh.sent);
+	free(pp);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1483,6 +1570,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_context_never_polls),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_timed_ends_exactly_once),
+		cmocka_unit_test(test_timed_ends_with_cancels),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
