@@ -761,6 +761,129 @@ static void test_cond_relock_order(void **state)
 	}
 }
 
+/* ---- semaphore: timed and cancelled acquires keep the count exact ------------------ */
+
+/* sync.md, "Counting semaphore": permits go to the oldest waiters first,
+ * only what is left over goes back into the count; a timed-out or
+ * cancelled acquire took nothing, a released one (0) holds one permit.
+ * 32 coroutines on 4 contexts take one of 3 permits by try, by a wait
+ * limited to 0..19 us or by a plain wait, hold it a moment and give it
+ * back; a canceller cancels 6 of them at random. Never more than 3
+ * holders, only 0, -ETIME and -ECANCELED, and at the end exactly 3 permits. */
+#define SEM_MIX_TASKS 32
+#define SEM_MIX_ITERS 2000
+#define SEM_MIX_PERMITS 3
+
+struct sem_mix_shared {
+	co_sem sem;
+	atomic_int holders, over, bad;
+	struct sem_mix *tasks;
+};
+
+struct sem_mix {
+	co_frame co;
+	co_waiter w;
+	struct sem_mix_shared *sh;
+	unsigned seed;
+	int i, op, got;
+};
+
+static unsigned sem_mix_rand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16;
+}
+
+static int sem_mix_fn(co_frame *f)
+{
+	struct sem_mix *t = (struct sem_mix *)f;
+	CO_BEGIN(f);
+	for (t->i = 0; t->i < SEM_MIX_ITERS; t->i++) {
+		t->op = (int)(sem_mix_rand(&t->seed) % 3);
+		t->got = 0;
+		if (t->op == 0) {
+			t->got = co_sem_try_acquire(&t->sh->sem) == 0;
+		} else {
+			if (t->op == 1)
+				CO_AWAIT(f, co_wait_for(co_sem_acquire(&t->w, &t->sh->sem),
+							(sem_mix_rand(&t->seed) % 20) * 1000));
+			else
+				CO_AWAIT(f, co_sem_acquire(&t->w, &t->sh->sem));
+			if (co_result(f) == 0)
+				t->got = 1;
+			else if (co_result(f) == -ECANCELED)
+				CO_RETURN(f, 0);
+			else if (co_result(f) != -ETIME)
+				atomic_fetch_add(&t->sh->bad, 1);
+		}
+		if (t->got) {
+			if (atomic_fetch_add(&t->sh->holders, 1) >= SEM_MIX_PERMITS)
+				atomic_fetch_add(&t->sh->over, 1);
+			CO_YIELD(f);
+			atomic_fetch_sub(&t->sh->holders, 1);
+			if (co_sem_release(&t->sh->sem, 1) != 0)
+				atomic_fetch_add(&t->sh->bad, 1);
+		}
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+struct sem_mix_canceller {
+	co_frame co;
+	struct sem_mix_shared *sh;
+	unsigned seed;
+	int i, k;
+};
+
+static int sem_mix_canceller_fn(co_frame *f)
+{
+	struct sem_mix_canceller *c = (struct sem_mix_canceller *)f;
+	CO_BEGIN(f);
+	for (c->i = 0; c->i < 6; c->i++) {
+		for (c->k = 0; c->k < 300; c->k++)
+			CO_YIELD(f);
+		co_cancel(&c->sh->tasks[sem_mix_rand(&c->seed) % SEM_MIX_TASKS].co);
+	}
+	CO_END(f);
+}
+
+static void test_sem_timed_cancelled_exact(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 4 };
+	struct sem_mix_shared sh;
+	struct sem_mix *t = calloc(SEM_MIX_TASKS, sizeof *t);
+	struct sem_mix_canceller c;
+	(void)state;
+	assert_non_null(t);
+	memset(&sh, 0, sizeof sh);
+	memset(&c, 0, sizeof c);
+	sh.tasks = t;
+	assert_int_equal(co_sem_init(&sh.sem, SEM_MIX_PERMITS), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < SEM_MIX_TASKS; i++) {
+		t[i].sh = &sh;
+		t[i].seed = 3u + (unsigned)i * 6007u;
+		co_init(&t[i].co, sem_mix_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &t[i].co), 0);
+	}
+	c.sh = &sh;
+	c.seed = 11;
+	co_init(&c.co, sem_mix_canceller_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 2, &c.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	print_message("over %d bad %d\n", atomic_load(&sh.over), atomic_load(&sh.bad));
+	assert_int_equal(atomic_load(&sh.over), 0);
+	assert_int_equal(atomic_load(&sh.bad), 0);
+	for (int i = 0; i < SEM_MIX_PERMITS; i++)
+		assert_int_equal(co_sem_try_acquire(&sh.sem), 0);
+	assert_int_equal(co_sem_try_acquire(&sh.sem), -EAGAIN);
+	assert_int_equal(co_sem_destroy(&sh.sem), 0);
+	free(t);
+}
+
 /* ---- misuse ------------------------------------------------------------------------- */
 
 struct misuse {
@@ -850,6 +973,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_cond_notify_not_remembered),
 		cmocka_unit_test(test_cond_relock_order),
+		cmocka_unit_test(test_sem_timed_cancelled_exact),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
