@@ -692,6 +692,100 @@ static void test_broadcast_wakes_in_one_visit(void **state)
 	free(t);
 }
 
+/* sync.md, "Waking across contexts": "Waiters of one engine released by
+ * one call (a set, a broadcast, a release of several permits, a close)
+ * travel together: their frames are pushed with one CAS in one visit,
+ * which bumps epoch once and writes the engine's eventfd once at most."
+ * test_broadcast_wakes_in_one_visit checks a set; here a release of 64
+ * permits, a close with 64 receivers and the count downs of a latch and a
+ * wait group, each releasing 64 frames parked on one sleeping engine. */
+enum { RV_SEM, RV_CLOSE, RV_LATCH, RV_WAITGROUP, RV_KINDS };
+
+struct rv_sleeper {
+	co_frame co;
+	co_waiter w;
+	int kind, res;
+	uint64_t item;
+	co_sem *sem;
+	co_chan *ch;
+	co_latch *latch;
+	co_waitgroup *wg;
+};
+
+static int rv_sleeper_fn(co_frame *f)
+{
+	struct rv_sleeper *t = (struct rv_sleeper *)f;
+	CO_BEGIN(f);
+	if (t->kind == RV_SEM)
+		CO_AWAIT(f, co_sem_acquire(&t->w, t->sem));
+	else if (t->kind == RV_CLOSE)
+		CO_AWAIT(f, co_chan_recv(&t->w, t->ch, &t->item));
+	else if (t->kind == RV_LATCH)
+		CO_AWAIT(f, co_latch_wait(&t->w, t->latch));
+	else
+		CO_AWAIT(f, co_waitgroup_wait(&t->w, t->wg));
+	t->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_release_wakes_in_one_visit(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < RV_KINDS; kind++) {
+		co_engine e;
+		co_sem sem;
+		co_chan ch;
+		co_latch latch;
+		co_waitgroup wg;
+		co_test_runner r;
+		struct rv_sleeper *t = calloc(SLEEPERS, sizeof *t);
+		unsigned epoch, writes;
+
+		assert_non_null(t);
+		assert_int_equal(co_sem_init(&sem, 0), 0);
+		assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 4, NULL), 0);
+		assert_int_equal(co_latch_init(&latch, 2), 0);
+		assert_int_equal(co_waitgroup_init(&wg), 0);
+		assert_int_equal(co_waitgroup_add(&wg, 1), 0);
+		assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .no_spin = 1 }), 0);
+		for (int i = 0; i < SLEEPERS; i++) {
+			t[i] = (struct rv_sleeper){ .kind = kind, .res = 1, .sem = &sem, .ch = &ch,
+						    .latch = &latch, .wg = &wg };
+			co_init(&t[i].co, rv_sleeper_fn);
+			assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+		}
+		co_test_runner_start(&r, &e, CO_RUN_UNTIL_IDLE);
+		WAIT_UNTIL(atomic_load(&e.parked) == SLEEPERS && co__engine_sleeping(&e));
+		if (kind == RV_LATCH) /* not yet zero: nobody wakes */
+			assert_int_equal(co_latch_count_down(&latch, 1), 0);
+		epoch = atomic_load(&e.epoch);
+		writes = atomic_load(&e.wake_writes);
+		if (kind == RV_SEM)
+			assert_int_equal(co_sem_release(&sem, SLEEPERS + 1), 0);
+		else if (kind == RV_CLOSE)
+			assert_int_equal(co_chan_close(&ch), 0);
+		else if (kind == RV_LATCH)
+			assert_int_equal(co_latch_count_down(&latch, 1), 0);
+		else
+			assert_int_equal(co_waitgroup_done(&wg), 0);
+		assert_int_equal(atomic_load(&e.epoch) - epoch, 1);
+		assert_int_equal(co_test_runner_join(&r), 0);
+		assert_int_equal(atomic_load(&e.wake_writes) - writes, 1);
+		for (int i = 0; i < SLEEPERS; i++)
+			assert_int_equal(t[i].res, kind == RV_CLOSE ? -EPIPE : 0);
+		if (kind == RV_SEM) { /* 65 released, 64 taken: one left over */
+			assert_int_equal(co_sem_try_acquire(&sem), 0);
+			assert_int_equal(co_sem_try_acquire(&sem), -EAGAIN);
+		}
+		assert_int_equal(co_engine_destroy(&e), 0);
+		assert_int_equal(co_sem_destroy(&sem), 0);
+		assert_int_equal(co_chan_destroy(&ch), 0);
+		assert_int_equal(co_latch_destroy(&latch), 0);
+		assert_int_equal(co_waitgroup_destroy(&wg), 0);
+		free(t);
+	}
+}
+
 /* ---- a polling engine is not quiet --------------------------------------------- */
 
 struct quiet_spy {
@@ -774,6 +868,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sched_caps_pollers),
 		cmocka_unit_test(test_sched_uncapped_counts_nothing),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
+		cmocka_unit_test(test_release_wakes_in_one_visit),
 		cmocka_unit_test(test_quiet_only_after_poll),
 		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
 		cmocka_unit_test(test_frame_poll_adapts_budget),
