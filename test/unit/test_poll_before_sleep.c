@@ -483,6 +483,94 @@ static void test_chan_poll_gives_up_or_is_refused(void **state)
 	assert_int_equal(polls, 0);
 }
 
+/* sync.md, "The timeout race": "co_wait_for(aw, 0) is a try: -ETIME at
+ * once unless the wait completes at once"; and a limit is when the wait
+ * ends with -ETIME. A channel end that must wait polls the channel first
+ * (Channel: "an end that must wait polls the channel for a while", up to
+ * the engine's poll budget, opts.spin_ns). A try must not: it has no time
+ * to wait. Here an idle engine with a budget of 2 s and a receive from an
+ * empty channel limited to 0, then a send into a full one limited to 0.
+ * FAILS NOW (defect): recv_suspend / send_suspend (lib/sync/channel.c)
+ * poll without looking at the wait's deadline, so each "try" spins for the
+ * whole budget (stats.polls counts it; here 2 s each) before it answers
+ * -ETIME, and any limit shorter than the budget is overrun by up to the
+ * budget. */
+struct zero_try {
+	co_frame co;
+	co_waiter w;
+	co_chan *empty, *full;
+	uint64_t item;
+	int recv_res, send_res;
+	uint64_t polls_before, polls_after_recv, polls_after_send, ns_recv, ns_send;
+};
+
+static uint64_t zt_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int zero_try_fn(co_frame *f)
+{
+	struct zero_try *t = (struct zero_try *)f;
+	co_engine *e = co_engine_current();
+	CO_BEGIN(f);
+	t->polls_before = e->stats.polls;
+	t->ns_recv = zt_now();
+	CO_AWAIT(f, co_wait_for(co_chan_recv(&t->w, t->empty, &t->item), 0));
+	t->ns_recv = zt_now() - t->ns_recv;
+	t->recv_res = co_result(f);
+	e = co_engine_current();
+	t->polls_after_recv = e->stats.polls;
+	e->spin_cur = e->spin_max; /* the failed poll halved it: whole again */
+	t->ns_send = zt_now();
+	CO_AWAIT(f, co_wait_for(co_chan_send(&t->w, t->full, &t->item), 0));
+	t->ns_send = zt_now() - t->ns_send;
+	t->send_res = co_result(f);
+	t->polls_after_send = co_engine_current()->stats.polls;
+	CO_END(f);
+}
+
+static void test_zero_limit_does_not_poll(void **state)
+{
+	co_engine e;
+	co_chan empty, full;
+	uint64_t one = 1;
+	struct zero_try t;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .spin_ns = 2 * CO_S }), 0);
+	if (e.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	assert_int_equal(co_chan_init(&empty, sizeof(uint64_t), 1, NULL), 0);
+	assert_int_equal(co_chan_init(&full, sizeof(uint64_t), 1, NULL), 0);
+	assert_int_equal(co_chan_try_send(&full, &one), 0);
+	memset(&t, 0, sizeof t);
+	t.empty = &empty;
+	t.full = &full;
+	t.recv_res = t.send_res = 1;
+	co_init(&t.co, zero_try_fn);
+	e.spin_cur = e.spin_max; /* a budget, as after a hand-off */
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	print_message("recv: %d after %llu us, %llu polls; send: %d after %llu us, %llu polls\n",
+		      t.recv_res, (unsigned long long)(t.ns_recv / 1000),
+		      (unsigned long long)(t.polls_after_recv - t.polls_before), t.send_res,
+		      (unsigned long long)(t.ns_send / 1000),
+		      (unsigned long long)(t.polls_after_send - t.polls_after_recv));
+	assert_int_equal(t.recv_res, -ETIME);
+	assert_int_equal(t.send_res, -ETIME);
+	assert_int_equal(t.polls_after_recv - t.polls_before, 0);
+	assert_int_equal(t.polls_after_send - t.polls_after_recv, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_chan_destroy(&empty), 0);
+	assert_int_equal(co_chan_destroy(&full), 0);
+}
+
 /* A frame's poll spends the engine's budget and adapts it as the engine's
  * own poll does: one that finds nothing halves it, one that finds doubles
  * it (up to spin_max), and with none left there is no poll. */
@@ -872,6 +960,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_quiet_only_after_poll),
 		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
 		cmocka_unit_test(test_frame_poll_adapts_budget),
+		cmocka_unit_test(test_zero_limit_does_not_poll),
 		cmocka_unit_test(test_chan_receiver_parked_during_sender_poll),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
