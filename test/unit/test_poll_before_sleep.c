@@ -571,6 +571,65 @@ static void test_zero_limit_does_not_poll(void **state)
 	assert_int_equal(co_chan_destroy(&full), 0);
 }
 
+/* sync.md, "The waiter": "A frame that has been cancelled is not parked
+ * again: a wait that cannot complete at once ends with -ECANCELED" (and
+ * co_cancel's request stays for its later waits). A cancelled frame's
+ * receive from an empty channel has nothing to wait for. FAILS NOW
+ * (defect): recv_suspend / send_suspend (lib/sync/channel.c) poll first
+ * for the engine's whole budget (2 s here, stats.polls counts it), so a
+ * cancelled frame (or one of a cancel stop) spins before its -ECANCELED. */
+struct cancelled_recv {
+	co_frame co;
+	co_waiter w;
+	co_chan *ch;
+	uint64_t item, polls_before, polls_after, ns;
+	int res;
+};
+
+static int cancelled_recv_fn(co_frame *f)
+{
+	struct cancelled_recv *t = (struct cancelled_recv *)f;
+	co_engine *e = co_engine_current();
+	CO_BEGIN(f);
+	assert_int_equal(co_cancel(f), 0); /* the request stays */
+	t->polls_before = e->stats.polls;
+	t->ns = zt_now();
+	CO_AWAIT(f, co_chan_recv(&t->w, t->ch, &t->item));
+	t->ns = zt_now() - t->ns;
+	t->res = co_result(f);
+	t->polls_after = co_engine_current()->stats.polls;
+	CO_END(f);
+}
+
+static void test_cancelled_recv_does_not_poll(void **state)
+{
+	co_engine e;
+	co_chan ch;
+	struct cancelled_recv t;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .spin_ns = 2 * CO_S }), 0);
+	if (e.spin_max == 0) { /* one CPU: nothing polls */
+		assert_int_equal(co_engine_destroy(&e), 0);
+		skip();
+	}
+	assert_int_equal(co_chan_init(&ch, sizeof(uint64_t), 1, NULL), 0);
+	memset(&t, 0, sizeof t);
+	t.ch = &ch;
+	t.res = 1;
+	co_init(&t.co, cancelled_recv_fn);
+	e.spin_cur = e.spin_max;
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	print_message("recv: %d after %llu us, %llu polls\n", t.res,
+		      (unsigned long long)(t.ns / 1000),
+		      (unsigned long long)(t.polls_after - t.polls_before));
+	assert_int_equal(t.res, -ECANCELED);
+	assert_int_equal(t.polls_after - t.polls_before, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_chan_destroy(&ch), 0);
+}
+
 /* A frame's poll spends the engine's budget and adapts it as the engine's
  * own poll does: one that finds nothing halves it, one that finds doubles
  * it (up to spin_max), and with none left there is no poll. */
@@ -961,6 +1020,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_chan_poll_gives_up_or_is_refused),
 		cmocka_unit_test(test_frame_poll_adapts_budget),
 		cmocka_unit_test(test_zero_limit_does_not_poll),
+		cmocka_unit_test(test_cancelled_recv_does_not_poll),
 		cmocka_unit_test(test_chan_receiver_parked_during_sender_poll),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
