@@ -157,6 +157,96 @@ static void check_dead(struct objs *o, enum prim p, co_loop *loop)
 	assert_int_equal(destroy(o, p), -EINVAL); /* twice */
 }
 
+/* After a destroy every call answers -EINVAL (sync.md, "Freeing a
+ * primitive"; channel.h); check_dead awaits a receive only. Here every
+ * wait of this layer on a destroyed object, plain and under co_wait_for
+ * (0 and an hour: -EINVAL, not -ETIME, and at once): a send and a receive
+ * of many on a channel, a lock, an event, latch, wait group, semaphore and
+ * condition wait (its mutex alive and held: still held after). */
+struct dead_waits {
+	co_frame co;
+	co_waiter w;
+	struct objs *o;
+	uint64_t limit;           /* 0: no co_wait_for; else ns + 1 */
+	int k, item, many[4], res[9], held_after;
+};
+
+static co_awaiter *dead_wait(struct dead_waits *t, int k)
+{
+	struct objs *o = t->o;
+
+	if (k == 0)
+		return co_chan_send(&t->w, &o->ch, &t->item);
+	if (k == 1)
+		return co_chan_recv_many(&t->w, &o->ch, t->many, 4);
+	if (k == 2)
+		return co_chan_recv(&t->w, &o->ch, &t->item);
+	if (k == 3)
+		return co_mutex_lock(&t->w, &o->m);
+	if (k == 4)
+		return co_event_wait(&t->w, &o->ev);
+	if (k == 5)
+		return co_latch_wait(&t->w, &o->l);
+	if (k == 6)
+		return co_waitgroup_wait(&t->w, &o->wg);
+	if (k == 7)
+		return co_sem_acquire(&t->w, &o->s);
+	return co_cond_wait(&t->w, &o->c, &o->cm);
+}
+
+static int dead_waits_fn(co_frame *f)
+{
+	struct dead_waits *t = (struct dead_waits *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, &t->o->cm));
+	assert_int_equal(co_result(f), 0);
+	for (t->k = 0; t->k < 9; t->k++) {
+		if (t->limit)
+			CO_AWAIT(f, co_wait_for(dead_wait(t, t->k), t->limit - 1));
+		else
+			CO_AWAIT(f, dead_wait(t, t->k));
+		t->res[t->k] = co_result(f);
+	}
+	t->held_after = co_mutex_trylock(&t->o->cm) == -EBUSY;
+	assert_int_equal(co_mutex_unlock(&t->o->cm), 0);
+	CO_END(f);
+}
+
+static void test_every_wait_on_destroyed(void **state)
+{
+	static const uint64_t limits[] = { 0, 1, 3600 * CO_S + 1 };
+
+	(void)state;
+	for (unsigned l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+		struct objs o;
+		struct dead_waits t;
+
+		objs_init(&o);
+		assert_int_equal(co_mutex_unlock(&o.m), 0); /* objs_init held it */
+		for (int p = 0; p < P_PRIMS; p++)
+			assert_int_equal(destroy(&o, (enum prim)p), 0);
+		memset(&t, 0, sizeof t);
+		t.o = &o;
+		t.limit = limits[l];
+		for (int k = 0; k < 9; k++)
+			t.res[k] = 1;
+		co_init(&t.co, dead_waits_fn);
+		if (limits[l] == 0) {
+			co_loop loop;
+			co_loop_init(&loop);
+			assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+			assert_int_equal(co_loop_run(&loop), 0);
+		} else {
+			co_test_run1(&t.co); /* an hour's limit: ends at once or hangs */
+		}
+		for (int k = 0; k < 9; k++)
+			if (t.res[k] != -EINVAL)
+				fail_msg("limit %u, wait %d: %d", l, k, t.res[k]);
+		assert_int_equal(t.held_after, 1);
+		assert_int_equal(co_mutex_destroy(&o.cm), 0);
+	}
+}
+
 static void test_destroy_rules(void **state)
 {
 	(void)state;
@@ -235,6 +325,7 @@ static void test_cond_mutex_destroyed_under_wait(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_rules),
 	cmocka_unit_test(test_cond_mutex_destroyed_under_wait),
+	cmocka_unit_test(test_every_wait_on_destroyed),
 };
 
 CO_TEST_MAIN(tests, 1)
