@@ -300,12 +300,14 @@ static inline int co__engine_may_poll(const co_engine *e)
  * On the calling thread's engine e (NULL: no engine), a frame that would
  * park until another thread changes something polls ready(arg) instead,
  * while e has nothing else to do (no I/O in flight, nothing ready), for at
- * most e's poll budget (lib/engine/engine_wait.c): first after slip pauses, then
- * at every pause. Returns 0 if ready() did not become true (or e does not
- * poll: opts.no_spin, one CPU, a scheduler's spinners all busy, other
- * work), else 1 + the pauses it waited.
+ * most e's poll budget (lib/engine/engine_wait.c) and never past deadline
+ * (CLOCK_MONOTONIC ns; 0: none): first after slip pauses, then at every
+ * pause. Returns 0 if ready() did not become true (or e does not poll:
+ * opts.no_spin, one CPU, a scheduler's spinners all busy, other work, a
+ * deadline passed), else 1 + the pauses it waited.
  */
-unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip);
+unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip,
+			 uint64_t deadline);
 /* Frames in e's ready ring (what thieves can take); from another thread, a
  * look that may be stale by the time it returns. */
 unsigned co__engine_ring_size(co_engine *e);

@@ -143,7 +143,8 @@ static int spin_poll(co_engine *e, unsigned snap, uint64_t wait_ns)
 	return found;
 }
 
-unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip)
+unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsigned slip,
+			 uint64_t deadline)
 {
 	uint64_t budget, start = 0;
 	unsigned waited = slip, found = 0;
@@ -151,6 +152,15 @@ unsigned co__engine_poll(co_engine *e, int (*ready)(void *arg), void *arg, unsig
 	if (!co__engine_may_poll(e) || co__engine_ready_nonempty(e))
 		return 0;
 	budget = e->spin_cur;
+	if (deadline != 0) { /* the wait's own limit caps the poll */
+		uint64_t now = co__now_ns();
+
+		if (now >= deadline)
+			return 0;
+		if (deadline - now < budget)
+			budget = deadline - now;
+		start = now;
+	}
 	if (e->hooks && e->hooks->spin && !e->hooks->spin(e, e->hook_arg, 1))
 		return 0;
 	/* a single writer; readable from any thread (engine.h) */

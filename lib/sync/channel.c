@@ -335,6 +335,14 @@ static void slip_adapt(const co_chan *c, unsigned *slip, unsigned waited, unsign
 		*slip /= 2;
 }
 
+/* Poll before parking: not for a frame asked to cancel, whose wait ends
+ * at the park (-ECANCELED), and never past the wait's own limit
+ * (co__engine_poll's deadline: a limit of 0, a try, does not poll). */
+static int may_poll(co_frame *f)
+{
+	return co__engine_may_poll(co__tls_engine) && !co_await_cancelled(f);
+}
+
 static int send_suspend(co_awaiter *a, co_frame *f)
 {
 	co_waiter *w = (co_waiter *)a;
@@ -343,7 +351,7 @@ static int send_suspend(co_awaiter *a, co_frame *f)
 
 	lock_s(c);
 	ret = send_now(c, w->u.item);
-	if (ret == 0 && co__engine_may_poll(co__tls_engine)) {
+	if (ret == 0 && may_poll(f)) {
 		/* full: while the engine has nothing else to do, poll for a
 		 * receiver to free a slot before parking */
 		unsigned waited, slip = c->slip_s;
@@ -351,7 +359,7 @@ static int send_suspend(co_awaiter *a, co_frame *f)
 		inside_enter(c);
 		unlock_s(c);
 		co__fault_point(CO__POINT_CHAN_POLL); /* tests: destroy now */
-		waited = co__engine_poll(co__tls_engine, send_ready, c, slip);
+		waited = co__engine_poll(co__tls_engine, send_ready, c, slip, w->deadline);
 		lock_s(c);
 		inside_leave(c);
 		slip_adapt(c, &c->slip_s, waited, c->cap - ring_used(c));
@@ -470,7 +478,7 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 		return 0;
 	}
 	got = take_some(c, w, 0);
-	if (got == 0 && co__engine_may_poll(co__tls_engine)) {
+	if (got == 0 && may_poll(f)) {
 		/* empty: while the engine has nothing else to do, poll for a
 		 * sender before parking */
 		unsigned waited, slip = c->slip_r;
@@ -478,7 +486,7 @@ static int recv_suspend(co_awaiter *a, co_frame *f)
 		inside_enter(c);
 		unlock_r(c);
 		co__fault_point(CO__POINT_CHAN_POLL); /* tests: destroy now */
-		waited = co__engine_poll(co__tls_engine, recv_ready, c, slip);
+		waited = co__engine_poll(co__tls_engine, recv_ready, c, slip, w->deadline);
 		lock_r(c);
 		inside_leave(c);
 		slip_adapt(c, &c->slip_r, waited, ring_used(c));

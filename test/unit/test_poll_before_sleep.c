@@ -490,11 +490,9 @@ static void test_chan_poll_gives_up_or_is_refused(void **state)
  * the engine's poll budget, opts.spin_ns). A try must not: it has no time
  * to wait. Here an idle engine with a budget of 2 s and a receive from an
  * empty channel limited to 0, then a send into a full one limited to 0.
- * FAILS NOW (defect): recv_suspend / send_suspend (lib/sync/channel.c)
- * poll without looking at the wait's deadline, so each "try" spins for the
- * whole budget (stats.polls counts it; here 2 s each) before it answers
- * -ETIME, and any limit shorter than the budget is overrun by up to the
- * budget. */
+ * recv_suspend / send_suspend (lib/sync/channel.c) give the poll the
+ * wait's deadline, which is past for a try: no poll (stats.polls). Without
+ * it each try spun for the whole budget (2 s here) before its -ETIME. */
 struct zero_try {
 	co_frame co;
 	co_waiter w;
@@ -574,10 +572,9 @@ static void test_zero_limit_does_not_poll(void **state)
 /* sync.md, "The waiter": "A frame that has been cancelled is not parked
  * again: a wait that cannot complete at once ends with -ECANCELED" (and
  * co_cancel's request stays for its later waits). A cancelled frame's
- * receive from an empty channel has nothing to wait for. FAILS NOW
- * (defect): recv_suspend / send_suspend (lib/sync/channel.c) poll first
- * for the engine's whole budget (2 s here, stats.polls counts it), so a
- * cancelled frame (or one of a cancel stop) spins before its -ECANCELED. */
+ * receive from an empty channel has nothing to wait for: no poll
+ * (stats.polls). Without channel.c's may_poll check it spun for the
+ * engine's whole budget (2 s here) before its -ECANCELED. */
 struct cancelled_recv {
 	co_frame co;
 	co_waiter w;
@@ -635,8 +632,8 @@ static void test_cancelled_recv_does_not_poll(void **state)
  * it (up to spin_max), and with none left there is no poll. */
 struct poller {
 	co_frame co;
-	uint64_t before, after_miss, after_hit, after_zero;
-	unsigned miss, hit, zero;
+	uint64_t before, after_miss, after_hit, after_zero, polls_past, capped_ns;
+	unsigned miss, hit, zero, past, capped;
 };
 
 static int never(void *arg)
@@ -657,12 +654,21 @@ static int poller_fn(co_frame *f)
 	co_engine *e = co__tls_engine;
 	CO_BEGIN(f);
 	p->before = e->spin_cur;
-	p->miss = co__engine_poll(e, never, NULL, 0);
+	p->miss = co__engine_poll(e, never, NULL, 0, 0);
 	p->after_miss = e->spin_cur;
-	p->hit = co__engine_poll(e, always, NULL, 3);
+	p->hit = co__engine_poll(e, always, NULL, 3, 0);
 	p->after_hit = e->spin_cur;
+	/* a deadline passed: no poll, though ready */
+	p->polls_past = e->stats.polls;
+	p->past = co__engine_poll(e, always, NULL, 0, co_now_ns() - 1);
+	p->polls_past = e->stats.polls - p->polls_past;
+	/* a deadline 2 ms away caps a budget of 2 s */
+	e->spin_cur = e->spin_max;
+	p->capped_ns = co_now_ns();
+	p->capped = co__engine_poll(e, never, NULL, 0, p->capped_ns + 2 * CO_MS);
+	p->capped_ns = co_now_ns() - p->capped_ns;
 	e->spin_cur = 0;
-	p->zero = co__engine_poll(e, always, NULL, 0);
+	p->zero = co__engine_poll(e, always, NULL, 0, 0);
 	p->after_zero = e->spin_cur;
 	CO_END(f);
 }
@@ -673,7 +679,7 @@ static void test_frame_poll_adapts_budget(void **state)
 	struct poller p;
 
 	(void)state;
-	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_init(&e, &(co_engine_opts){ .spin_ns = 2 * CO_S }), 0);
 	if (e.spin_max == 0) { /* one CPU: nothing polls */
 		assert_int_equal(co_engine_destroy(&e), 0);
 		skip();
@@ -687,9 +693,13 @@ static void test_frame_poll_adapts_budget(void **state)
 	assert_int_equal(p.after_miss, e.spin_max / 2);
 	assert_int_equal(p.hit, 3 + 1); /* found at the first look, after the slip */
 	assert_int_equal(p.after_hit, e.spin_max);
+	assert_int_equal(p.past, 0);
+	assert_int_equal(p.polls_past, 0);
+	assert_int_equal(p.capped, 0);
+	assert_true(p.capped_ns < CO_S); /* 2 ms, not the budget's 2 s */
 	assert_int_equal(p.zero, 0); /* no budget: no poll, though ready */
 	assert_int_equal(p.after_zero, 0);
-	assert_int_equal(e.stats.polls, 2);
+	assert_int_equal(e.stats.polls, 3);
 	assert_int_equal(e.stats.poll_hits, 1);
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
