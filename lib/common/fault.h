@@ -63,6 +63,8 @@ enum co__fault_point {
 	                              destroy its engine (lib/context/context.c) */
 	CO__POINT_GRAPH_WOKEN, /* a graph's last node woke its waiters and the run is not marked
 	                          over yet (lib/graph/graph.c) */
+	CO__POINT_POOL_GIVEN_UP, /* a stop gave up a running job and let go of the pool's lock;
+	                            its frame not woken yet (lib/pool/pool.c) */
 	CO__POINTS
 };
 

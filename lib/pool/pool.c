@@ -277,13 +277,15 @@ static void job_give_up(co_stop_link *link)
 			j->state = JOB_DONE;
 			j->res = -ECANCELED;
 			mine = 1;
+			/* under the lock: the worker's job_ended, which takes it
+			 * next, lets go of this hold, never before it is taken */
+			co__engine_hold(e);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
-	if (mine) {
-		co__engine_hold(e); /* e's thread: nothing looks at its counts meanwhile */
+	co__fault_point(CO__POINT_POOL_GIVEN_UP); /* tests: the job ends now */
+	if (mine)
 		co_wake(j->frame); /* not touched after: past the grace, finished for it */
-	}
 }
 
 static const co_awaiter_ops job_ops = { NULL, job_suspend, job_resume, job_cancel, CO__AW_USER,

@@ -388,6 +388,58 @@ static void test_cancel_stop_past_grace_gives_up_job(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* A stop gives up a running job (job_give_up) and holds the engine for the
+ * worker, whose job_ended lets go of that hold. The hold is taken under
+ * the pool's lock, before the worker can take it: here the job ends right
+ * as the give-up lets go of the lock (CO__POINT_POOL_GIVEN_UP, the worker
+ * through job_ended before the frame is woken). With the hold taken after
+ * the unlock, the worker's let-go came first: the engine's held count
+ * dropped below zero (a debug build's trap, invariant 8) and a destroy
+ * could free the engine the hold was for. */
+static co_pool *given_up_pool;
+
+static void job_ends_in_give_up(void *arg)
+{
+	unsigned busy;
+	(void)arg;
+	assert_int_equal(write(gate[1], "g", 1), 1);
+	do { /* the worker's job_ended has run */
+		pthread_mutex_lock(&given_up_pool->lock);
+		busy = given_up_pool->busy;
+		pthread_mutex_unlock(&given_up_pool->lock);
+	} while (busy != 0 && (sched_yield(), 1));
+}
+
+static void test_give_up_holds_before_the_job_ends(void **state)
+{
+	co_engine_opts eo = { .cancel_grace_ns = 20 * CO_MS };
+	co_pool pool;
+	co_engine e;
+	co_test_runner r;
+	struct runner unused_b, unused_q;
+	struct owned *o;
+	(void)state;
+
+	gate_setup(&pool, &unused_b, &unused_q);
+	given_up_pool = &pool;
+	assert_int_equal(co_engine_init(&e, &eo), 0);
+	o = owned_new(&pool);
+	assert_int_equal(co_engine_spawn(&e, &o->co), 0);
+	co__fault_on_point(CO__POINT_POOL_GIVEN_UP, job_ends_in_give_up, NULL);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&blocked_ran) == 1); /* the job has started */
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	co__fault_on_point(CO__POINT_POOL_GIVEN_UP, NULL, NULL);
+	assert_int_equal(atomic_load(&owned_done_n), 1);
+	assert_int_equal(atomic_load(&owned_status), -ECANCELED); /* given up: its 7 dropped */
+	assert_int_equal(atomic_load(&gate_passed), 1);
+	assert_int_equal(co_engine_destroy(&e), 0); /* the hold was let go */
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	close(gate[0]);
+	close(gate[1]);
+}
+
 /* A frame already cancelled when it awaits a job: the await ends with
  * -ECANCELED at once, and the job is neither queued nor run. */
 struct self_cancelled {
@@ -745,6 +797,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_and_limit),
 	cmocka_unit_test(test_cancel_stop_ends_queued_jobs),
 	cmocka_unit_test(test_cancel_stop_past_grace_gives_up_job),
+	cmocka_unit_test(test_give_up_holds_before_the_job_ends),
 	cmocka_unit_test(test_cancelled_frame_queues_no_job),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_two_destroys_at_once),
