@@ -52,7 +52,7 @@ typedef struct co_when {
 	co_engine *target;            /* private: where the children run (NULL:
 	                                 the awaiting frame's engine) */
 	unsigned n;                   /* private: children */
-	unsigned spawned;             /* private: children spawned */
+	CO__ATOMIC(unsigned) spawned; /* private: children spawned */
 	int any;                      /* private: when_any */
 	int err;                      /* private: a spawn failed */
 	int cancelled;                /* private: the awaiting frame was cancelled */

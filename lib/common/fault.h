@@ -65,6 +65,8 @@ enum co__fault_point {
 	                          over yet (lib/graph/graph.c) */
 	CO__POINT_POOL_GIVEN_UP, /* a stop gave up a running job and let go of the pool's lock;
 	                            its frame not woken yet (lib/pool/pool.c) */
+	CO__POINT_WHEN_SPAWNED, /* a when_all / when_any spawned a child and has others to
+	                           spawn (lib/sync/when.c) */
 	CO__POINTS
 };
 

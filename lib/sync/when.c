@@ -4,14 +4,27 @@
 #include <errno.h>
 
 #include <coring/when.h>
+#include "common/fault.h"
 #include "waiter/waiter_internal.h"
+
+/* Children spawned so far. A child that finishes on another context (a
+ * thief took it) may look while the awaiting frame's suspend still spawns
+ * the others: seq_cst, against that suspend's look at the winner after
+ * its last spawn (when_suspend), so that a child spawned after the look
+ * here is cancelled there. */
+static unsigned spawned(const co_when *w)
+{
+	return atomic_load_explicit(&w->spawned, memory_order_seq_cst);
+}
 
 /* Cancel every spawned child but one. A child may run on another context
  * and be finishing right now: co_cancel, which looks at it atomically,
  * answers -EALREADY for one that finished and touches nothing else. */
 static void cancel_others(co_when *w, const co_frame *except)
 {
-	for (unsigned i = 0; i < w->spawned; i++)
+	unsigned n = spawned(w);
+
+	for (unsigned i = 0; i < n; i++)
 		if (w->kids[i] != except)
 			co_cancel(w->kids[i]);
 }
@@ -41,7 +54,7 @@ static void kid_done(co_frame *kid)
 		/* The first to finish wins and cancels the others; they finish
 		 * in turn, and the last one wakes the awaiting frame. */
 		if (atomic_compare_exchange_strong_explicit(&w->winner, &none, (int)i,
-							    memory_order_relaxed, memory_order_relaxed))
+							    memory_order_seq_cst, memory_order_relaxed))
 			cancel_others(w, kid);
 	}
 	/* acq_rel: the last decrement sees every child's end; the awaiting
@@ -83,7 +96,9 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	}
 	w->frame = f;
 	w->engine = e;
-	atomic_store_explicit(&w->left, w->n, memory_order_relaxed);
+	/* a count for each child and one for this suspend, which w outlives
+	 * however fast the children end */
+	atomic_store_explicit(&w->left, w->n + 1, memory_order_relaxed);
 	atomic_store_explicit(&w->winner, -1, memory_order_relaxed);
 	co_engine_park(e); /* before any child can finish */
 	for (i = 0; i < w->n; i++) {
@@ -92,20 +107,33 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 
 		k->on_done = kid_done;
 		k->user = w;
-		w->spawned = i + 1; /* before the spawn publishes k */
+		/* before the spawn publishes k */
+		atomic_store_explicit(&w->spawned, i + 1, memory_order_seq_cst);
 		err = co_engine_spawn(w->target ? w->target : e, k);
 		if (err < 0) {
-			w->spawned = i;
+			atomic_store_explicit(&w->spawned, i, memory_order_relaxed);
 			k->on_done = NULL;
 			k->user = NULL;
 			w->err = err;
 			break;
 		}
+		co__fault_point(CO__POINT_WHEN_SPAWNED); /* tests: a thief ends k now */
 	}
-	missing = w->n - i;
-	/* The children never spawned count as finished; if that was the last
-	 * count, every spawned one has finished already. */
-	if (missing && atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
+	/* when_any: a child that won while the others were being spawned
+	 * cancelled those spawned before its look (cancel_others); these are
+	 * the ones after (a second co_cancel of the first ones changes
+	 * nothing) */
+	if (w->any) {
+		int won = atomic_load_explicit(&w->winner, memory_order_seq_cst);
+
+		if (won >= 0)
+			cancel_others(w, w->kids[won]);
+	}
+	/* The children never spawned count as finished, and so does this
+	 * suspend; if that was the last count, every spawned one has
+	 * finished already. */
+	missing = w->n - i + 1;
+	if (atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
 		co_engine_unpark(e);
 		return 0;
 	}
@@ -120,13 +148,13 @@ static int when_cut_short(const co_when *w)
 {
 	int winner;
 
-	if (w->spawned == 0)
+	if (spawned(w) == 0)
 		return 1;
 	if (w->any) {
 		winner = atomic_load_explicit(&w->winner, memory_order_relaxed);
 		return winner < 0 || co_status(w->kids[winner]) == -ECANCELED;
 	}
-	for (unsigned i = 0; i < w->spawned; i++)
+	for (unsigned i = 0; i < spawned(w); i++)
 		if (co_status(w->kids[i]) == -ECANCELED)
 			return 1;
 	return 0;
@@ -163,7 +191,7 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 	 * started, a manual one not ticked) would wait for that engine's next
 	 * turn, and the await with it: if it has not started, it is finished
 	 * for it now (-ECANCELED, never run; kid_done wakes us) */
-	if (w->target && w->spawned == 1)
+	if (w->target && spawned(w) == 1)
 		co__engine_cancel_unstarted(w->target, w->kids[0]);
 	return 0;
 }
@@ -179,7 +207,7 @@ static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int 
 	w->aw.ops = &when_ops;
 	w->kids = kids;
 	w->n = n;
-	w->spawned = 0;
+	atomic_init(&w->spawned, 0);
 	w->any = any;
 	w->cancelled = 0;
 	w->err = (kids == NULL && n) || (any && n == 0) ? -EINVAL : 0;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <coring/loop.h>
@@ -18,6 +20,8 @@
 #include <coring/io.h>
 #include <coring/timeout.h>
 #include "helpers.h"
+#include "common/fault.h"
+#include "engine/engine_internal.h"
 
 #define NEVER (3600 * CO_S) /* a test that ends proves it was cancelled */
 
@@ -321,6 +325,116 @@ static void test_when_all_with_stealing(void **state)
 	free(p);
 }
 
+/* when_any's first child to finish cancels the others (when.h). On a
+ * stealing scheduler a thief may take and finish the first child while
+ * the awaiting frame's suspend is still spawning the rest: the window held
+ * open after kid 0's spawn (CO__POINT_WHEN_SPAWNED) until a thief has run
+ * kid 0 to its end, then kid 1, which waits on an event nobody sets, is
+ * spawned. The suspend cancels it (its look at the winner after its
+ * spawns): the await ends with 0 (kid 0 won), kid 1 with -ECANCELED.
+ * Without that look kid 1 waited for good (the watchdog sets its event
+ * after 10 s, and the case fails). */
+static co_sched *spawning_sched;
+static co_when *spawning_when;
+static co_frame spawning_fillers[64];
+static atomic_int spawning_window;
+
+static int filler_fn(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_END(f);
+}
+
+static void thief_ends_first(void *arg)
+{
+	co_engine *e = co_engine_current();
+	unsigned n = 0;
+	(void)arg;
+	if (atomic_fetch_add(&spawning_window, 1) != 0)
+		return; /* after kid 0's spawn only */
+	/* kid 0 is in this engine's ring; a filler after it makes the ring
+	 * worth a steal (two frames), and the kick wakes the other context,
+	 * which takes the older half: kid 0 */
+	for (int ms = 0; atomic_load(&spawning_when->winner) != 0 && ms < 10000; ms++) {
+		if (n < 64) {
+			co_init(&spawning_fillers[n], filler_fn);
+			assert_int_equal(co_engine_spawn(e, &spawning_fillers[n]), 0);
+			n++;
+		}
+		co__engine_kick(&spawning_sched->ctx[1].engine);
+		usleep(1000);
+	}
+	assert_int_equal(atomic_load(&spawning_when->winner), 0); /* a thief ended kid 0 */
+}
+
+struct watchdog {
+	pthread_t t;
+	co_event *ev;
+	atomic_int fired;
+};
+
+static atomic_int spawning_parent_done;
+
+static void spawning_parent_ended(co_frame *f)
+{
+	(void)f;
+	atomic_store(&spawning_parent_done, 1);
+}
+
+static void *watchdog_fn(void *arg)
+{
+	struct watchdog *d = arg;
+
+	for (int ms = 0; !atomic_load(&spawning_parent_done) && ms < 10000; ms++)
+		usleep(1000);
+	if (!atomic_load(&spawning_parent_done)) {
+		atomic_store(&d->fired, 1);
+		co_event_set(d->ev); /* let kid 1 end: the case fails below */
+	}
+	return NULL;
+}
+
+static void test_when_any_winner_while_spawning(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2, .steal = 1 };
+	co_event ev;
+	struct kid k[2];
+	co_frame *kids[2] = { &k[0].co, &k[1].co };
+	struct parent p;
+	struct watchdog d = { .ev = &ev };
+	(void)state;
+
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	kid_init(&k[0], K_NOW, 5, 0);
+	kid_init(&k[1], K_EVENT, 7, 0);
+	k[1].ev = &ev;
+	memset(&p, 0, sizeof p);
+	p.kids = kids;
+	p.n = 2;
+	p.any = 1;
+	p.res = 1;
+	co_init(&p.co, parent_fn);
+	p.co.on_done = spawning_parent_ended;
+	atomic_store(&spawning_parent_done, 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	spawning_sched = &s;
+	spawning_when = &p.w;
+	atomic_store(&spawning_window, 0);
+	co__fault_on_point(CO__POINT_WHEN_SPAWNED, thief_ends_first, NULL);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &p.co), 0);
+	assert_int_equal(pthread_create(&d.t, NULL, watchdog_fn, &d), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(pthread_join(d.t, NULL), 0);
+	co__fault_on_point(CO__POINT_WHEN_SPAWNED, NULL, NULL);
+	assert_int_equal(atomic_load(&d.fired), 0);
+	assert_int_equal(p.res, 0); /* kid 0 won */
+	assert_int_equal(co_status(&k[0].co), 5);
+	assert_int_equal(co_status(&k[1].co), -ECANCELED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 struct misuse {
@@ -583,6 +697,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_when_any_immediate_winner),
 		cmocka_unit_test(test_cancel_awaiting_frame),
 		cmocka_unit_test(test_when_all_with_stealing),
+		cmocka_unit_test(test_when_any_winner_while_spawning),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_spawn_on_result_kept),
 		cmocka_unit_test(test_cancelled_before_spawns_none),
