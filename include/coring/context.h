@@ -125,7 +125,9 @@ CO_API co_context *co_context_current(void);
  * scheduler than the frame's context, or one of the two is a scheduler's
  * and the other is not), -ECANCELED (the frame was asked to cancel),
  * -EINVAL (NULL, or the frame does not run on an engine), -ENXIO (no
- * engine on this thread). Transferring to the current context is a yield.
+ * engine on this thread), -EBUSY (inside a child awaited under a time
+ * limit, which pins the frame to its engine: coring/timeout.h).
+ * Transferring to the current context is a yield.
  */
 typedef struct co_transfer {
 	co_awaiter aw;               /* private: first */
