@@ -1257,6 +1257,53 @@ static void test_signals_never_opened(void **state)
 		close(devnull);
 }
 
+/*
+ * io.md, "Registered files and buffers": "another thread gets -EBUSY while
+ * it runs and -EPERM once it has run"; an unregister with no table -ENXIO
+ * (engine.h: "-EBUSY (the engine runs on another thread ...)"). A drain
+ * stop asked by a frame leaves the run going (state STOPPING): another
+ * thread's register must still be -EBUSY. It was -EPERM: register_check
+ * (lib/engine/engine_setup.c) tests only for CO_ENGINE_RUNNING.
+ */
+static int register_while_stopping_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	pthread_t t;
+	CO_BEGIN(f);
+	o->r[0] = co_engine_unregister_files(o->e); /* none registered */
+	pthread_create(&t, NULL, register_elsewhere, o);
+	pthread_join(t, NULL);
+	o->r[1] = o->r[10]; /* running: -EBUSY */
+	o->r[2] = co_engine_stop(o->e, CO_STOP_DRAIN);
+	o->r[3] = co_engine_state(o->e);
+	pthread_create(&t, NULL, register_elsewhere, o);
+	pthread_join(t, NULL);
+	o->r[4] = o->r[10]; /* still running (a drain): -EBUSY */
+	CO_END(f);
+}
+
+static void test_register_while_stopping(void **state)
+{
+	co_engine e;
+	struct ops o;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	o.e = &e;
+	assert_int_equal(pipe(o.p), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&o.co, register_while_stopping_fn);
+	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(o.r[0], -ENXIO);
+	assert_int_equal(o.r[1], -EBUSY);
+	assert_int_equal(o.r[2], 0);
+	assert_int_equal(o.r[3], CO_ENGINE_STOPPING);
+	assert_int_equal(o.r[4], -EBUSY);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(o.p[0]);
+	close(o.p[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_path_ops),
 	cmocka_unit_test(test_file_space_and_pipe_ops),
@@ -1272,6 +1319,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_period_huge),
 	cmocka_unit_test(test_ftruncate_and_waitid),
 	cmocka_unit_test(test_registered_files_and_buffers),
+	cmocka_unit_test(test_register_while_stopping),
 	cmocka_unit_test(test_signals),
 	cmocka_unit_test(test_signals_after_library_threads),
 	cmocka_unit_test(test_signals_never_opened),
