@@ -533,6 +533,75 @@ static void test_acceptor_errors(void **state)
 	close(p.sfd);
 }
 
+/*
+ * io.h, co_acceptor_start: "-EALREADY (armed)". An acceptor armed on one
+ * engine, started again from a frame of another engine (both ticked by
+ * this thread, one after the other): -EALREADY expected. It answered 0
+ * and armed a second multishot with the same co_io_info on the other
+ * ring, moving a->engine there, while the first is still in flight on
+ * the first ring (its CQEs then reach a callback that counts them on the
+ * wrong engine). co_acceptor_start (lib/io/io.c) refuses only when armed
+ * on the calling thread's engine.
+ */
+struct acc_twice {
+	co_frame co;
+	co_acceptor *acc;
+	int lfd, res, stop;
+};
+
+static void acc_twice_conn(co_acceptor *a, int fd)
+{
+	(void)a;
+	if (fd >= 0)
+		close(fd);
+}
+
+static int acc_twice_fn(co_frame *f)
+{
+	struct acc_twice *t = (struct acc_twice *)f;
+	CO_BEGIN(f);
+	if (t->stop)
+		t->res = co_acceptor_stop(t->acc);
+	else
+		t->res = co_acceptor_start(t->acc, t->lfd, SOCK_CLOEXEC, acc_twice_conn, NULL);
+	CO_END(f);
+}
+
+static void test_acceptor_armed_on_another_engine(void **state)
+{
+	co_engine x, y;
+	co_acceptor acc;
+	struct acc_twice a = { 0 }, b = { 0 }, c = { 0 };
+	uint16_t port;
+	int lfd = co_test_listen(&port);
+	(void)state;
+	memset(&acc, 0, sizeof acc);
+	assert_int_equal(co_engine_init(&x, NULL), 0);
+	assert_int_equal(co_engine_init(&y, NULL), 0);
+	a.acc = b.acc = c.acc = &acc;
+	a.lfd = b.lfd = lfd;
+	co_init(&a.co, acc_twice_fn);
+	assert_int_equal(co_engine_spawn(&x, &a.co), 0);
+	assert_int_equal(co_engine_tick(&x), 1);
+	assert_int_equal(a.res, 0);
+	assert_int_equal(acc.armed, 1);
+	co_init(&b.co, acc_twice_fn);
+	assert_int_equal(co_engine_spawn(&y, &b.co), 0);
+	assert_int_equal(co_engine_tick(&y), 1);
+	assert_int_equal(b.res, -EALREADY); /* armed (on x) */
+	/* stop it on x, where it runs */
+	c.stop = 1;
+	co_init(&c.co, acc_twice_fn);
+	assert_int_equal(co_engine_spawn(&x, &c.co), 0);
+	assert_int_equal(co_engine_run(&x, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(c.res, 0);
+	assert_int_equal(acc.armed, 0);
+	assert_int_equal(co_engine_run(&y, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&x), 0);
+	assert_int_equal(co_engine_destroy(&y), 0);
+	close(lfd);
+}
+
 /* ---- multishot accept + 10,000-coroutine echo --------------------------- */
 
 #define ECHO_CONNS 5000 /* 5,000 clients + 5,000 server handlers */
@@ -718,6 +787,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_all_at_current_position),
 		cmocka_unit_test(test_all_nonblocking_waits),
 		cmocka_unit_test(test_acceptor_errors),
+		cmocka_unit_test(test_acceptor_armed_on_another_engine),
 		cmocka_unit_test(test_echo_10000_coroutines),
 		cmocka_unit_test(test_echo_random_sizes_to_64k),
 	};
