@@ -771,6 +771,56 @@ static void test_period_after_a_stall(void **state)
 	on_the_grid(&o, k);
 }
 
+/*
+ * io.h, co_period: "each co_period_wait sleeps until the first tick still
+ * to come. Ticks whose time came before the wait ... are skipped and
+ * added to missed ... Value 0, or -ECANCELED / -ETIME as for any sleep."
+ * A wait that a 1 ms limit ends long before its tick (T0 + P) leaves that
+ * tick still to come: it is not consumed. Then a stall until T0 + 2.5 P:
+ * the ticks of P and 2P came while nobody waited, so the next wait adds 2
+ * to missed (and sleeps until 3P). It added 1: co_period_wait (lib/io/io.c)
+ * moves next past the tick as it prepares the wait, so the tick of a wait
+ * that did not end at it is neither waited for nor counted. Checked on the
+ * grid, as period_after_a_stall: T0 is read between t[0] and t[1].
+ */
+#define LPERIOD (50 * CO_MS)
+
+static int limited_period_fn(co_frame *f)
+{
+	struct ops *o = (struct ops *)f;
+	CO_BEGIN(f);
+	o->t[0] = co_now_ns();
+	co_period_init(&o->tick, LPERIOD);
+	o->t[1] = co_now_ns();
+	CO_AWAIT(f, co_timeout(&o->lim, co_period_wait(&o->tick), CO_MS));
+	o->r[0] = co_result(f);
+	o->t[2] = co_now_ns();
+	while (co_now_ns() < o->t[1] + 2 * LPERIOD + LPERIOD / 2)
+		; /* the stall */
+	o->t[3] = co_now_ns();
+	CO_AWAIT(f, co_period_wait(&o->tick));
+	o->r[1] = co_result(f);
+	CO_END(f);
+}
+
+static void test_period_after_a_limited_wait(void **state)
+{
+	struct ops o;
+	uint64_t lo, hi;
+	(void)state;
+	memset(&o, 0, sizeof o);
+	co_init(&o.co, limited_period_fn);
+	co_test_run1(&o.co);
+	assert_int_equal(o.r[0], -ETIME); /* the limit, long before the tick */
+	assert_int_equal(o.r[1], 0);
+	/* ticks T0 + k P (k >= 1) that had come when the second wait was called */
+	lo = (o.t[3] - o.t[1]) / LPERIOD;
+	hi = (o.t[3] - o.t[0]) / LPERIOD;
+	if (o.t[2] >= o.t[0] + LPERIOD || lo != hi)
+		skip(); /* the limit ended after the tick, or T0 is ambiguous: no verdict */
+	assert_int_equal(o.tick.missed, lo); /* 2: the ticks of P and 2P */
+}
+
 /* Periods whose sums with the clock wrap: the wait never ends by itself
  * (a 2 ms limit ends it), twice in a row, and counts no tick. */
 static int period_huge_fn(co_frame *f)
@@ -1317,6 +1367,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_clocks_and_period),
 	cmocka_unit_test(test_period_after_a_stall),
 	cmocka_unit_test(test_period_huge),
+	cmocka_unit_test(test_period_after_a_limited_wait),
 	cmocka_unit_test(test_ftruncate_and_waitid),
 	cmocka_unit_test(test_registered_files_and_buffers),
 	cmocka_unit_test(test_register_while_stopping),
