@@ -252,6 +252,86 @@ static void test_transfer_errors(void **state)
 	assert_int_equal(co_context_join(&b), -EINVAL); /* never started */
 }
 
+/* context.h, co_transfer_to: "-EXDEV (ctx belongs to another scheduler
+ * than the frame's context, or one of the two is a scheduler's and the
+ * other is not) ... the frame stays where it was"; "-EINVAL (NULL ...)".
+ * Each case from a frame that then checks it is still on its context. */
+struct exdev {
+	co_frame co;
+	co_transfer tr;
+	co_context *to;
+	co_context *here; /* where it must still be: NULL, a lone engine */
+	co_engine *engine;
+	int res, stayed;
+};
+
+static int exdev_fn(co_frame *f)
+{
+	struct exdev *x = (struct exdev *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_transfer_to(&x->tr, x->to));
+	x->res = co_result(f);
+	x->stayed = co_context_current() == x->here && co_engine_current() == x->engine;
+	CO_END(f);
+}
+
+static void test_transfer_across_schedulers(void **state)
+{
+	co_sched s, s2;
+	co_sched_opts o = { .contexts = 1 };
+	co_context lone, other;
+	co_engine e;
+	struct exdev x[5];
+	(void)state;
+	memset(x, 0, sizeof x);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_sched_init(&s2, &o), 0);
+	assert_int_equal(co_context_init(&lone, NULL), 0);
+	assert_int_equal(co_context_init(&other, NULL), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	/* a lone context's frame to a scheduler's context */
+	x[0].to = &s.ctx[0];
+	x[0].here = &lone;
+	x[0].engine = &lone.engine;
+	/* a scheduler's frame to a lone context */
+	x[1].to = &other;
+	x[1].here = &s.ctx[0];
+	x[1].engine = &s.ctx[0].engine;
+	/* a scheduler's frame to another scheduler's context */
+	x[2].to = &s2.ctx[0];
+	x[2].here = &s.ctx[0];
+	x[2].engine = &s.ctx[0].engine;
+	/* NULL */
+	x[3].to = NULL;
+	x[3].here = &lone;
+	x[3].engine = &lone.engine;
+	/* a lone engine's frame to a scheduler's context */
+	x[4].to = &s.ctx[0];
+	x[4].here = NULL;
+	x[4].engine = &e;
+	for (int i = 0; i < 5; i++)
+		co_init(&x[i].co, exdev_fn);
+	assert_int_equal(co_context_spawn(&lone, &x[0].co), 0);
+	assert_int_equal(co_context_spawn(&lone, &x[3].co), 0);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &x[1].co), 0);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &x[2].co), 0);
+	assert_int_equal(co_engine_spawn(&e, &x[4].co), 0);
+	assert_int_equal(co_context_start(&lone, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_context_join(&lone), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	for (int i = 0; i < 5; i++) {
+		assert_true(co_done(&x[i].co));
+		assert_int_equal(x[i].res, i == 3 ? -EINVAL : -EXDEV);
+		assert_int_equal(x[i].stayed, 1);
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_context_destroy(&lone), 0);
+	assert_int_equal(co_context_destroy(&other), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_sched_destroy(&s2), 0);
+}
+
 /* A start that comes while a destroy of the never-started context is
  * under way (held at the point before the destroy takes the engine: the
  * hook starts the context from there, and every other round waits there
@@ -1667,6 +1747,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawns_race_end_of_run),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
+		cmocka_unit_test(test_transfer_across_schedulers),
 		cmocka_unit_test(test_destroy_racing_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
