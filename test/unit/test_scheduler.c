@@ -332,6 +332,63 @@ static void test_transfer_across_schedulers(void **state)
 	assert_int_equal(co_sched_destroy(&s2), 0);
 }
 
+/* context.h's errors, each row: co_context_init -EINVAL (NULL);
+ * co_context_start -EINVAL (NULL, bad mode, not set up); co_context_stop
+ * -EINVAL (NULL, bad mode); co_context_join -EDEADLK on its own thread
+ * ("as pthread_join, nothing changes and the context runs on") and
+ * -EINVAL (joined already); co_context_destroy -EBUSY while its thread
+ * runs, -EINVAL (NULL, destroyed); co_context_state -EINVAL for NULL.
+ * (Untested rows; they hold.) */
+struct self_join {
+	co_frame co;
+	co_context *c;
+	int res, after;
+};
+
+static int self_join_fn(co_frame *f)
+{
+	struct self_join *j = (struct self_join *)f;
+	CO_BEGIN(f);
+	j->res = co_context_join(j->c);
+	CO_YIELD(f); /* the context runs on */
+	j->after = co_context_state(j->c);
+	CO_END(f);
+}
+
+static void test_context_misuse(void **state)
+{
+	co_context c, zero;
+	struct self_join j = { 0 };
+	(void)state;
+	memset(&zero, 0, sizeof zero);
+	assert_int_equal(co_context_init(NULL, NULL), -EINVAL);
+	assert_int_equal(co_context_state(NULL), -EINVAL);
+	assert_int_equal(co_context_start(NULL, CO_RUN_UNTIL_IDLE), -EINVAL);
+	assert_int_equal(co_context_start(&zero, CO_RUN_UNTIL_IDLE), -EINVAL); /* not set up */
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	assert_int_equal(co_context_start(&c, 7), -EINVAL);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+	assert_int_equal(co_context_stop(NULL, CO_STOP_DRAIN), -EINVAL);
+	assert_int_equal(co_context_stop(&c, 7), -EINVAL);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+	j.c = &c;
+	co_init(&j.co, self_join_fn);
+	assert_int_equal(co_context_spawn(&c, &j.co), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(co_context_destroy(&c), -EBUSY); /* its thread runs */
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_context_join(&c), 0);
+	assert_int_equal(j.res, -EDEADLK);
+	assert_int_equal(j.after, CO_CONTEXT_RUNNING);
+	assert_int_equal(co_status(&j.co), 0);
+	assert_int_equal(co_context_join(&c), -EINVAL); /* joined already */
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_JOINED);
+	assert_int_equal(co_context_destroy(&c), 0);
+	assert_int_equal(co_context_destroy(&c), -EINVAL); /* destroyed */
+	assert_int_equal(co_context_destroy(NULL), -EINVAL);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_DEAD);
+}
+
 /* A start that comes while a destroy of the never-started context is
  * under way (held at the point before the destroy takes the engine: the
  * hook starts the context from there, and every other round waits there
@@ -1748,6 +1805,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
 		cmocka_unit_test(test_transfer_across_schedulers),
+		cmocka_unit_test(test_context_misuse),
 		cmocka_unit_test(test_destroy_racing_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
