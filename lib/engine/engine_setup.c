@@ -107,12 +107,15 @@ int co_engine_supports(const co_engine *e, unsigned opcode)
  * thread before its first run). */
 static int register_check(co_engine *e)
 {
+	int state;
+
 	if (e == NULL || !co__engine_alive(e))
 		return -EINVAL;
 	if (co__tls_engine == e)
 		return 0;
-	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_RUNNING)
-		return -EBUSY;
+	state = atomic_load_explicit(&e->state, memory_order_acquire);
+	if (state == CO_ENGINE_RUNNING || state == CO_ENGINE_STOPPING)
+		return -EBUSY; /* a run is in progress (STOPPING: a stopped one) */
 	if (e->has_owner && e->owner != co__thread_id())
 		return -EPERM;
 	return 0;

@@ -1308,12 +1308,12 @@ static void test_signals_never_opened(void **state)
 }
 
 /*
- * io.md, "Registered files and buffers": "another thread gets -EBUSY while
+ * io.md, "Operations": "another thread gets -EBUSY while
  * it runs and -EPERM once it has run"; an unregister with no table -ENXIO
  * (engine.h: "-EBUSY (the engine runs on another thread ...)"). A drain
  * stop asked by a frame leaves the run going (state STOPPING): another
- * thread's register must still be -EBUSY. It was -EPERM: register_check
- * (lib/engine/engine_setup.c) tests only for CO_ENGINE_RUNNING.
+ * thread's register is still -EBUSY (register_check, lib/engine/
+ * engine_setup.c, counts STOPPING as running; without it, -EPERM).
  */
 static int register_while_stopping_fn(co_frame *f)
 {
