@@ -301,7 +301,8 @@ struct co_acceptor {
 };
 
 /* From the engine thread. Errors: -EINVAL (NULL, bad fd, no callback),
- * -EALREADY (armed), -ENXIO (no engine on this thread). */
+ * -EALREADY (armed, on this engine or another), -ENXIO (no engine on this
+ * thread). */
 CO_API int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
 		      void (*on_conn)(co_acceptor *, int), void *user);
 /* From the engine thread. 0 (also when not armed, or stopping already),

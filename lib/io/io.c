@@ -1074,8 +1074,8 @@ int co_acceptor_start(co_acceptor *a, int listen_fd, int flags,
 		return -EINVAL;
 	if (e == NULL)
 		return -ENXIO;
-	if (a->armed && a->engine == e)
-		return -EALREADY;
+	if (a->armed)
+		return -EALREADY; /* on this engine or another: its one co_io_info is in flight */
 	a->info.cb = acceptor_done;
 	a->engine = e;
 	a->fd = listen_fd;

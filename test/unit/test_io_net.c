@@ -536,12 +536,10 @@ static void test_acceptor_errors(void **state)
 /*
  * io.h, co_acceptor_start: "-EALREADY (armed)". An acceptor armed on one
  * engine, started again from a frame of another engine (both ticked by
- * this thread, one after the other): -EALREADY expected. It answered 0
- * and armed a second multishot with the same co_io_info on the other
- * ring, moving a->engine there, while the first is still in flight on
- * the first ring (its CQEs then reach a callback that counts them on the
- * wrong engine). co_acceptor_start (lib/io/io.c) refuses only when armed
- * on the calling thread's engine.
+ * this thread, one after the other): -EALREADY. Without co_acceptor_start's
+ * refusal of any armed acceptor (lib/io/io.c), it answered 0 and armed a
+ * second multishot with the same co_io_info on the other ring, while the
+ * first was still in flight on the first ring.
  */
 struct acc_twice {
 	co_frame co;
