@@ -211,8 +211,9 @@ CO_API co_awaiter *co_sleep_until_clock(co_io *io, clockid_t clock, uint64_t ns)
  * still to come. Ticks whose time came before the wait (a stall, a slow
  * body) are skipped and added to missed: with a 10 ms period, a wait at
  * 85 ms after the last one at 50 ms sleeps until 90 ms and adds 3 (60, 70,
- * 80). A period whose sum with the clock would wrap never ticks. Value 0,
- * or -ECANCELED / -ETIME as for any sleep.
+ * 80). A wait that a cancel or a time limit ends before its tick leaves
+ * that tick still to come. A period whose sum with the clock would wrap
+ * never ticks. Value 0, or -ECANCELED / -ETIME as for any sleep.
  *
  *     co_period_init(&s->tick, 10 * CO_MS);
  *     for (;;) { CO_AWAIT(f, co_period_wait(&s->tick)); sample(); }

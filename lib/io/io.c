@@ -851,14 +851,19 @@ void co_period_init(co_period *p, uint64_t period_ns)
 	p->period = period_ns;
 	p->next = co__deadline_after(period_ns); /* UINT64_MAX: it never ticks */
 	p->missed = 0;
+	p->io.res = 0; /* no wait has ended at a tick */
 }
 
-/* The wait ends at the first tick still to come: the ticks whose time has
- * come (next <= now) went by while nobody waited, and are counted. The
- * skip cannot overflow: next <= now there, and next is at least the
- * period past co_period_init's now, so the period and late * period
- * (below now - next + period) are below now, and next + late * period
- * below 2 now. The next tick's sum saturates (a huge period). */
+/* next is the first tick not waited for to its end. The last wait's
+ * sleep ended at its tick when the kernel's timeout fired (its res
+ * -ETIME): that tick is taken, the next one is due. A wait that a cancel
+ * or a limit ended first leaves its tick still to come. The ticks whose
+ * time has come then (next <= now) went by while nobody waited, and are
+ * counted; the wait ends at the first tick still to come. The skip cannot
+ * overflow: next <= now there, and next is at least the period past
+ * co_period_init's now, so the period and late * period (below now - next
+ * + period) are below now, and next + late * period below 2 now. The
+ * next tick's sum saturates (a huge period). */
 co_awaiter *co_period_wait(co_period *p)
 {
 	uint64_t now;
@@ -867,15 +872,15 @@ co_awaiter *co_period_wait(co_period *p)
 		return NULL;
 	if (p->period == 0)
 		return io_fail(&p->io, -EINVAL);
+	if (p->io.res == -ETIME) /* the last wait ended at its tick */
+		p->next = co__time_add(p->next, p->period);
 	now = co__now_ns();
 	if (now >= p->next) {
 		uint64_t late = (now - p->next) / p->period + 1;
 		p->missed += late;
 		p->next += late * p->period;
 	}
-	co_sleep_until(&p->io, p->next);
-	p->next = co__time_add(p->next, p->period);
-	return &p->io.aw;
+	return co_sleep_until(&p->io, p->next);
 }
 
 co_awaiter *co_cancel_io(co_io *io, co_io *target)

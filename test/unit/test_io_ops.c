@@ -778,9 +778,9 @@ static void test_period_after_a_stall(void **state)
  * A wait that a 1 ms limit ends long before its tick (T0 + P) leaves that
  * tick still to come: it is not consumed. Then a stall until T0 + 2.5 P:
  * the ticks of P and 2P came while nobody waited, so the next wait adds 2
- * to missed (and sleeps until 3P). It added 1: co_period_wait (lib/io/io.c)
- * moves next past the tick as it prepares the wait, so the tick of a wait
- * that did not end at it is neither waited for nor counted. Checked on the
+ * to missed (and sleeps until 3P). With co_period_wait (lib/io/io.c)
+ * moving next past the tick as it prepared the wait, it added 1: the tick
+ * of a wait that did not end at it was neither waited for nor counted. On the
  * grid, as period_after_a_stall: T0 is read between t[0] and t[1].
  */
 #define LPERIOD (50 * CO_MS)
