@@ -869,6 +869,46 @@ static void test_text_groups_and_counts(void **state)
 	world_fini(&pw);
 }
 
+/*
+ * view.md, "As text": "co_view_print(&v, fd, flags) writes a header, one
+ * line per context with its count of frames" (view.h: "a header line, one
+ * line per context"). A scheduler of two contexts with no frame: the view
+ * reads both (v.contexts 2), and the text has the header only; a context
+ * without frames gets no line (print_head, lib/view/view_print.c, makes
+ * the lines from the records, and a co_view keeps no list of the contexts
+ * it read).
+ */
+static void test_text_line_per_context(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	co_view v;
+	const char *path = co_test_tmp_path("view", "contexts");
+	int fd;
+	char *text;
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+	assert_int_equal(v.contexts, 2);
+	assert_int_equal(v.unanswered, 0);
+	assert_int_equal(v.n, 0);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(co_view_print(&v, fd, 0), 0);
+	text = read_all(fd);
+	print_message("%s", text);
+	close(fd);
+	unlink(path);
+	co_view_free(&v);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_non_null(strstr(text, "coring view: 0 frames on 2 contexts\n"));
+	assert_non_null(strstr(text, "context 0 (kind 0): 0 frames"));
+	assert_non_null(strstr(text, "context 1 (kind 0): 0 frames"));
+}
+
 /* ---- errors ------------------------------------------------------------------------ */
 
 static void test_view_errors(void **state)
@@ -1206,6 +1246,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_lone_engine),
 	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_text_groups_and_counts),
+		cmocka_unit_test(test_text_line_per_context),
 		cmocka_unit_test(test_view_errors),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
 		cmocka_unit_test(test_finished_frames_leave_the_list),
