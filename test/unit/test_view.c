@@ -909,6 +909,43 @@ static void test_text_line_per_context(void **state)
 	assert_non_null(strstr(text, "context 1 (kind 0): 0 frames"));
 }
 
+/*
+ * view.md, "What a view holds": "context, kind: its context's index and
+ * kind (group); -1 and 0 on a lone engine". co_view_engine of the engine
+ * of a scheduler's context 1 (not a lone engine): its frame's record says
+ * context -1. co_view_engine (lib/view/view.c) sets -1 for every engine.
+ */
+static void test_view_engine_of_a_context(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 2 };
+	struct co_test_idler d;
+	co_event ev;
+	co_view v;
+	int context = -2, waiting = 0;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	co_test_idler_init(&d, &ev);
+	assert_int_equal(co_sched_spawn_to(&s, 1, &d.co), 0);
+	for (;;) { /* until it waits on the event */
+		assert_int_equal(co_view_engine(&v, &s.ctx[1].engine, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.n, 1);
+		waiting = v.frames[0].state == CO_VIEW_WAITING;
+		context = v.frames[0].context;
+		co_view_free(&v);
+		if (waiting)
+			break;
+		usleep(1000);
+	}
+	co_event_set(&ev);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(context, 1);
+}
+
 /* ---- errors ------------------------------------------------------------------------ */
 
 static void test_view_errors(void **state)
@@ -1247,6 +1284,7 @@ int main(int argc, char **argv)
 	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_text_line_per_context),
+		cmocka_unit_test(test_view_engine_of_a_context),
 		cmocka_unit_test(test_view_errors),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
 		cmocka_unit_test(test_finished_frames_leave_the_list),
