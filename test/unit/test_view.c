@@ -946,6 +946,68 @@ static void test_view_engine_of_a_context(void **state)
 	assert_int_equal(context, 1);
 }
 
+/*
+ * view.md: "on the engine's own thread (a frame, a post or an on_done that
+ * takes the view) at once"; "an engine that runs nowhere (a context that
+ * has not started ...) is read by the caller at once". context.h: a cancel
+ * stop of a context whose thread never started "finishes the queued
+ * frames at once, on the calling thread (their on_done sees -ECANCELED)".
+ * A view of that context's engine from such an on_done: the calling
+ * thread holds the engine borrowed, so the view's own borrow is refused
+ * (take: borrowed_here == e), nobody else can answer, and the view waits
+ * its whole wait_ns (100 ms here; UINT64_MAX: for ever) and counts the
+ * engine unanswered. Expected at once: 0, the context read, nothing
+ * unanswered (the finished frame is no longer listed).
+ */
+struct done_view {
+	co_frame co;
+	co_context *c;
+	int res, status;
+	unsigned contexts, unanswered;
+	size_t n;
+};
+
+static int done_view_body(co_frame *f)
+{
+	CO_BEGIN(f);
+	CO_END(f);
+}
+
+static void done_view_on_done(co_frame *f)
+{
+	struct done_view *d = (struct done_view *)f;
+	co_view v;
+
+	d->status = co_status(f);
+	d->res = co_view_engine(&v, &d->c->engine, 100 * CO_MS);
+	d->contexts = v.contexts;
+	d->unanswered = v.unanswered;
+	d->n = v.n;
+	co_view_free(&v);
+}
+
+static void test_view_from_on_done_of_cancel_stop(void **state)
+{
+	co_context c;
+	struct done_view d;
+	(void)state;
+	NEED_VIEW();
+	memset(&d, 0, sizeof d);
+	d.res = 1;
+	d.c = &c;
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_init(&d.co, done_view_body);
+	d.co.on_done = done_view_on_done;
+	assert_int_equal(co_context_spawn(&c, &d.co), 0);
+	assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0); /* its on_done runs here */
+	assert_int_equal(d.status, -ECANCELED);
+	assert_int_equal(co_context_destroy(&c), 0);
+	assert_int_equal(d.res, 0);
+	assert_int_equal(d.unanswered, 0);
+	assert_int_equal(d.contexts, 1);
+	assert_int_equal(d.n, 0);
+}
+
 /* ---- errors ------------------------------------------------------------------------ */
 
 static void test_view_errors(void **state)
@@ -1285,6 +1347,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_text_line_per_context),
 		cmocka_unit_test(test_view_engine_of_a_context),
+		cmocka_unit_test(test_view_from_on_done_of_cancel_stop),
 		cmocka_unit_test(test_view_errors),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
 		cmocka_unit_test(test_finished_frames_leave_the_list),
