@@ -58,7 +58,7 @@ typedef struct co_view_frame {
 	                           started) */
 	unsigned depth;         /* children between the root and that frame */
 	int context;            /* its context's index in the scheduler; -1 on
-	                           a lone engine */
+	                           an engine of no scheduler */
 	int kind;               /* that context's kind (its group); 0 */
 	int state;              /* enum co_view_state */
 	const char *wait;       /* what it waits on ("recv", "event", "mutex",

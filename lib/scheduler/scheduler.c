@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -238,6 +239,20 @@ static const struct co__engine_hooks hooks_stealing = {
 	.quiet = sched_quiet,
 	.spin = sched_spin,
 };
+
+/* Only a scheduler sets these hooks, on its contexts' engines: an engine
+ * with one of them is a co_context's (its first member). */
+int co__sched_context_of(const co_engine *e, int *index, int *kind)
+{
+	const co_context *c;
+
+	if (e->hooks != &hooks_plain && e->hooks != &hooks_stealing)
+		return 0;
+	c = (const co_context *)(const void *)((const char *)e - offsetof(co_context, engine));
+	*index = (int)c->index;
+	*kind = (int)c->kind;
+	return 1;
+}
 
 static void ended_locked(co_sched *s, co_context *c)
 {

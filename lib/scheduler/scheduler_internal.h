@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the scheduler offers the layers below it (not installed): a walk
- * over its contexts that destroy waits for (lib/view/view.c).
+ * over its contexts that destroy waits for, and which context an engine
+ * belongs to (lib/view/view.c).
  */
 #ifndef CORING_LIB_SCHEDULER_INTERNAL_H
 #define CORING_LIB_SCHEDULER_INTERNAL_H
@@ -12,5 +13,11 @@
  * comes meanwhile frees nothing until it returns). fn's value, or -EINVAL
  * (NULL, not set up, destroyed). */
 int co__sched_contexts(co_sched *s, int (*fn)(co_context *ctx, unsigned n, void *arg), void *arg);
+
+/* If e is the engine of a scheduler's context: that context's index and
+ * kind, and 1; else 0 (a lone engine or a lone context). Read with e to
+ * oneself (its owner's thread, or while it runs nowhere): a scheduler
+ * hooks its contexts' engines before they first run. */
+int co__sched_context_of(const co_engine *e, int *index, int *kind);
 
 #endif

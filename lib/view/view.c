@@ -135,6 +135,8 @@ static void take_fn(co_engine *e, void *arg)
 	size_t listed = 0, first = t->n, *rec_of = malloc(e->view_n * sizeof *rec_of);
 	unsigned live;
 
+	if (t->context < 0) /* co_view_engine: the engine may be a context's */
+		co__sched_context_of(e, &t->context, &t->kind);
 	for (unsigned i = 1; i < e->view_n && !t->nomem; i++) {
 		co_frame *f = e->view[i].f;
 

@@ -913,7 +913,7 @@ static void test_text_line_per_context(void **state)
  * view.md, "What a view holds": "context, kind: its context's index and
  * kind (group); -1 and 0 on a lone engine". co_view_engine of the engine
  * of a scheduler's context 1 (not a lone engine): its frame's record says
- * context -1. co_view_engine (lib/view/view.c) sets -1 for every engine.
+ * context 1, as co_view_sched's would.
  */
 static void test_view_engine_of_a_context(void **state)
 {
