@@ -127,6 +127,9 @@ int co__engine_take(co_engine *e, enum co__transition t);
  * co__engine_unborrow(e, prev), prev as the borrow gave it. */
 int co__engine_borrow(co_engine *e, co_engine **prev);
 void co__engine_unborrow(co_engine *e, co_engine *prev);
+/* 1 if the calling thread holds e borrowed (a frame's on_done that a
+ * cancel stop of a never-started context runs there, say). */
+int co__engine_borrowed_here(const co_engine *e);
 
 static inline int co__engine_alive(co_engine *e)
 {

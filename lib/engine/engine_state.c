@@ -72,6 +72,11 @@ int co_engine_state(co_engine *e)
  * for itself: it is refused instead. */
 static _Thread_local co_engine *borrowed_here __attribute__((tls_model("initial-exec")));
 
+int co__engine_borrowed_here(const co_engine *e)
+{
+	return borrowed_here == e;
+}
+
 /* Make t, waiting out the borrowers but mine (1: the caller is one). */
 static int take(co_engine *e, enum co__transition t, unsigned mine)
 {

@@ -168,7 +168,10 @@ int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), voi
 	*out = NULL;
 	if (e == NULL || !co__engine_alive(e))
 		return -EINVAL;
-	if (co__tls_engine == e) { /* its own thread: a frame, a post, an on_done */
+	/* Its own thread (a frame, a post, an on_done), or a thread that holds
+	 * it borrowed (an on_done a cancel stop runs there: its own borrow
+	 * would be refused): e is the caller's now. */
+	if (co__tls_engine == e || co__engine_borrowed_here(e)) {
 		answer(e, &(struct co__view_req){ .e = e, .fn = fn, .arg = arg });
 		return 0;
 	}

@@ -953,11 +953,10 @@ static void test_view_engine_of_a_context(void **state)
  * stop of a context whose thread never started "finishes the queued
  * frames at once, on the calling thread (their on_done sees -ECANCELED)".
  * A view of that context's engine from such an on_done: the calling
- * thread holds the engine borrowed, so the view's own borrow is refused
- * (take: borrowed_here == e), nobody else can answer, and the view waits
- * its whole wait_ns (100 ms here; UINT64_MAX: for ever) and counts the
- * engine unanswered. Expected at once: 0, the context read, nothing
- * unanswered (the finished frame is no longer listed).
+ * thread holds the engine borrowed (a borrow of its own would be
+ * refused), so the view reads it at once: 0, the context read, nothing
+ * unanswered (the finished frame is no longer listed), well within its
+ * wait_ns.
  */
 struct done_view {
 	co_frame co;
