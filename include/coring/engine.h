@@ -250,7 +250,9 @@ struct co__view_slot;
 	uint64_t cancel_again;          /* when a cancel stop next asks                 \
 	                                   the kernel to cancel what is in flight       \
 	                                   (owner thread; a reserved slot before) */    \
-	void *reserved[4 - sizeof(uint64_t) / sizeof(void *)]; /* room                  \
+	CO__ATOMIC(unsigned) viewers;   /* other threads' views waiting for             \
+	                                   an answer: destroy waits for them */         \
+	void *reserved[3 - sizeof(uint64_t) / sizeof(void *)]; /* room                  \
 	                                   for fields of later versions                 \
 	                                   (docs/abi.md) */
 

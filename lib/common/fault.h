@@ -67,6 +67,8 @@ enum co__fault_point {
 	                            its frame not woken yet (lib/pool/pool.c) */
 	CO__POINT_WHEN_SPAWNED, /* a when_all / when_any spawned a child and has others to
 	                           spawn (lib/sync/when.c) */
+	CO__POINT_VIEW_WAITS,  /* a view's request is published and its caller, outside any visit, is
+	                          about to look for its answer (lib/engine/engine_view.c) */
 	CO__POINTS
 };
 

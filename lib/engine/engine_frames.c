@@ -12,6 +12,7 @@
  * in a slot no thief touches). lib/engine/engine_view.c reads it.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "common/clock.h"
@@ -37,6 +38,10 @@ int co__view_init(co_engine *e)
 
 void co__view_fini(co_engine *e)
 {
+	/* Views of other threads still waiting on e see it dying within a
+	 * slice, take their requests back and leave: then none touches e. */
+	while (atomic_load_explicit(&e->viewers, memory_order_acquire) != 0)
+		sched_yield();
 	free(e->view);
 	e->view = NULL;
 	e->view_cap = e->view_n = 0;

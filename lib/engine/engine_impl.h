@@ -155,7 +155,9 @@ static inline unsigned char co__cx_load(co_frame *f)
 /* ---- engine_frames.c: the list of live frames ---------------------------------- */
 
 /* Set up with the engine (-ENOMEM), freed with it; view_lock held while it
- * changes (engines that may be stolen from only). */
+ * changes (engines that may be stolen from only). fini, at a destroy (e
+ * DYING, no visitor left), first waits for the views of other threads
+ * still waiting on e (e->viewers, lib/engine/engine_view.c). */
 int co__view_init(co_engine *e);
 void co__view_fini(co_engine *e);
 void co__view_lock(co_engine *e);
@@ -334,7 +336,8 @@ void co__engine_later_take(co_engine *e);
 
 /* ---- engine_view.c: a view's request --------------------------------------------- */
 
-/* At a turn whose epoch moved: answer a view's request, if one is there. */
+/* At a turn whose epoch moved, and as a run or a tick returns: answer a
+ * view's request, if one is there. */
 void co__engine_view_answer(co_engine *e);
 
 /* ---- engine_wait.c: waiting for work --------------------------------------------- */

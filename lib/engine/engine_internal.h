@@ -237,14 +237,15 @@ static inline void co__view_del(co_engine *e, co_frame *f)
 }
 #endif
 /* Run fn(e, arg) with e's frames to itself, in two steps so that a view
- * asks every engine before it waits for any. begin: on e's own thread fn
- * runs at once (*r NULL); elsewhere the request is published (*r), for
+ * asks every engine before it waits for any. begin: on e's own thread,
+ * or one that holds e borrowed, fn runs at once (*r NULL); elsewhere the
+ * request is published (*r), for
  * e's next turn or for end, which answers it itself while e runs nowhere.
  * end waits until deadline (CLOCK_MONOTONIC): 0, fn ran; -ETIMEDOUT, no
  * answer in time, and fn will not run; -EINPROGRESS, no answer in time,
  * and e has the request: fn runs later, then drop(arg) frees arg (the
  * caller must not); -EINVAL, e not set up (fn will not run). begin: 0,
- * -EINVAL, -ENOMEM. */
+ * -EINVAL, -ENOMEM. A destroy of e waits until end returns. */
 struct co__view_req;
 int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), void (*drop)(void *arg),
 			  void *arg, struct co__view_req **r);

@@ -485,6 +485,13 @@ static int enter(co_engine *e)
 
 static void leave(co_engine *e)
 {
+#ifdef CO_WITH_VIEW
+	/* A view's request published since the last turn: no turn comes
+	 * after this one, so it is answered now (not at the viewer's next
+	 * look, which a destroy would have to wait for). */
+	if (atomic_load_explicit(&e->view_req, memory_order_acquire) != NULL)
+		co__engine_view_answer(e);
+#endif
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
 	co__tls_engine = NULL;

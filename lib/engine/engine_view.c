@@ -122,6 +122,30 @@ static int publish(co_engine *e, struct co__view_req *r)
 
 #define VIEW_SLICE_NS 1000000ull /* between two looks at whether e still runs */
 
+/* A caller that publishes a request counts itself in e->viewers from
+ * co__engine_view_begin until its last touch of e in co__engine_view_end.
+ * It waits outside any visit (a cancel stop that holds e borrowed waits for
+ * the visitors to leave), so a destroy that comes meanwhile waits for the
+ * viewers instead (co__view_fini, lib/engine/engine_frames.c): each sees e
+ * dying within a slice and takes its request back. The count is taken
+ * inside a visit that saw e alive, so a destroy that waited for the
+ * visitors sees it. */
+static int viewer_enter(co_engine *e)
+{
+	int visit = co__engine_visit_begin(e), alive = co__engine_alive(e);
+
+	if (alive)
+		atomic_fetch_add_explicit(&e->viewers, 1, memory_order_seq_cst);
+	co__engine_visit_end(e, visit);
+	return alive;
+}
+
+/* The viewer's last touch of e: from here e may be destroyed. */
+static void viewer_leave(co_engine *e)
+{
+	atomic_fetch_sub_explicit(&e->viewers, 1, memory_order_release);
+}
+
 static struct co__view_req *req_new(co_engine *e, void (*fn)(co_engine *e, void *arg),
 				    void (*drop)(void *arg), void *arg)
 {
@@ -175,9 +199,13 @@ int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), voi
 		answer(e, &(struct co__view_req){ .e = e, .fn = fn, .arg = arg });
 		return 0;
 	}
+	if (!viewer_enter(e))
+		return -EINVAL;
 	*out = req_new(e, fn, drop, arg);
-	if (*out == NULL)
+	if (*out == NULL) {
+		viewer_leave(e);
 		return -ENOMEM;
+	}
 	publish(e, *out);
 	return 0;
 }
@@ -202,28 +230,39 @@ static int give_up(co_engine *e, struct co__view_req *r, int err)
 	return -EINPROGRESS;
 }
 
-int co__engine_view_end(struct co__view_req *r, uint64_t deadline)
+static int view_wait(co_engine *e, struct co__view_req *r, uint64_t deadline)
 {
-	co_engine *e;
-
-	if (r == NULL)
-		return 0; /* answered at once */
-	e = r->e;
 	for (;;) {
 		if (!r->published && !publish(e, r)) {
 			if (co__engine_alive(e) && co__now_ns() < deadline) {
 				usleep(50); /* another view's request first */
 				continue;
 			}
-		} else if (borrow_answer(e, r) || wait_answer(r, deadline)) {
-			req_free(r);
-			return 0;
+		} else {
+			co__fault_point(CO__POINT_VIEW_WAITS); /* tests: a destroy comes now */
+			if (borrow_answer(e, r) || wait_answer(r, deadline)) {
+				req_free(r);
+				return 0;
+			}
 		}
 		if (!co__engine_alive(e))
 			return give_up(e, r, -EINVAL);
 		if (co__now_ns() >= deadline)
 			return give_up(e, r, -ETIMEDOUT);
 	}
+}
+
+int co__engine_view_end(struct co__view_req *r, uint64_t deadline)
+{
+	co_engine *e;
+	int err;
+
+	if (r == NULL)
+		return 0; /* answered at once */
+	e = r->e;
+	err = view_wait(e, r, deadline);
+	viewer_leave(e);
+	return err;
 }
 
 #else /* without the view: no request */

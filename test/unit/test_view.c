@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -1270,14 +1271,12 @@ static void test_twice_seen_frames_kept_once(void **state)
  * answers" and "A request never waits on an engine that will not turn
  * again". A co_view_engine from another thread asks an engine whose frame
  * holds the thread; the frame then ends, and the run (UNTIL_IDLE, nothing
- * live) returns without another turn, the request unanswered; its owner
- * destroys the engine (0: the viewer, between two of its 1 ms looks, is
- * no visitor) and sets it up again at the same address. The viewer's next
- * look finds the new engine, which never holds its request: it waits its
- * whole wait_ns (forever with UINT64_MAX), counts an idle engine
- * unanswered and leaks the request. Expected: the view answered (0,
- * nothing unanswered) or refused (-EINVAL: destroyed meanwhile). Seen:
- * 0 with v.unanswered 1 after the full 100 ms, in most rounds.
+ * live) may return without another turn: it answers the request before it
+ * returns, so none is left in the engine (view_req NULL). Its owner then
+ * destroys the engine and sets it up again at the same address. Expected:
+ * the view answered (0, nothing unanswered) or refused (-EINVAL:
+ * destroyed meanwhile), never a wait on the new engine, which does not
+ * hold its request.
  */
 struct race_view {
 	co_engine e;
@@ -1320,6 +1319,7 @@ static void test_view_races_destroy_and_init(void **state)
 		assert_int_equal(co_engine_spawn(&rv.e, &f), 0);
 		assert_int_equal(pthread_create(&t, NULL, race_viewer, NULL), 0);
 		assert_int_equal(co_engine_run(&rv.e, CO_RUN_UNTIL_IDLE), 0);
+		assert_null(atomic_load(&rv.e.view_req)); /* answered: none pending */
 		assert_int_equal(co_engine_destroy(&rv.e), 0);
 		assert_int_equal(co_engine_init(&rv.e, NULL), 0); /* set up again */
 		pthread_join(t, NULL);
@@ -1330,6 +1330,63 @@ static void test_view_races_destroy_and_init(void **state)
 		co_view_free(&rv.v);
 		assert_int_equal(co_engine_destroy(&rv.e), 0);
 	}
+}
+
+/*
+ * engine.h, co_engine_destroy: "it waits for other threads still returning
+ * from a call on e". A co_view_engine from another thread has published
+ * its request to an engine that runs nowhere and waits, outside any visit,
+ * for its answer (held at CO__POINT_VIEW_WAITS until the engine is
+ * dying, or set up again); the owner destroys the engine meanwhile and
+ * sets it up again at the same address. The destroy waits for the view,
+ * which sees the engine dying and takes its request back: -EINVAL. A
+ * destroy that did not wait would let the view go on with the new engine,
+ * which never holds its request: it would wait its whole wait_ns and
+ * count the engine unanswered.
+ */
+static struct {
+	co_engine e;
+	co_view v;
+	int res;
+	atomic_int waits, again;
+} dv;
+
+static void view_waits_for_destroy(void *arg)
+{
+	(void)arg;
+	if (atomic_exchange(&dv.waits, 1))
+		return; /* its first look only */
+	while (co_engine_state(&dv.e) != CO_ENGINE_DYING && !atomic_load(&dv.again))
+		sched_yield();
+}
+
+static void *destroy_viewer(void *arg)
+{
+	(void)arg;
+	dv.res = co_view_engine(&dv.v, &dv.e, 100 * CO_MS);
+	return NULL;
+}
+
+static void test_destroy_waits_for_a_view(void **state)
+{
+	pthread_t t;
+	(void)state;
+	NEED_VIEW();
+	atomic_store(&dv.waits, 0);
+	atomic_store(&dv.again, 0);
+	assert_int_equal(co_engine_init(&dv.e, NULL), 0);
+	co__fault_on_point(CO__POINT_VIEW_WAITS, view_waits_for_destroy, NULL);
+	assert_int_equal(pthread_create(&t, NULL, destroy_viewer, NULL), 0);
+	while (!atomic_load(&dv.waits)) /* published, waiting */
+		sched_yield();
+	assert_int_equal(co_engine_destroy(&dv.e), 0);
+	assert_int_equal(co_engine_init(&dv.e, NULL), 0); /* set up again */
+	atomic_store(&dv.again, 1);
+	pthread_join(t, NULL);
+	co__fault_on_point(CO__POINT_VIEW_WAITS, NULL, NULL);
+	assert_int_equal(dv.res, -EINVAL);
+	co_view_free(&dv.v);
+	assert_int_equal(co_engine_destroy(&dv.e), 0);
 }
 
 int main(int argc, char **argv)
@@ -1353,6 +1410,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_since_is_last_run),
 		cmocka_unit_test(test_twice_seen_frames_kept_once),
 		cmocka_unit_test(test_view_races_destroy_and_init),
+		cmocka_unit_test(test_destroy_waits_for_a_view),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
