@@ -117,8 +117,9 @@ enum {
 };
 
 /*
- * Write v as text to descriptor fd: a header line, one line per context,
- * then the frames grouped by state, wait and place (the root function and
+ * Write v as text to descriptor fd: a header line, one line per context
+ * with frames, one with how many answered without frames, then the
+ * frames grouped by state, wait and place (the root function and
  * where the innermost frame stands), largest group first, each with its
  * count and how long its frames have waited; with CO_VIEW_EACH, then one
  * line per frame. Places are named from the program's symbol table: the

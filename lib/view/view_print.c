@@ -275,9 +275,13 @@ static void print_frame(struct out *o, co__symbols *syms, const co_view *v, cons
 	outf(o, "\n");
 }
 
-/* The header and each context's count (records come context by context). */
+/* The header, each context's count (records come context by context),
+ * then how many of the contexts that answered have no frame: a view keeps
+ * no list of the contexts it read, only their counts. */
 static void print_head(struct out *o, const co_view *v)
 {
+	unsigned with_frames = 0, idle;
+
 	outf(o, "coring view: %zu frame%s on %u context%s", v->n, v->n == 1 ? "" : "s", v->contexts,
 	     v->contexts == 1 ? "" : "s");
 	if (v->unanswered)
@@ -288,9 +292,14 @@ static void print_head(struct out *o, const co_view *v)
 	for (size_t i = 0, j; i < v->n; i = j) {
 		for (j = i; j < v->n && v->frames[j].context == v->frames[i].context; j++)
 			;
+		with_frames++;
 		if (v->frames[i].context >= 0)
 			outf(o, "  context %d (kind %d): %zu frame%s\n", v->frames[i].context,
 			     v->frames[i].kind, j - i, j - i == 1 ? "" : "s");
+	}
+	if (v->contexts >= v->unanswered && v->contexts - v->unanswered > with_frames) {
+		idle = v->contexts - v->unanswered - with_frames;
+		outf(o, "  %u context%s without frames\n", idle, idle == 1 ? "" : "s");
 	}
 }
 
