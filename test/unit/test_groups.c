@@ -880,6 +880,77 @@ static void test_destroy_from_own_context(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+
+/*
+ * scheduler.md: "co_context_current() names the context whose thread is
+ * running"; errors: "co_context_tick | -EINVAL ..., -ESHUTDOWN ...,
+ * co_engine_tick's" (an error changes nothing). A frame running on a
+ * context that calls co_context_tick (of a manual context, or of its own
+ * manual context from inside its tick) is refused by co_engine_tick
+ * (-EBUSY: an engine runs on this thread), but co_context_tick has set
+ * the thread's current context to the manual one and then to NULL: after
+ * the refused call co_context_current() answers NULL on a thread that
+ * still runs a context. job_system.md's co_context_current()->kind then
+ * crashes, a co_transfer_to from that frame answers -EXDEV, and a
+ * co_sched_run from it no longer sees it runs on its own context and waits
+ * for itself instead of answering -EBUSY.
+ */
+struct wrong_ticker {
+	co_frame co;
+	co_context *target;
+	co_context *before, *after;
+	int tick;
+	atomic_int done;
+};
+
+static int wrong_ticker_fn(co_frame *f)
+{
+	struct wrong_ticker *w = (struct wrong_ticker *)f;
+	CO_BEGIN(f);
+	w->before = co_context_current();
+	w->tick = co_context_tick(w->target);
+	w->after = co_context_current();
+	atomic_store(&w->done, 1);
+	CO_END(f);
+}
+
+static void test_refused_tick_keeps_current(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct wrong_ticker w[2];
+	co_sched s;
+	co_context *logic;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	assert_true(co_context_tick(logic) >= 0); /* this thread ticks it */
+	/* a task on the threaded context ticks the manual one */
+	memset(w, 0, sizeof w);
+	w[0].target = logic;
+	co_init(&w[0].co, wrong_ticker_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &w[0].co), 0);
+	WAIT_UNTIL(atomic_load(&w[0].done));
+	assert_ptr_equal(w[0].before, &s.ctx[0]);
+	assert_int_equal(w[0].tick, -EBUSY);
+	assert_ptr_equal(w[0].after, &s.ctx[0]); /* NULL */
+	/* a task on the manual context ticks it from inside its tick */
+	w[1].target = logic;
+	co_init(&w[1].co, wrong_ticker_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &w[1].co), 0);
+	while (!atomic_load(&w[1].done))
+		assert_true(co_context_tick(logic) >= 0);
+	assert_ptr_equal(w[1].before, logic);
+	assert_int_equal(w[1].tick, -EBUSY);
+	assert_ptr_equal(w[1].after, logic); /* NULL */
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		co_context_tick(logic);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -893,6 +964,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_when_any_loser_moved),
 	cmocka_unit_test(test_engine_tick),
 	cmocka_unit_test(test_tick_errors),
+	cmocka_unit_test(test_refused_tick_keeps_current),
 };
 
 CO_TEST_MAIN(tests, 1)
