@@ -951,6 +951,91 @@ static void test_refused_tick_keeps_current(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+
+/*
+ * A post pending on a manual context is work. engine.h, co_engine_post:
+ * "A post ... counts as pending work: the engine does not stop, nor
+ * co_engine_destroy succeed, before fn has run"; scheduler.md: "Destroy
+ * also answers -EBUSY, changing nothing, while ..." and "destroying a
+ * running scheduler with nothing live stops and joins it at once";
+ * "A stop that has not finished makes destroy answer -EBUSY (wait with
+ * co_sched_run)".
+ *
+ * What happens: co_sched_destroy finds no live frame (a post is not
+ * counted), stops every context and ends the manual one; the manual
+ * engine's own destroy then refuses (its post is pending), so the
+ * scheduler's destroy answers -EBUSY having changed everything: the
+ * state is ENDED, the manual context's tick answers -ESHUTDOWN and the
+ * post never runs, co_sched_run answers 0, and every later destroy
+ * answers -EBUSY: the post is lost and the scheduler can never be freed.
+ * The same with a context ticked before and one never ticked.
+ */
+struct post_count {
+	co_post p;
+	atomic_int ran;
+};
+
+static void post_count_fn(co_post *p)
+{
+	atomic_fetch_add(&((struct post_count *)p)->ran, 1);
+}
+
+static void test_destroy_with_post_on_manual(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct post_count p;
+	co_sched s;
+	co_context *logic;
+	(void)state;
+
+	for (int ticked = 0; ticked < 2; ticked++) {
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		logic = co_sched_pick(&s, 1);
+		if (ticked)
+			assert_true(co_context_tick(logic) >= 0);
+		memset(&p, 0, sizeof p);
+		p.p.fn = post_count_fn;
+		assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+		assert_int_equal(co_sched_destroy(&s), -EBUSY); /* the post is pending */
+		assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING); /* ENDED */
+		assert_true(co_context_tick(logic) >= 0); /* -ESHUTDOWN */
+		assert_int_equal(atomic_load(&p.ran), 1); /* 0: never runs */
+		assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+	}
+}
+
+/* The same through a stop: co_sched_stop (a drain), then the ticker's
+ * co_sched_poll ends the manual context (nothing live on it) though its
+ * post has not run: poll answers 0, the tick -ESHUTDOWN, the post never
+ * runs and co_sched_destroy answers -EBUSY for good. A drain lets every
+ * accepted piece of work finish: the poll should answer -EAGAIN until a
+ * tick has run the post. */
+static void test_stop_with_post_on_manual(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct post_count p;
+	co_sched s;
+	co_context *logic;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	assert_true(co_context_tick(logic) >= 0);
+	memset(&p, 0, sizeof p);
+	p.p.fn = post_count_fn;
+	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
+		if (co_context_tick(logic) < 0)
+			break;
+	assert_int_equal(atomic_load(&p.ran), 1); /* 0: never runs */
+	assert_int_equal(co_sched_poll(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -965,6 +1050,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_engine_tick),
 	cmocka_unit_test(test_tick_errors),
 	cmocka_unit_test(test_refused_tick_keeps_current),
+	cmocka_unit_test(test_destroy_with_post_on_manual),
+	cmocka_unit_test(test_stop_with_post_on_manual),
 };
 
 CO_TEST_MAIN(tests, 1)
