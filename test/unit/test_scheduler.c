@@ -1796,6 +1796,67 @@ static void test_timed_stop_never_cancels_parked(void **state)
 	}
 }
 
+
+/* ---- a post to a context whose thread is gone ----------------------------------------- */
+
+/*
+ * scheduler.md, Contexts: "When the run returns, the thread stops its
+ * engine ... and drains what was accepted in between: nothing accepted is
+ * left in a context whose thread is gone"; engine.md: a post "counts as
+ * pending work, so the engine neither sleeps through it nor stops or is
+ * destroyed before it ran"; scheduler.md, Stopping: "co_sched_run then
+ * returns once every context has ended, and co_sched_destroy joins them
+ * and frees everything".
+ *
+ * What happens: co_engine_post to the engine of a context whose thread
+ * has ended (a scheduler stopped and run to its end; a lone context
+ * joined) answers 0, nothing will ever run it, and the engine's destroy
+ * refuses because of it: co_sched_destroy and co_context_destroy answer
+ * -EBUSY for good (the post is lost, the scheduler or context can never
+ * be freed). Either the post is refused, or it runs and the destroy
+ * succeeds.
+ */
+struct late_post {
+	co_post p;
+	atomic_int ran;
+};
+
+static void late_post_fn(co_post *p)
+{
+	atomic_fetch_add(&((struct late_post *)p)->ran, 1);
+}
+
+static void test_post_after_context_ended(void **state)
+{
+	co_sched_opts o = { .contexts = 1 };
+	struct late_post p;
+	co_sched s;
+	co_context c;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0); /* every context has ended */
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	memset(&p, 0, sizeof p);
+	p.p.fn = late_post_fn;
+	r = co_engine_post(&s.ctx[0].engine, &p.p);
+	assert_true(r == 0 || r == -ESHUTDOWN);
+	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY, for good */
+	assert_int_equal(atomic_load(&p.ran), r == 0);
+
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_context_join(&c), 0); /* its thread is gone */
+	memset(&p, 0, sizeof p);
+	p.p.fn = late_post_fn;
+	r = co_engine_post(&c.engine, &p.p);
+	assert_true(r == 0 || r == -ESHUTDOWN);
+	assert_int_equal(co_context_destroy(&c), 0); /* -EBUSY, for good */
+	assert_int_equal(atomic_load(&p.ran), r == 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1826,6 +1887,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_poll_after_stop_waits_for_threads),
 		cmocka_unit_test(test_two_destroys_at_once),
 		cmocka_unit_test(test_timed_stop_never_cancels_parked),
+		cmocka_unit_test(test_post_after_context_ended),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
