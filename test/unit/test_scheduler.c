@@ -1857,6 +1857,58 @@ static void test_post_after_context_ended(void **state)
 	assert_int_equal(atomic_load(&p.ran), r == 0);
 }
 
+
+/* ---- a task spawned twice while it lives ----------------------------------------------- */
+
+/*
+ * scheduler.md, Errors: "co_sched_spawn, _kind, _key, _to | -EINVAL (...,
+ * started or spawned frame, ...)". test_errors spawns a finished frame
+ * again; here the task is live: queued on a manual context this thread
+ * ticks (so no other thread runs it while it is spawned again), then
+ * parked on an event. Each spawn call, into this scheduler and into
+ * another, answers -EINVAL, nothing is counted (co_sched_tasks stays 1),
+ * and the task runs once.
+ */
+static void test_spawn_live_task_refused(void **state)
+{
+	static const co_sched_group g2[2] = { { .contexts = 2 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g2, .ngroups = 2 }, ot = { .contexts = 1 };
+	co_sched s, t;
+	co_event ev;
+	struct gated g = { .ev = &ev };
+	co_context *logic;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(co_sched_init(&t, &ot), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	logic = co_sched_pick(&s, 1);
+	co_init(&g.co, gated_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &g.co), 0);
+	for (int round = 0; round < 2; round++) { /* queued; then parked */
+		assert_int_equal(co_sched_spawn(&s, &g.co), -EINVAL);
+		assert_int_equal(co_sched_spawn_kind(&s, 1, &g.co), -EINVAL);
+		assert_int_equal(co_sched_spawn_key(&s, 0, UINT64_MAX, &g.co), -EINVAL);
+		assert_int_equal(co_sched_spawn_to(&s, 1, &g.co), -EINVAL);
+		assert_int_equal(co_sched_spawn(&t, &g.co), -EINVAL);
+		assert_int_equal(co_sched_tasks(&s), 1);
+		assert_int_equal(co_sched_tasks(&t), 0);
+		assert_true(co_context_tick(logic) >= 0);
+	}
+	assert_false(co_done(&g.co));
+	assert_int_equal(co_event_set(&ev), 0);
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_status(&g.co), 0);
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_run(&t), 0);
+	assert_int_equal(co_sched_destroy(&t), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1888,6 +1940,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_destroys_at_once),
 		cmocka_unit_test(test_timed_stop_never_cancels_parked),
 		cmocka_unit_test(test_post_after_context_ended),
+		cmocka_unit_test(test_spawn_live_task_refused),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
