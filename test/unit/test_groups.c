@@ -1036,6 +1036,51 @@ static void test_stop_with_post_on_manual(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
 }
 
+
+/*
+ * scheduler.md, Errors: co_sched_destroy "-EBUSY (..., called on one of
+ * its own contexts: a post, a frame, an on_done, a manual context's
+ * tick ...); nothing changes". A cancel stop finishes the tasks queued on
+ * a manual context no thread has ticked on the stopping thread itself
+ * (cancel_stop_finishes_unticked): such a task's on_done that destroys the
+ * scheduler is answered -EBUSY (its task is still counted), the stop
+ * returns, and the scheduler then ends and is destroyed as usual.
+ */
+static atomic_int destroy_in_on_done = 1;
+
+static void destroy_on_done(co_frame *f)
+{
+	atomic_store(&destroy_in_on_done, co_sched_destroy((co_sched *)f->user));
+}
+
+static void test_destroy_from_stop_on_done(void **state)
+{
+	static const co_sched_group g[2] = { { .manual = 1 }, { .contexts = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_sched s;
+	struct child task;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	memset(&task, 0, sizeof task);
+	task.kind = 1234;
+	co_init(&task.co, child_fn);
+	task.co.on_done = destroy_on_done;
+	task.co.user = &s;
+	assert_int_equal(co_sched_spawn_kind(&s, 0, &task.co), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_int_equal(atomic_load(&destroy_in_on_done), -EBUSY);
+	assert_int_equal(co_status(&task.co), -ECANCELED);
+	assert_int_equal(task.kind, 1234); /* it never ran */
+	assert_int_equal(co_sched_tasks(&s), 0);
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		sched_yield(); /* the threaded context ends */
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1052,6 +1097,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_refused_tick_keeps_current),
 	cmocka_unit_test(test_destroy_with_post_on_manual),
 	cmocka_unit_test(test_stop_with_post_on_manual),
+	cmocka_unit_test(test_destroy_from_stop_on_done),
 };
 
 CO_TEST_MAIN(tests, 1)
