@@ -1104,6 +1104,77 @@ static void test_manual_context_named(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+
+/*
+ * scheduler.md: "In a trace the ticking thread is the manual context's
+ * track: its first tick in a session records the context's CONTEXT
+ * event". A co_context_tick from another thread is refused (-EPERM: the
+ * engine has its ticker), yet it records the CONTEXT event before the
+ * refusal: the trace names a thread that never ticked as the manual
+ * context's too (two threads carry its index), and a context thread whose
+ * frame made such a call (refused -EBUSY) is renamed for the rest of the
+ * session (test_groups refused_tick_keeps_current: the same call leaves
+ * co_context_current() NULL there).
+ */
+struct wrong_tick {
+	co_context *c;
+	int ret;
+	int tid;
+};
+
+static void *wrong_tick_main(void *arg)
+{
+	struct wrong_tick *w = arg;
+
+	w->tid = gettid();
+	w->ret = co_context_tick(w->c);
+	return NULL;
+}
+
+static void test_refused_tick_not_named(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	const char *path = tmp_path("refused.trace");
+	struct ticked_task t = { 0 };
+	struct wrong_tick w = { 0 };
+	struct tfile tf;
+	co_context *manual;
+	co_sched s;
+	pthread_t th;
+	unsigned me = ~0u, other = ~0u;
+	(void)state;
+	NEED_TRACE();
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	manual = co_sched_pick(&s, 1);
+	assert_true(co_context_tick(manual) >= 0); /* this thread is its ticker */
+	start(1 << 12, path);
+	w.c = manual;
+	assert_int_equal(pthread_create(&th, NULL, wrong_tick_main, &w), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(w.ret, -EPERM);
+	co_init(&t.co, ticked_task_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &t.co), 0);
+	while (!co_done(&t.co))
+		assert_true(co_context_tick(manual) >= 0);
+	stop_and_read(path, &tf);
+	for (unsigned i = 0; i < tf.nth; i++) {
+		if (tf.th[i].tid == gettid())
+			me = i;
+		if (tf.th[i].tid == w.tid)
+			other = i;
+	}
+	assert_true(me != ~0u);
+	assert_int_equal(tf.th[me].context, (int)manual->index);
+	assert_int_equal(thread_of_context(&tf, manual->index), tf.th[me].index);
+	if (other != ~0u) /* the refused thread: no context of its own */
+		assert_int_not_equal(tf.th[other].context, (int)manual->index);
+	tfile_free(&tf);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 /* A thread that records five events and ends. */
@@ -1411,6 +1482,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_scheduler_recorded),
 	cmocka_unit_test(test_follow_recorded),
 	cmocka_unit_test(test_manual_context_named),
+	cmocka_unit_test(test_refused_tick_not_named),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_no_key_left),
 	cmocka_unit_test(test_stop_errors_said),
