@@ -1081,6 +1081,65 @@ static void test_destroy_from_stop_on_done(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+
+/*
+ * scheduler.h, co_sched_stop_timed: "drains, and cancels what is still
+ * live after ns". With ns 0 the time has come at once: a task waiting for
+ * an event that is never set on a threaded context, and one queued on a
+ * manual context no thread has ticked, are both cancelled (a task that
+ * never started does not start: status -ECANCELED; one that had begun to
+ * wait sees its wait end with -ECANCELED), co_sched_run answers 0 and the
+ * scheduler is destroyed. (Zero is not "never".)
+ */
+struct zero_waiter {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	int res;
+};
+
+static int zero_waiter_fn(co_frame *f)
+{
+	struct zero_waiter *z = (struct zero_waiter *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&z->w, z->ev));
+	z->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_timed_stop_zero_cancels_now(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct zero_waiter z[2];
+	co_event ev;
+	co_sched s;
+	(void)state;
+
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (unsigned k = 0; k < 2; k++) {
+		memset(&z[k], 0, sizeof z[k]);
+		z[k].ev = &ev;
+		z[k].res = 1; /* not resumed after its wait */
+		co_init(&z[k].co, zero_waiter_fn);
+		assert_int_equal(co_sched_spawn_kind(&s, k, &z[k].co), 0);
+	}
+	assert_int_equal(co_sched_stop_timed(&s, 0), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(co_done(&z[k].co));
+		if (co_status(&z[k].co) == -ECANCELED)
+			assert_int_equal(z[k].res, 1); /* never started */
+		else
+			assert_int_equal(z[k].res, -ECANCELED); /* its wait was cancelled */
+	}
+	assert_int_equal(co_status(&z[1].co), -ECANCELED); /* the unticked one never ran */
+	assert_int_equal(co_sched_tasks(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1098,6 +1157,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_with_post_on_manual),
 	cmocka_unit_test(test_stop_with_post_on_manual),
 	cmocka_unit_test(test_destroy_from_stop_on_done),
+	cmocka_unit_test(test_timed_stop_zero_cancels_now),
 };
 
 CO_TEST_MAIN(tests, 1)
