@@ -1140,6 +1140,100 @@ static void test_timed_stop_zero_cancels_now(void **state)
 	assert_int_equal(co_event_destroy(&ev), 0);
 }
 
+
+/*
+ * scheduler.md, Stopping: "After a stop, tasks found stuck are forgotten
+ * by destroy (their on_done never runs; nothing may wake them)"; Running
+ * and waiting: -EDEADLK, "wake them and run again, or stop it".
+ *
+ * Two tasks wait on an awaiter of their own that neither does I/O nor
+ * parks (stuck as far as coring can tell), one on a threaded context, one
+ * on a manual context this thread ticks. After a drain stop co_sched_poll
+ * answers -EDEADLK (s->stuck counts both); the threaded context has ended
+ * (its run found its frame stuck), but the manual one never ends: its
+ * ticks never give that verdict and end_manual waits for nothing to be
+ * live. The scheduler stays STOPPING and co_sched_destroy answers -EBUSY
+ * for good (the ticks and polls go on answering 0 and -EDEADLK): the
+ * scheduler can never be freed. With the stuck task on a threaded
+ * context alone, the same recipe ends and destroy forgets it
+ * (test_lifecycle sched_deadlock).
+ */
+struct stuck_gate {
+	co_awaiter aw;
+	_Atomic(co_frame *) parked;
+};
+
+static int stuck_gate_suspend(co_awaiter *a, co_frame *f)
+{
+	atomic_store(&((struct stuck_gate *)a)->parked, f);
+	return 1;
+}
+
+static const co_awaiter_ops stuck_gate_ops = { NULL, stuck_gate_suspend, NULL, NULL, 0,
+					       "stuck gate" };
+
+struct stuck_task {
+	co_frame co;
+	struct stuck_gate gate;
+	atomic_int passed, done;
+};
+
+static int stuck_task_fn(co_frame *f)
+{
+	struct stuck_task *t = (struct stuck_task *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &t->gate.aw);
+	atomic_store(&t->passed, 1);
+	CO_END(f);
+}
+
+static void stuck_task_done(co_frame *f)
+{
+	atomic_fetch_add(&((struct stuck_task *)f)->done, 1);
+}
+
+static void test_stuck_on_manual_forgotten_after_stop(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct stuck_task t[2];
+	co_context *logic;
+	co_sched s;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	for (unsigned k = 0; k < 2; k++) {
+		memset(&t[k], 0, sizeof t[k]);
+		t[k].gate.aw.ops = &stuck_gate_ops;
+		co_init(&t[k].co, stuck_task_fn);
+		t[k].co.on_done = stuck_task_done;
+		assert_int_equal(co_sched_spawn_kind(&s, k, &t[k].co), 0);
+	}
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(r, -EDEADLK);
+	assert_int_equal(s.stuck, 2);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	for (int i = 0; i < 100 && (r = co_sched_poll(&s)) == -EAGAIN; i++) {
+		if (co_context_tick(logic) < 0)
+			break;
+		sched_yield();
+	}
+	while (co_context_state(&s.ctx[0]) != CO_CONTEXT_ENDED) /* its run found it stuck */
+		sched_yield();
+	assert_true(co_context_tick(logic) >= 0 || co_context_state(logic) == CO_CONTEXT_ENDED);
+	r = co_sched_poll(&s);
+	assert_true(r == 0 || r == -EDEADLK);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED); /* STOPPING for good */
+	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+	for (unsigned k = 0; k < 2; k++) {
+		assert_int_equal(atomic_load(&t[k].passed), 0);
+		assert_int_equal(atomic_load(&t[k].done), 0); /* forgotten: no on_done */
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1158,6 +1252,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stop_with_post_on_manual),
 	cmocka_unit_test(test_destroy_from_stop_on_done),
 	cmocka_unit_test(test_timed_stop_zero_cancels_now),
+	cmocka_unit_test(test_stuck_on_manual_forgotten_after_stop),
 };
 
 CO_TEST_MAIN(tests, 1)
