@@ -1234,6 +1234,45 @@ static void test_stuck_on_manual_forgotten_after_stop(void **state)
 	}
 }
 
+
+/*
+ * scheduler.md, Groups: "Each group has its own dispatch, engine options
+ * and stealing"; Errors: co_sched_init "-EINVAL (...), -ENOMEM, the
+ * engines' ...: nothing is left behind". Each group's engine options
+ * reach its own contexts only (a batch per group, a manual group's too);
+ * a group whose engine options its engines refuse (a reserved field set)
+ * fails the init with the engine's -EINVAL, after the contexts of the
+ * groups before it were made and started: they are released, and the
+ * scheduler reads as never set up.
+ */
+static void test_group_engine_options(void **state)
+{
+	static const co_sched_group g[3] = {
+		{ .contexts = 2, .engine = { .batch = 7 } },
+		{ .contexts = 1, .engine = { .batch = 13 } },
+		{ .manual = 1, .engine = { .batch = 3 } },
+	};
+	static const unsigned batch[4] = { 7, 7, 13, 3 };
+	co_sched_group bad[2] = { { .contexts = 2 }, { .contexts = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 3 };
+	co_sched_opts ob = { .groups = bad, .ngroups = 2 };
+	co_sched s;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	assert_int_equal(s.n, 4);
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(s.ctx[i].engine.batch, batch[i]);
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	bad[1].engine.reserved[0] = 1;
+	memset(&s, 0xff, sizeof s);
+	assert_int_equal(co_sched_init(&s, &ob), -EINVAL);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_DEAD);
+	assert_null(co_sched_pick(&s, 0));
+	assert_int_equal(co_sched_destroy(&s), -EINVAL);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1253,6 +1292,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_from_stop_on_done),
 	cmocka_unit_test(test_timed_stop_zero_cancels_now),
 	cmocka_unit_test(test_stuck_on_manual_forgotten_after_stop),
+	cmocka_unit_test(test_group_engine_options),
 };
 
 CO_TEST_MAIN(tests, 1)
