@@ -1273,6 +1273,161 @@ static void test_group_engine_options(void **state)
 	assert_int_equal(co_sched_destroy(&s), -EINVAL);
 }
 
+
+/*
+ * job_system.md, "What runs in which frame": a coroutine of the logic
+ * context "woken by another coroutine of the logic context in this tick
+ * (an event set, an unlock, a spawn) | in this tick, after the frames that
+ * were ready when it began". test_turn wake_runs_in_same_tick shows the
+ * event on a lone engine; here on a scheduler's manual context a waker
+ * frame, in one tick, sets an event a logic frame waits for, spawns a task
+ * onto the logic kind, and unlocks a mutex a third logic frame waits for.
+ */
+static atomic_int logic_tick;
+
+struct same_tick {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	co_event *ev;
+	int ran_at;
+};
+
+static int mutex_waiter_fn(co_frame *f)
+{
+	struct same_tick *t = (struct same_tick *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	t->ran_at = atomic_load(&logic_tick);
+	co_mutex_unlock(t->m);
+	CO_END(f);
+}
+
+static int event_waiter_fn(co_frame *f)
+{
+	struct same_tick *t = (struct same_tick *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&t->w, t->ev));
+	t->ran_at = atomic_load(&logic_tick);
+	CO_END(f);
+}
+
+static int spawned_fn(co_frame *f)
+{
+	struct same_tick *t = (struct same_tick *)f;
+	CO_BEGIN(f);
+	t->ran_at = atomic_load(&logic_tick);
+	CO_END(f);
+}
+
+struct waker {
+	co_frame co;
+	co_sched *s;
+	co_mutex *m;
+	co_event *ev;
+	struct same_tick *spawn;
+	int at, spawned;
+};
+
+static int waker_fn(co_frame *f)
+{
+	struct waker *w = (struct waker *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* the waiters wait by now */
+	w->at = atomic_load(&logic_tick);
+	if (w->spawn)
+		w->spawned = co_sched_spawn_kind(w->s, 1, &w->spawn->co);
+	if (w->ev)
+		co_event_set(w->ev);
+	if (w->m)
+		co_mutex_unlock(w->m);
+	CO_END(f);
+}
+
+/* The waker and the waiter given (a NULL one is left out) on a fresh
+ * scheduler's manual context: tick 1 starts them, tick 2 wakes. */
+static void same_tick_round(struct waker *wk, struct same_tick *waiter, co_mutex *m)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_context *logic;
+	co_sched s;
+	int r;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	wk->s = &s;
+	if (m)
+		assert_int_equal(co_mutex_trylock(m), 0); /* the waker's, from the start */
+	co_init(&wk->co, waker_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &wk->co), 0);
+	if (waiter)
+		assert_int_equal(co_sched_spawn_kind(&s, 1, &waiter->co), 0);
+	atomic_store(&logic_tick, 1);
+	assert_true(co_context_tick(logic) >= 0); /* they begin; the waiter waits */
+	atomic_store(&logic_tick, 2);
+	assert_true(co_context_tick(logic) >= 0); /* the waker wakes */
+	atomic_store(&logic_tick, 3);
+	while ((r = co_sched_poll(&s)) == -EAGAIN)
+		assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(wk->at, 2);
+}
+
+static void test_logic_wakes_run_in_same_tick(void **state)
+{
+	struct same_tick ew, sp;
+	struct waker wk;
+	co_event ev;
+	(void)state;
+
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	memset(&ew, 0, sizeof ew);
+	memset(&sp, 0, sizeof sp);
+	memset(&wk, 0, sizeof wk);
+	ew.ev = &ev;
+	wk.ev = &ev;
+	wk.spawn = &sp;
+	co_init(&ew.co, event_waiter_fn);
+	co_init(&sp.co, spawned_fn);
+	same_tick_round(&wk, &ew, NULL);
+	assert_int_equal(wk.spawned, 0);
+	assert_int_equal(ew.ran_at, 2); /* the event's waiter */
+	assert_int_equal(sp.ran_at, 2); /* the spawned task */
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
+/*
+ * The same for "an unlock". A FIFO mutex hands the mutex to its waiter,
+ * which runs in the unlock's tick. The default (barging) mutex invites its
+ * waiter to retry, and the retry is a post to the waiter's engine
+ * (lib/sync/sync.c, mutex_deliver), which a tick runs at the next one: the
+ * waiter runs a tick later (ran_at 3), not in the tick of the unlock.
+ */
+static void test_logic_unlock_wakes_in_same_tick(void **state)
+{
+	struct same_tick mw;
+	struct waker wk;
+	co_mutex m;
+	(void)state;
+
+	for (int fifo = 1; fifo >= 0; fifo--) {
+		assert_int_equal(fifo ? co_mutex_init_fifo(&m) : co_mutex_init(&m), 0);
+		memset(&mw, 0, sizeof mw);
+		memset(&wk, 0, sizeof wk);
+		mw.m = &m;
+		wk.m = &m;
+		co_init(&mw.co, mutex_waiter_fn);
+		same_tick_round(&wk, &mw, &m);
+		if (mw.ran_at != 2)
+			print_message("%s mutex: its waiter ran at tick %d\n", fifo ? "FIFO" : "default",
+				      mw.ran_at);
+		assert_int_equal(mw.ran_at, 2); /* default: 3 */
+		assert_int_equal(co_mutex_destroy(&m), 0);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1293,6 +1448,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_timed_stop_zero_cancels_now),
 	cmocka_unit_test(test_stuck_on_manual_forgotten_after_stop),
 	cmocka_unit_test(test_group_engine_options),
+	cmocka_unit_test(test_logic_wakes_run_in_same_tick),
+	cmocka_unit_test(test_logic_unlock_wakes_in_same_tick),
 };
 
 CO_TEST_MAIN(tests, 1)
