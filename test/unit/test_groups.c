@@ -1428,6 +1428,46 @@ static void test_logic_unlock_wakes_in_same_tick(void **state)
 	}
 }
 
+
+/*
+ * scheduler.h, co_sched_stop: "Asking again is harmless; a drain may be
+ * turned into a cancel". On a manual context no thread has ticked, a
+ * drain waits (the run answers -EBUSY: its task waits for a tick) and a
+ * second drain changes nothing; the cancel asked after them finishes the
+ * task at once on this thread (-ECANCELED, never ran), and the scheduler
+ * then ends: run 0, destroy 0. A stop asked after the end is harmless
+ * too.
+ */
+static void test_drain_then_cancel_unticked(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct child task;
+	co_sched s;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	memset(&task, 0, sizeof task);
+	task.kind = 1234;
+	co_init(&task.co, child_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &task.co), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	assert_false(co_done(&task.co));
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_true(co_done(&task.co));
+	assert_int_equal(co_status(&task.co), -ECANCELED);
+	assert_int_equal(task.kind, 1234); /* it never ran */
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_sched_stop_timed(&s, 0), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_dispatch_by_key),
 	cmocka_unit_test(test_destroy_from_own_context),
@@ -1450,6 +1490,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_group_engine_options),
 	cmocka_unit_test(test_logic_wakes_run_in_same_tick),
 	cmocka_unit_test(test_logic_unlock_wakes_in_same_tick),
+	cmocka_unit_test(test_drain_then_cancel_unticked),
 };
 
 CO_TEST_MAIN(tests, 1)
