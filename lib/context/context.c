@@ -100,18 +100,30 @@ int co_context_start(co_context *c, int mode)
 	return 0;
 }
 
+/* The engine accepted the tick: from here to its end the calling thread
+ * runs c, and in a trace it is c's track. */
+static void tick_entered(void *arg)
+{
+	co_context *c = arg;
+
+	co__ctx_current = c;
+	CO__TRACE_TICK_CONTEXT(c);
+}
+
 int co_context_tick(co_context *c)
 {
 	int ret, running = CO_CONTEXT_RUNNING;
+	co_context *prev = co__ctx_current;
 
 	if (c == NULL || !c->manual)
 		return -EINVAL;
 	if (co_context_state(c) != CO_CONTEXT_RUNNING)
 		return co_context_state(c) == CO_CONTEXT_DEAD ? -EINVAL : -ESHUTDOWN;
-	co__ctx_current = c;
-	CO__TRACE_TICK_CONTEXT(c); /* its thread is the context's track */
-	ret = co_engine_tick(&c->engine);
-	co__ctx_current = NULL;
+	/* A refused tick (-EBUSY: a frame of a context calls it; -EPERM:
+	 * not the ticker) changes neither the thread's current context nor
+	 * its name in a trace. */
+	ret = co__engine_tick_as(&c->engine, tick_entered, c);
+	co__ctx_current = prev;
 	/* Only the engine's owner gets past co_engine_tick's thread check:
 	 * remember it, so that co_sched_run can refuse to block it. */
 	if (ret >= 0 && !atomic_load_explicit(&c->ticked, memory_order_relaxed)) {

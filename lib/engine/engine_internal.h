@@ -317,6 +317,11 @@ unsigned co__engine_live(co_engine *e);
 /* The engine's quiet flag and epoch, for a scheduler's consistent look at
  * all of its engines (see scheduler.c). */
 int co__engine_quiet(co_engine *e, unsigned *epoch);
+/* co_engine_tick that calls entered(arg) (NULL: nothing) on the calling
+ * thread once the engine accepted the tick, before any frame runs; a
+ * refused tick never calls it (lib/context/context.c: the thread's current
+ * context and its trace name). */
+int co__engine_tick_as(co_engine *e, void (*entered)(void *arg), void *arg);
 /* A cancel stop's work on an engine that never ran (lib/context/context.c). */
 int co__engine_cancel_unrun(co_engine *e);
 /* A cancel was asked for f, a frame of e that may not have started, and e

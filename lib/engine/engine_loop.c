@@ -516,7 +516,7 @@ int co_engine_run(co_engine *e, int mode)
 	return ret;
 }
 
-int co_engine_tick(co_engine *e)
+int co__engine_tick_as(co_engine *e, void (*entered)(void *arg), void *arg)
 {
 	int ret;
 
@@ -525,8 +525,15 @@ int co_engine_tick(co_engine *e)
 	ret = enter(e);
 	if (ret < 0)
 		return ret;
+	if (entered)
+		entered(arg);
 	e->stuck = 0; /* as a run: only the last run's verdict may stand */
 	ret = tick(e);
 	leave(e);
 	return ret;
+}
+
+int co_engine_tick(co_engine *e)
+{
+	return co__engine_tick_as(e, NULL, NULL);
 }
