@@ -134,6 +134,13 @@ struct co__engine_hooks;
 struct co__ready_ring;
 struct co__view_slot;
 
+/* The reserved room at the end of the engine's own fields: four pointers'
+ * worth, less cancel_again, viewers and posts_closed (on a 64-bit target
+ * two pointers, which keep co_engine's size; at least one). */
+#define CO__ENGINE_RESERVED_N                                                      \
+	(4 - (sizeof(uint64_t) + 2 * sizeof(unsigned) + sizeof(void *) - 1) / sizeof(void *))
+#define CO__ENGINE_RESERVED (CO__ENGINE_RESERVED_N > 0 ? CO__ENGINE_RESERVED_N : 1)
+
 /*
  * The engine's own fields (not API: lib/engine/engine_impl.h says who
  * touches which; their order and sizes may change in any minor version,
@@ -252,9 +259,10 @@ struct co__view_slot;
 	                                   (owner thread; a reserved slot before) */    \
 	CO__ATOMIC(unsigned) viewers;   /* other threads' views waiting for             \
 	                                   an answer: destroy waits for them */         \
-	void *reserved[3 - sizeof(uint64_t) / sizeof(void *)]; /* room                  \
-	                                   for fields of later versions                 \
-	                                   (docs/abi.md) */
+	CO__ATOMIC(int) posts_closed;   /* co_engine_post refused: its                  \
+	                                   context's last run is over */                \
+	void *reserved[CO__ENGINE_RESERVED]; /* room for fields of later                \
+	                                   versions (docs/abi.md) */
 
 struct co_engine {
 	/* Read-only for the caller: what it was set up with, what it counts. */
@@ -424,7 +432,9 @@ CO_API int co_engine_unpark(co_engine *e);
  * does not stop, nor co_engine_destroy succeed, before fn has run. Each
  * poster's posts run in its order. A post made while no co_engine_run is
  * going runs in the next one.
- * Errors: -EINVAL (NULL e, p or p->fn, or an engine not set up).
+ * Errors: -EINVAL (NULL e, p or p->fn, or an engine not set up),
+ * -ESHUTDOWN (the engine of a context whose last run is over: its thread
+ * returned or is returning, or a manual context ended; no run will come).
  */
 CO_API int co_engine_post(co_engine *e, co_post *p);
 

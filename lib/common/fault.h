@@ -69,6 +69,9 @@ enum co__fault_point {
 	                           spawn (lib/sync/when.c) */
 	CO__POINT_VIEW_WAITS,  /* a view's request is published and its caller, outside any visit, is
 	                          about to look for its answer (lib/engine/engine_view.c) */
+	CO__POINT_POSTS_CLOSING, /* an engine's door to posts is about to close: its context's
+	                            last run is over, or a manual context is about to end
+	                            (lib/engine/engine_visit.c) */
 	CO__POINTS
 };
 

@@ -58,8 +58,10 @@ int co_context_init(co_context *c, const co_engine_opts *opts)
 /*
  * The thread. When the run returns, the engine is stopped (new spawns are
  * refused from then on) and run once more, to drain frames that were
- * accepted between the end of the first run and the stop: once the thread
- * returns, no accepted frame is left behind.
+ * accepted between the end of the first run and the stop. Then its door to
+ * posts closes (co_engine_post answers -ESHUTDOWN), and a post accepted
+ * after that last run looked gets one more run: once the thread returns,
+ * no accepted frame or post is left behind.
  */
 static void *context_main(void *arg)
 {
@@ -71,6 +73,8 @@ static void *context_main(void *arg)
 	ret = co_engine_run(&c->engine, c->mode);
 	co_engine_stop(&c->engine, CO_STOP_DRAIN);
 	drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);
+	if (co__engine_posts_close(&c->engine))
+		drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);
 	c->ret = ret < 0 ? ret : drain;
 	co__ctx_current = NULL;
 	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
@@ -112,7 +116,7 @@ static void tick_entered(void *arg)
 
 int co_context_tick(co_context *c)
 {
-	int ret, running = CO_CONTEXT_RUNNING;
+	int ret;
 	co_context *prev = co__ctx_current;
 
 	if (c == NULL || !c->manual)
@@ -132,11 +136,26 @@ int co_context_tick(co_context *c)
 	}
 	/* Stopped with nothing left: it has ended (its scheduler may end it
 	 * too, if the ticks stop coming). */
-	if (ret >= 0 && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
-	    co__engine_live(&c->engine) == 0 &&
-	    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
+	if (ret >= 0 && co__context_end_manual(c))
 		co__context_ended(c);
 	return ret;
+}
+
+int co__context_end_manual(co_context *c)
+{
+	co_engine *e = &c->engine;
+	int running = CO_CONTEXT_RUNNING;
+
+	if (co_engine_state(e) != CO_ENGINE_STOPPED || co__engine_live(e) != 0)
+		return 0;
+	/* Posts that came before the door closed wait for the next tick. */
+	if (co__engine_posts_close(e))
+		return 0;
+	/* A tick that began meanwhile may be running a post it took: its
+	 * own end ends c. */
+	if (co_engine_state(e) != CO_ENGINE_STOPPED)
+		return 0;
+	return atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED);
 }
 
 int co_context_spawn(co_context *c, co_frame *f)

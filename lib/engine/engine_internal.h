@@ -317,6 +317,15 @@ unsigned co__engine_live(co_engine *e);
 /* The engine's quiet flag and epoch, for a scheduler's consistent look at
  * all of its engines (see scheduler.c). */
 int co__engine_quiet(co_engine *e, unsigned *epoch);
+/* Posts accepted and not run yet (any thread; a snapshot): work, as a
+ * live frame is, for whoever waits for the engine to have nothing left. */
+int co__engine_posts_pending(co_engine *e);
+/* Close e's door to posts for good (co_engine_post answers -ESHUTDOWN from
+ * now on), for the context whose last run is over or that ends, and wait
+ * out the calls inside a visit of e (a post that passed the door pushes
+ * before it leaves). Any thread. 1 if posts accepted before are pending
+ * (the caller runs them, or does not end), else 0. */
+int co__engine_posts_close(co_engine *e);
 /* co_engine_tick that calls entered(arg) (NULL: nothing) on the calling
  * thread once the engine accepted the tick, before any frame runs; a
  * refused tick never calls it (lib/context/context.c: the thread's current

@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include "engine_impl.h"
@@ -324,8 +325,30 @@ int co_engine_post(co_engine *e, co_post *p)
 		return -EINVAL;
 	if (co__engine_call_begin(e, &remote) < 0) /* once pushed, it may run, and e be destroyed */
 		return -EINVAL;
+	/* seq_cst: pairs with co__engine_posts_close (we counted ourselves
+	 * in visitors, then look at the door; it closes the door, then waits
+	 * for the visitors): a post is refused, or the closer sees it. */
+	if (atomic_load_explicit(&e->posts_closed, memory_order_seq_cst)) {
+		co__engine_visit_end(e, remote);
+		return -ESHUTDOWN;
+	}
 	co__engine_visit_push(e, remote, &e->posts, p, offsetof(co_post, next));
 	return 0;
+}
+
+int co__engine_posts_close(co_engine *e)
+{
+	co__fault_point(CO__POINT_POSTS_CLOSING); /* tests: a post comes now */
+	atomic_store_explicit(&e->posts_closed, 1, memory_order_seq_cst);
+	/* a poster inside its visit may still push: let it leave */
+	while (atomic_load_explicit(&e->visitors, memory_order_seq_cst) != 0)
+		sched_yield();
+	return co__engine_posts_pending(e);
+}
+
+int co__engine_posts_pending(co_engine *e)
+{
+	return !co__lifo_empty(&e->posts);
 }
 
 /* Run every post queued so far, oldest first. */

@@ -105,8 +105,15 @@ static int unticked(co_context *c)
 	       co_context_state(c) == CO_CONTEXT_RUNNING;
 }
 
+/* c holds work: live frames, or posts not run yet (co_engine_post: a post
+ * counts as pending work). */
+static int has_work(co_context *c)
+{
+	return co__engine_live(&c->engine) != 0 || co__engine_posts_pending(&c->engine);
+}
+
 /* How many of s's contexts are unticked (a manual group has one context);
- * *live (if given) set when one of them holds live frames. */
+ * *live (if given) set when one of them holds work (has_work). */
 static unsigned unticked_count(co_sched *s, int *live)
 {
 	unsigned n = 0;
@@ -117,7 +124,7 @@ static unsigned unticked_count(co_sched *s, int *live)
 		if (!unticked(c))
 			continue;
 		n++;
-		if (live && co__engine_live(&c->engine) != 0)
+		if (live && has_work(c))
 			*live = 1;
 	}
 	return n;
@@ -274,17 +281,14 @@ static void context_ended(co_context *c)
 }
 
 /* Under the lock, after a stop: a manual context ends once it is stopped
- * and nothing is live on it (its ticks may stop coming); ending it here
- * spares its program one more tick. */
+ * with nothing live on it and no post pending (its ticks may stop
+ * coming); ending it here spares its program one more tick. */
 static void end_manual(co_sched *s)
 {
 	for (unsigned i = 0; i < s->n; i++) {
 		co_context *c = &s->ctx[i];
-		int running = CO_CONTEXT_RUNNING;
 
-		if (c->manual && co_engine_state(&c->engine) == CO_ENGINE_STOPPED &&
-		    co__engine_live(&c->engine) == 0 &&
-		    atomic_compare_exchange_strong(&c->state, &running, CO_CONTEXT_ENDED))
+		if (c->manual && co__context_end_manual(c))
 			ended_locked(s, c);
 	}
 }
@@ -441,10 +445,11 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	return 0;
 }
 
+/* Work on any context of s: live frames or pending posts (has_work). */
 static int live_frames(co_sched *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
-		if (co__engine_live(&s->ctx[i].engine))
+		if (has_work(&s->ctx[i]))
 			return 1;
 	return 0;
 }
@@ -470,11 +475,25 @@ static int engines_held(co_sched *s)
 	return 0;
 }
 
+/* Under the lock: a manual context that end_manual left running. */
+static int manual_left(co_sched *s)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->ctx[i].manual && co_context_state(&s->ctx[i]) == CO_CONTEXT_RUNNING)
+			return 1;
+	return 0;
+}
+
 /* Under the lock, while RUNNING: refuse spawns and stop every context,
- * if nothing is live and no engine holds anything; 0 once every context
- * has ended. -EBUSY otherwise, refusing nothing: a spawn that comes while
- * the look is taken (CLOSING) waits for its answer. Nothing else changes
- * the word meanwhile: no task is counted, and a stop takes the lock. */
+ * if nothing is live, no post pending and no engine holds anything; 0
+ * once every context has ended. -EBUSY otherwise, refusing nothing: a
+ * spawn that comes while the look is taken (CLOSING) waits for its
+ * answer. Nothing else changes the word meanwhile: no task is counted,
+ * and a stop takes the lock. A post does not look at the word: one that
+ * reaches a manual context after the look keeps it running until a tick
+ * ran it (end_manual); then the contexts stay stopped and the answer is
+ * -EBUSY (a stop still finishing), not a wait for a tick that may be this
+ * thread's. */
 static int stop_idle(co_sched *s)
 {
 	unsigned long w = ACCEPTING;
@@ -494,6 +513,8 @@ static int stop_idle(co_sched *s)
 	co__fault_point(CO__POINT_SCHED_STOPPED); /* tests: the contexts end now */
 	lock(s);
 	end_manual(s);
+	if (manual_left(s))
+		return -EBUSY;
 	while (s->ended != s->n) /* nothing was live: they end at once */
 		pthread_cond_wait(&s->cond, &s->lock);
 	return 0;
@@ -914,12 +935,11 @@ static void timed_stop_unticked(co_sched *s)
 }
 
 /* A manual context that a wait may need ticks for: it has not ended, and
- * is not stopped with nothing live (a run ends that one: end_manual). */
+ * is not stopped with nothing left (a run ends that one: end_manual). */
 static int needs_ticks(co_context *c)
 {
 	return co_context_state(c) == CO_CONTEXT_RUNNING &&
-	       (co_engine_state(&c->engine) != CO_ENGINE_STOPPED ||
-		co__engine_live(&c->engine) != 0);
+	       (co_engine_state(&c->engine) != CO_ENGINE_STOPPED || has_work(c));
 }
 
 /* The calling thread runs one of s's contexts: a task or an on_done on

@@ -1010,7 +1010,8 @@ static void test_destroy_with_post_on_manual(void **state)
  * post has not run: poll answers 0, the tick -ESHUTDOWN, the post never
  * runs and co_sched_destroy answers -EBUSY for good. A drain lets every
  * accepted piece of work finish: the poll should answer -EAGAIN until a
- * tick has run the post. */
+ * tick has run the post (and until the threaded context's thread, which
+ * ends on its own time, has ended), then 0. */
 static void test_stop_with_post_on_manual(void **state)
 {
 	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
@@ -1032,8 +1033,71 @@ static void test_stop_with_post_on_manual(void **state)
 		if (co_context_tick(logic) < 0)
 			break;
 	assert_int_equal(atomic_load(&p.ran), 1); /* 0: never runs */
-	assert_int_equal(co_sched_poll(&s), 0);
+	/* the threaded context's thread ends on its own time: -EAGAIN until then */
+	WAIT_UNTIL((r = co_sched_poll(&s)) != -EAGAIN);
+	assert_int_equal(r, 0);
 	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+}
+
+/* A post on a manual context no thread has ticked yet is work that waits
+ * for its first tick, as a frame there does: co_sched_run answers -EBUSY
+ * (not -EDEADLK with nothing stuck), co_sched_poll -EAGAIN; a tick runs
+ * it, and the poll then answers 0. */
+static void test_post_on_unticked_manual(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct post_count p;
+	co_sched s;
+	co_context *logic;
+	int r;
+	(void)state;
+
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	memset(&p, 0, sizeof p);
+	p.p.fn = post_count_fn;
+	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	assert_int_equal(co_sched_poll(&s), -EAGAIN);
+	assert_int_equal(atomic_load(&p.ran), 0);
+	assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(atomic_load(&p.ran), 1);
+	while ((r = co_sched_poll(&s)) == -EAGAIN) /* until the tick's quiet is seen */
+		assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/* After a stop, the ticker of a manual context with a post pending (and
+ * nothing live) still has a tick to give it: its co_sched_run answers
+ * -EBUSY instead of waiting for itself; once a tick ran the post the
+ * context ends, and the ticker's run waits for the rest and answers 0. */
+static void test_ticker_run_with_post_after_stop(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct post_count p;
+	co_sched s;
+	co_context *logic;
+	(void)state;
+
+	alarm(60); /* a run that waits for its own ticks never returns */
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, 1);
+	assert_true(co_context_tick(logic) >= 0); /* this thread ticks it */
+	memset(&p, 0, sizeof p);
+	p.p.fn = post_count_fn;
+	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	assert_int_equal(atomic_load(&p.ran), 0);
+	assert_true(co_context_tick(logic) >= 0);
+	assert_int_equal(atomic_load(&p.ran), 1);
+	assert_int_equal(co_context_state(logic), CO_CONTEXT_ENDED);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
 }
 
 
@@ -1484,6 +1548,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_refused_tick_keeps_current),
 	cmocka_unit_test(test_destroy_with_post_on_manual),
 	cmocka_unit_test(test_stop_with_post_on_manual),
+	cmocka_unit_test(test_post_on_unticked_manual),
+	cmocka_unit_test(test_ticker_run_with_post_after_stop),
 	cmocka_unit_test(test_destroy_from_stop_on_done),
 	cmocka_unit_test(test_timed_stop_zero_cancels_now),
 	cmocka_unit_test(test_stuck_on_manual_forgotten_after_stop),

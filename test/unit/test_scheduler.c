@@ -1842,9 +1842,9 @@ static void test_post_after_context_ended(void **state)
 	memset(&p, 0, sizeof p);
 	p.p.fn = late_post_fn;
 	r = co_engine_post(&s.ctx[0].engine, &p.p);
-	assert_true(r == 0 || r == -ESHUTDOWN);
+	assert_int_equal(r, -ESHUTDOWN); /* no run will come */
 	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY, for good */
-	assert_int_equal(atomic_load(&p.ran), r == 0);
+	assert_int_equal(atomic_load(&p.ran), 0);
 
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), 0);
@@ -1852,11 +1852,104 @@ static void test_post_after_context_ended(void **state)
 	memset(&p, 0, sizeof p);
 	p.p.fn = late_post_fn;
 	r = co_engine_post(&c.engine, &p.p);
-	assert_true(r == 0 || r == -ESHUTDOWN);
+	assert_int_equal(r, -ESHUTDOWN);
 	assert_int_equal(co_context_destroy(&c), 0); /* -EBUSY, for good */
-	assert_int_equal(atomic_load(&p.ran), r == 0);
+	assert_int_equal(atomic_load(&p.ran), 0);
 }
 
+/*
+ * A post that comes after a context's last run looked at its posts, and
+ * before its door to posts closed (the fault point holds that window: the
+ * post is made there, on the context's thread, which has left its run): the
+ * thread runs once more for it, so it runs before the thread returns and
+ * nothing is left for the destroy to refuse.
+ */
+static struct late_post closing_post;
+static atomic_int closing_posted;
+
+static void post_while_closing(void *arg)
+{
+	co_engine *e = arg;
+
+	if (atomic_exchange(&closing_posted, 1))
+		return;
+	closing_post.p.fn = late_post_fn;
+	assert_int_equal(co_engine_post(e, &closing_post.p), 0);
+}
+
+static void test_post_while_door_closes(void **state)
+{
+	co_context c;
+	(void)state;
+
+	memset(&closing_post, 0, sizeof closing_post);
+	atomic_store(&closing_posted, 0);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co__fault_on_point(CO__POINT_POSTS_CLOSING, post_while_closing, &c.engine);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_context_join(&c), 0);
+	co__fault_on_point(CO__POINT_POSTS_CLOSING, NULL, NULL);
+	assert_int_equal(atomic_load(&closing_posted), 1);
+	assert_int_equal(atomic_load(&closing_post.ran), 1);
+	assert_int_equal(co_context_destroy(&c), 0); /* -EBUSY: the post left behind */
+}
+
+
+/*
+ * A post that reaches a manual context after an idle scheduler's destroy
+ * looked (found nothing) and stopped its contexts (the fault point holds
+ * that window; the post is made there): the manual context cannot end
+ * before a tick ran it, and the ticker may be the destroying thread. The
+ * destroy answers -EBUSY (a stop still finishing) instead of waiting for
+ * that tick; the tick runs the post and ends the context, and a destroy
+ * then frees everything.
+ */
+static struct late_post stopped_post;
+static atomic_int stopped_posted;
+
+static void post_when_stopped(void *arg)
+{
+	co_engine *e = arg;
+
+	if (atomic_exchange(&stopped_posted, 1))
+		return;
+	stopped_post.p.fn = late_post_fn;
+	assert_int_equal(co_engine_post(e, &stopped_post.p), 0);
+}
+
+static void test_post_during_idle_destroy(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_context *logic;
+	co_sched s;
+	int r;
+	(void)state;
+
+	alarm(60); /* a destroy that waits for this thread's tick never returns */
+	for (int ticked = 0; ticked < 2; ticked++) {
+		memset(&stopped_post, 0, sizeof stopped_post);
+		atomic_store(&stopped_posted, 0);
+		assert_int_equal(co_sched_init(&s, &o), 0);
+		logic = co_sched_pick(&s, 1);
+		if (ticked)
+			assert_true(co_context_tick(logic) >= 0);
+		co__fault_on_point(CO__POINT_SCHED_STOPPED, post_when_stopped, &logic->engine);
+		r = co_sched_destroy(&s);
+		co__fault_on_point(CO__POINT_SCHED_STOPPED, NULL, NULL);
+		assert_int_equal(r, -EBUSY);
+		assert_int_equal(atomic_load(&stopped_posted), 1);
+		assert_int_equal(atomic_load(&stopped_post.ran), 0);
+		assert_int_equal(co_context_state(logic), CO_CONTEXT_RUNNING);
+		assert_true(co_context_tick(logic) >= 0);
+		assert_int_equal(atomic_load(&stopped_post.ran), 1);
+		assert_int_equal(co_context_state(logic), CO_CONTEXT_ENDED);
+		while ((r = co_sched_destroy(&s)) == -EBUSY) /* the threaded context ends */
+			usleep(100);
+		assert_int_equal(r, 0);
+	}
+	alarm(0);
+}
 
 /* ---- a task spawned twice while it lives ----------------------------------------------- */
 
@@ -1940,6 +2033,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_destroys_at_once),
 		cmocka_unit_test(test_timed_stop_never_cancels_parked),
 		cmocka_unit_test(test_post_after_context_ended),
+		cmocka_unit_test(test_post_while_door_closes),
+		cmocka_unit_test(test_post_during_idle_destroy),
 		cmocka_unit_test(test_spawn_live_task_refused),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
