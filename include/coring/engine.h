@@ -138,7 +138,8 @@ struct co__view_slot;
  * worth, less cancel_again, viewers and posts_closed (on a 64-bit target
  * two pointers, which keep co_engine's size; at least one). */
 #define CO__ENGINE_RESERVED_N                                                      \
-	(4 - (sizeof(uint64_t) + 2 * sizeof(unsigned) + sizeof(void *) - 1) / sizeof(void *))
+	(((int)(4 * sizeof(void *)) - (int)(sizeof(uint64_t) + 2 * sizeof(unsigned))) / \
+	 (int)sizeof(void *))
 #define CO__ENGINE_RESERVED (CO__ENGINE_RESERVED_N > 0 ? CO__ENGINE_RESERVED_N : 1)
 
 /*
