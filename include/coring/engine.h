@@ -272,8 +272,9 @@ struct co_engine {
 	unsigned features;              /* read-only: CO_ENGINE_F_* */
 	unsigned stuck;                 /* read-only: frames the last run found
 	                                   waiting on nothing that can wake them
-	                                   (it returned -EDEADLK); 0 again at the
-	                                   next run or tick */
+	                                   (it returned -EDEADLK), or the last
+	                                   tick of a stopped engine found so; 0
+	                                   again at the next run or tick */
 	unsigned submit_batch;          /* read-only: opts.submit_batch */
 	uint64_t spin_max;              /* read-only: the longest poll before a
 	                                   sleep (0: it never polls) */
@@ -304,8 +305,8 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
  * (coring/stream.h) is registered or a pool job whose frame a cancel stop
  * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
- * returned -EDEADLK with nothing changed since (no tick either): its stuck frames are
- * forgotten (their on_done never runs; nothing may wake them). -EINVAL for
+ * returned -EDEADLK, or whose last tick found its frames stuck, with
+ * nothing changed since: its stuck frames are forgotten (their on_done never runs; nothing may wake them). -EINVAL for
  * NULL or an engine not set up. From the owner thread or any other; it
  * waits for other threads still returning from a call on e.
  */
@@ -345,7 +346,10 @@ CO_API int co_engine_run(co_engine *e, int mode);
  * the next tick, never this one. Its I/O is submitted at the end. The
  * calling thread becomes the engine's owner, as with co_engine_run (the two
  * may be mixed on that thread). Returns the number of frames resumed
- * (0: nothing was ready), or the errors of co_engine_run except -EDEADLK.
+ * (0: nothing was ready), or the errors of co_engine_run except -EDEADLK:
+ * a tick of a stopped engine that ends idle with frames left that nothing
+ * can wake sets e->stuck instead, as that run would (co_engine_destroy
+ * then forgets them).
  */
 CO_API int co_engine_tick(co_engine *e);
 

@@ -136,17 +136,18 @@ int co_context_tick(co_context *c)
 	}
 	/* Stopped with nothing left: it has ended (its scheduler may end it
 	 * too, if the ticks stop coming). */
-	if (ret >= 0 && co__context_end_manual(c))
+	if (ret >= 0 && co__context_end_manual(c, 1))
 		co__context_ended(c);
 	return ret;
 }
 
-int co__context_end_manual(co_context *c)
+int co__context_end_manual(co_context *c, int ticker)
 {
 	co_engine *e = &c->engine;
 	int running = CO_CONTEXT_RUNNING;
 
-	if (co_engine_state(e) != CO_ENGINE_STOPPED || co__engine_live(e) != 0)
+	if (co_engine_state(e) != CO_ENGINE_STOPPED ||
+	    (co__engine_live(e) != 0 && !(ticker && co__engine_only_stuck(e))))
 		return 0;
 	/* Posts that came before the door closed wait for the next tick. */
 	if (co__engine_posts_close(e))

@@ -317,6 +317,10 @@ unsigned co__engine_live(co_engine *e);
 /* The engine's quiet flag and epoch, for a scheduler's consistent look at
  * all of its engines (see scheduler.c). */
 int co__engine_quiet(co_engine *e, unsigned *epoch);
+/* e is stopped and its live frames are only those its last run or tick
+ * found stuck, nothing changed since (what co_engine_destroy forgets). On
+ * the owner thread outside a run or a tick. */
+int co__engine_only_stuck(co_engine *e);
 /* Posts accepted and not run yet (any thread; a snapshot): work, as a
  * live frame is, for whoever waits for the engine to have nothing left. */
 int co__engine_posts_pending(co_engine *e);

@@ -449,8 +449,15 @@ static int tick(co_engine *e)
 		ret = io_uring_submit(&e->ring);
 	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 		return ret;
-	if (co__engine_idle(e) && !co__engine_visitor_inside(e) && co__engine_unchanged(e, snap))
+	if (co__engine_idle(e) && !co__engine_visitor_inside(e) && co__engine_unchanged(e, snap)) {
+		unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
+
+		/* After a stop, frames left that nothing can wake: the run's
+		 * verdict (e->stuck), without -EDEADLK (a tick never waits) */
+		if ((live & CO__LIVE_STOPPED) && CO__LIVE_COUNT(live) != 0)
+			e->stuck = CO__LIVE_COUNT(live);
 		co__engine_quiet_set(e, snap);
+	}
 	return (int)(e->stats.resumed - resumed);
 }
 

@@ -337,6 +337,13 @@ static int only_stuck_left(co_engine *e, unsigned live)
 	       atomic_load_explicit(&e->parked, memory_order_acquire) == 0 && !co__engine_ready_nonempty(e);
 }
 
+int co__engine_only_stuck(co_engine *e)
+{
+	unsigned live = atomic_load_explicit(&e->live, memory_order_acquire);
+
+	return CO__LIVE_COUNT(live) != 0 && only_stuck_left(e, live);
+}
+
 int co_engine_destroy(co_engine *e)
 {
 	unsigned live;

@@ -288,7 +288,7 @@ static void end_manual(co_sched *s)
 	for (unsigned i = 0; i < s->n; i++) {
 		co_context *c = &s->ctx[i];
 
-		if (c->manual && co__context_end_manual(c))
+		if (c->manual && co__context_end_manual(c, 0))
 			ended_locked(s, c);
 	}
 }
