@@ -1951,6 +1951,87 @@ static void test_post_during_idle_destroy(void **state)
 	alarm(0);
 }
 
+/*
+ * A manual context is ended by another thread (co_sched_poll's end_manual)
+ * while its ticker's tick runs the post that was pending: the poll looked
+ * (stopped, nothing live, a post pending), then the tick took the post
+ * (the fault point, on the polling thread, holds that window until the
+ * post runs). The context must not be ended while its post still runs: the
+ * poll leaves it to the tick, whose own end ends it once the post ran.
+ */
+struct racing_tick {
+	co_context *c;
+	pthread_t poller;
+	struct late_post p;
+	atomic_int go, post_running, polled, state_in_post, armed;
+};
+
+static struct racing_tick rt;
+
+static void racing_post_fn(co_post *p)
+{
+	atomic_store(&rt.post_running, 1);
+	WAIT_UNTIL(atomic_load(&rt.polled));
+	atomic_store(&rt.state_in_post, co_context_state(rt.c));
+	late_post_fn(p);
+}
+
+static void *racing_ticker(void *arg)
+{
+	(void)arg;
+	assert_true(co_context_tick(rt.c) >= 0); /* the ticker */
+	WAIT_UNTIL(atomic_load(&rt.go));
+	assert_true(co_context_tick(rt.c) >= 0); /* runs the post */
+	return NULL;
+}
+
+/* The poller's end_manual is closing the door: let the ticker take the
+ * post and start it first. */
+static void tick_while_closing(void *arg)
+{
+	(void)arg;
+	if (!pthread_equal(pthread_self(), rt.poller) || !atomic_exchange(&rt.armed, 0))
+		return;
+	atomic_store(&rt.go, 1);
+	WAIT_UNTIL(atomic_load(&rt.post_running));
+}
+
+static void test_manual_not_ended_under_its_post(void **state)
+{
+	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	pthread_t th;
+	co_sched s;
+	int r;
+	(void)state;
+
+	alarm(60);
+	memset(&rt, 0, sizeof rt);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	rt.c = co_sched_pick(&s, 1);
+	rt.poller = pthread_self();
+	rt.p.p.fn = racing_post_fn;
+	assert_int_equal(pthread_create(&th, NULL, racing_ticker, NULL), 0);
+	WAIT_UNTIL(atomic_load(&rt.c->ticked));
+	assert_int_equal(co_engine_post(&rt.c->engine, &rt.p.p), 0);
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	atomic_store(&rt.armed, 1);
+	co__fault_on_point(CO__POINT_POSTS_CLOSING, tick_while_closing, NULL);
+	r = co_sched_poll(&s); /* its end_manual meets the tick */
+	co__fault_on_point(CO__POINT_POSTS_CLOSING, NULL, NULL);
+	atomic_store(&rt.polled, 1);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(atomic_load(&rt.go), 1); /* the window was held */
+	assert_int_equal(atomic_load(&rt.p.ran), 1);
+	assert_int_equal(atomic_load(&rt.state_in_post), CO_CONTEXT_RUNNING); /* ENDED */
+	assert_int_equal(co_context_state(rt.c), CO_CONTEXT_ENDED); /* the tick's end */
+	(void)r;
+	WAIT_UNTIL((r = co_sched_poll(&s)) != -EAGAIN);
+	assert_int_equal(r, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 /* ---- a task spawned twice while it lives ----------------------------------------------- */
 
 /*
@@ -2035,6 +2116,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_post_after_context_ended),
 		cmocka_unit_test(test_post_while_door_closes),
 		cmocka_unit_test(test_post_during_idle_destroy),
+		cmocka_unit_test(test_manual_not_ended_under_its_post),
 		cmocka_unit_test(test_spawn_live_task_refused),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
