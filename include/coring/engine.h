@@ -306,8 +306,9 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
  * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run
  * returned -EDEADLK, or whose last tick found its frames stuck, with
- * nothing changed since: its stuck frames are forgotten (their on_done never runs; nothing may wake them). -EINVAL for
- * NULL or an engine not set up. From the owner thread or any other; it
+ * nothing changed since: its stuck frames are forgotten (their on_done
+ * never runs; nothing may wake them). -EINVAL for NULL or an engine not
+ * set up. From the owner thread or any other; it
  * waits for other threads still returning from a call on e.
  */
 CO_API int co_engine_destroy(co_engine *e);

@@ -140,8 +140,8 @@ CO_API int co_sched_init(co_sched *s, const co_sched_opts *opts);
  * destroyed), -EBUSY and nothing changes (a co_sched_run is waiting,
  * tasks or frames are live, a post is pending on a manual context (a post
  * that reaches one after an idle destroy stopped the contexts leaves them
- * stopped: -EBUSY until a tick ran it), a stop was asked and contexts are still
- * finishing their frames: wait with co_sched_run first; a context's
+ * stopped: -EBUSY until a tick ran it), a stop was asked and contexts are
+ * still finishing their frames: wait with co_sched_run first; a context's
  * engine holds a co_bufring, destroy it first (coring/stream.h), or a
  * pool job given up by a cancel stop that still runs; another destroy is
  * under way; called on one of s's own contexts, from a frame, an on_done
@@ -204,13 +204,11 @@ CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);
  * thread). A manual context that no thread has ticked yet is never waited
  * for (nothing runs it, and the thread that will may be this one): idle,
  * it counts as quiet; with live frames or a post pending on it, -EBUSY,
- * nothing changed, at
- * once or once every other context is quiet (tick it once first from its
- * ticker, then a run elsewhere waits for its ticks). After a stop it
- * returns once every context has ended (a stopped manual context with
- * nothing live and no post pending is ended by it, so its ticker may wait
- * then). Several
- * threads may wait at once.
+ * nothing changed, at once or once every other context is quiet (tick it
+ * once first from its ticker, then a run elsewhere waits for its ticks).
+ * After a stop it returns once every context has ended (a stopped manual
+ * context with nothing live and no post pending is ended by it, so its
+ * ticker may wait then). Several threads may wait at once.
  */
 CO_API int co_sched_run(co_sched *s);
 

@@ -446,7 +446,7 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 }
 
 /* Work on any context of s: live frames or pending posts (has_work). */
-static int live_frames(co_sched *s)
+static int work_left(co_sched *s)
 {
 	for (unsigned i = 0; i < s->n; i++)
 		if (has_work(&s->ctx[i]))
@@ -501,7 +501,7 @@ static int stop_idle(co_sched *s)
 	if (!atomic_compare_exchange_strong(&s->word, &w, CLOSING))
 		return -EBUSY; /* tasks are counted */
 	co__fault_point(CO__POINT_SCHED_CLOSING); /* tests: a spawn comes now */
-	if (live_frames(s) || engines_held(s)) {
+	if (work_left(s) || engines_held(s)) {
 		atomic_store(&s->word, ACCEPTING);
 		return -EBUSY;
 	}
@@ -831,7 +831,7 @@ static int all_quiet(co_sched *s, unsigned *epochs, int *work)
 
 	if (!collect(s, epochs))
 		return 0;
-	*work = TASKS(atomic_load(&s->word)) != 0 || live_frames(s);
+	*work = TASKS(atomic_load(&s->word)) != 0 || work_left(s);
 	if (!collect(s, again))
 		return 0;
 	return memcmp(epochs, again, s->n * sizeof *epochs) == 0;
@@ -881,7 +881,7 @@ static int over(co_sched *s, int *ret, int poll)
 			 * still hold a spawn that counted itself before the
 			 * stop and is being refused by its stopped engine
 			 * (spawn takes it back) */
-			work = live_frames(s);
+			work = work_left(s);
 		else if ((unsigned)atomic_load(&s->quiet) + s->ended + idle < s->n ||
 			 !all_quiet(s, s->epochs, &work))
 			return 0;
