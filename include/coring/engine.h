@@ -437,7 +437,9 @@ CO_API int co_engine_unpark(co_engine *e);
  * wakes the engine if it sleeps and counts as pending work: the engine
  * does not stop, nor co_engine_destroy succeed, before fn has run. Each
  * poster's posts run in its order. A post made while no co_engine_run is
- * going runs in the next one.
+ * going runs in the next one. p is a node of the engine's list from the
+ * post until fn begins: a second post of a p still queued is undefined,
+ * as a node put twice in one list.
  * Errors: -EINVAL (NULL e, p or p->fn, or an engine not set up),
  * -ESHUTDOWN (the engine of a context whose last run is over: its thread
  * returned or is returning, or a manual context ended; no run will come).
