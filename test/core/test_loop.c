@@ -732,13 +732,14 @@ static void test_isr_queue_from_interrupts(void **state)
  * builds (loop_ndebug) it is undefined (errors.md), so nothing to test. */
 static void test_idle_null_traps(void **state)
 {
+#if !CO_DEBUG
+	(void)state;
+	skip(); /* the calls below are not even compiled: gcc sees their NULL */
+#else
 	int st;
 	pid_t pid;
 	co_loop loop;
 	(void)state;
-
-	if (!CO_DEBUG)
-		skip();
 
 	co_loop_init(&loop);
 	for (int which = 0; which < 2; which++) {
@@ -756,6 +757,7 @@ static void test_idle_null_traps(void **state)
 		assert_int_equal(waitpid(pid, &st, 0), pid);
 		assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
 	}
+#endif
 }
 
 /* ---- a stranger's nesting and self-wrapping ------------------------------- */
