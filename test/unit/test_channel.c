@@ -1389,6 +1389,33 @@ static void ts_got(struct ts_shared *sh, uint32_t item)
 		atomic_fetch_add(&sh->seen[item], 1);
 }
 
+/* The ledger at the end: every item sent (its send answered 0) arrived
+ * once, none arrived that was not sent, nothing out of range; then the
+ * channel and the ledger go. */
+static void ts_check(struct ts_shared *sh)
+{
+	long lost = 0, twice = 0, ghost = 0;
+
+	for (int i = 0; i < TS_PRODUCERS * TS_ITEMS; i++) {
+		int n = atomic_load(&sh->seen[i]), ok = atomic_load(&sh->sent[i]);
+		if (ok && n == 0)
+			lost++;
+		if (n > 1)
+			twice++;
+		if (!ok && n)
+			ghost++;
+	}
+	print_message("lost %ld twice %ld ghost %ld bad %d\n", lost, twice, ghost,
+		      atomic_load(&sh->bad));
+	assert_int_equal(atomic_load(&sh->bad), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(twice, 0);
+	assert_int_equal(ghost, 0);
+	assert_int_equal(co_chan_destroy(&sh->ch), 0);
+	free(sh->seen);
+	free(sh->sent);
+}
+
 static int ts_consumer_fn(co_frame *f)
 {
 	struct ts_party *p = (struct ts_party *)f;
@@ -1423,7 +1450,6 @@ static void test_timed_ends_exactly_once(void **state)
 	co_sched_opts o = { .contexts = 4 };
 	struct ts_shared sh;
 	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
-	long lost = 0, twice = 0, ghost = 0;
 	(void)state;
 	assert_non_null(pp);
 	memset(&sh, 0, sizeof sh);
@@ -1445,24 +1471,7 @@ static void test_timed_ends_exactly_once(void **state)
 	}
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
-	for (int i = 0; i < TS_PRODUCERS * TS_ITEMS; i++) {
-		int n = atomic_load(&sh.seen[i]), ok = atomic_load(&sh.sent[i]);
-		if (ok && n == 0)
-			lost++;
-		if (n > 1)
-			twice++;
-		if (!ok && n)
-			ghost++;
-	}
-	print_message("lost %ld twice %ld ghost %ld bad %d\n", lost, twice, ghost,
-		      atomic_load(&sh.bad));
-	assert_int_equal(atomic_load(&sh.bad), 0);
-	assert_int_equal(lost, 0);
-	assert_int_equal(twice, 0);
-	assert_int_equal(ghost, 0);
-	assert_int_equal(co_chan_destroy(&sh.ch), 0);
-	free(sh.seen);
-	free(sh.sent);
+	ts_check(&sh);
 	free(pp);
 }
 
@@ -1496,7 +1505,6 @@ static void test_timed_ends_with_cancels(void **state)
 	struct ts_shared sh;
 	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
 	struct ts_canceller c;
-	long lost = 0, twice = 0, ghost = 0;
 	uint32_t item;
 	(void)state;
 	assert_non_null(pp);
@@ -1526,24 +1534,7 @@ static void test_timed_ends_with_cancels(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 	while (co_chan_try_recv(&sh.ch, &item) == 0) /* what cancelled consumers left */
 		ts_got(&sh, item);
-	for (int i = 0; i < TS_PRODUCERS * TS_ITEMS; i++) {
-		int n = atomic_load(&sh.seen[i]), ok = atomic_load(&sh.sent[i]);
-		if (ok && n == 0)
-			lost++;
-		if (n > 1)
-			twice++;
-		if (!ok && n)
-			ghost++;
-	}
-	print_message("lost %ld twice %ld ghost %ld bad %d\n", lost, twice, ghost,
-		      atomic_load(&sh.bad));
-	assert_int_equal(atomic_load(&sh.bad), 0);
-	assert_int_equal(lost, 0);
-	assert_int_equal(twice, 0);
-	assert_int_equal(ghost, 0);
-	assert_int_equal(co_chan_destroy(&sh.ch), 0);
-	free(sh.seen);
-	free(sh.sent);
+	ts_check(&sh);
 	free(pp);
 }
 

@@ -887,13 +887,14 @@ static void test_destroy_from_own_context(void **state)
  * co_engine_tick's" (an error changes nothing). A frame running on a
  * context that calls co_context_tick (of a manual context, or of its own
  * manual context from inside its tick) is refused by co_engine_tick
- * (-EBUSY: an engine runs on this thread), but co_context_tick has set
- * the thread's current context to the manual one and then to NULL: after
- * the refused call co_context_current() answers NULL on a thread that
- * still runs a context. job_system.md's co_context_current()->kind then
- * crashes, a co_transfer_to from that frame answers -EXDEV, and a
- * co_sched_run from it no longer sees it runs on its own context and waits
- * for itself instead of answering -EBUSY.
+ * (-EBUSY: an engine runs on this thread), and the thread's current
+ * context stays its own: co_context_tick names the manual context only
+ * once the engine accepted the tick, and restores the one before after it
+ * (lib/context/context.c). Without that, co_context_current() answered
+ * NULL there after the refused call: job_system.md's
+ * co_context_current()->kind crashed, a co_transfer_to from that frame
+ * answered -EXDEV, and a co_sched_run from it waited for itself instead of
+ * answering -EBUSY.
  */
 struct wrong_ticker {
 	co_frame co;
@@ -944,7 +945,7 @@ static void test_refused_tick_keeps_current(void **state)
 		assert_true(co_context_tick(logic) >= 0);
 	assert_ptr_equal(w[1].before, logic);
 	assert_int_equal(w[1].tick, -EBUSY);
-	assert_ptr_equal(w[1].after, logic); /* NULL */
+	assert_ptr_equal(w[1].after, logic);
 	while ((r = co_sched_poll(&s)) == -EAGAIN)
 		co_context_tick(logic);
 	assert_int_equal(r, 0);
@@ -961,14 +962,13 @@ static void test_refused_tick_keeps_current(void **state)
  * "A stop that has not finished makes destroy answer -EBUSY (wait with
  * co_sched_run)".
  *
- * What happens: co_sched_destroy finds no live frame (a post is not
- * counted), stops every context and ends the manual one; the manual
- * engine's own destroy then refuses (its post is pending), so the
- * scheduler's destroy answers -EBUSY having changed everything: the
- * state is ENDED, the manual context's tick answers -ESHUTDOWN and the
- * post never runs, co_sched_run answers 0, and every later destroy
- * answers -EBUSY: the post is lost and the scheduler can never be freed.
- * The same with a context ticked before and one never ticked.
+ * The scheduler counts a pending post as work (scheduler.c, work_left):
+ * destroy answers -EBUSY and changes nothing, a tick runs the post, and
+ * destroy then succeeds; with a context ticked before and one never
+ * ticked. Without the count, destroy stopped every context and ended the
+ * manual one, then answered -EBUSY having changed everything: the tick
+ * answered -ESHUTDOWN, the post never ran, and every later destroy
+ * answered -EBUSY (the scheduler could never be freed).
  */
 struct post_count {
 	co_post p;
@@ -998,20 +998,19 @@ static void test_destroy_with_post_on_manual(void **state)
 		p.p.fn = post_count_fn;
 		assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
 		assert_int_equal(co_sched_destroy(&s), -EBUSY); /* the post is pending */
-		assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING); /* ENDED */
-		assert_true(co_context_tick(logic) >= 0); /* -ESHUTDOWN */
-		assert_int_equal(atomic_load(&p.ran), 1); /* 0: never runs */
-		assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+		assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
+		assert_true(co_context_tick(logic) >= 0); /* runs the post */
+		assert_int_equal(atomic_load(&p.ran), 1);
+		assert_int_equal(co_sched_destroy(&s), 0);
 	}
 }
 
-/* The same through a stop: co_sched_stop (a drain), then the ticker's
- * co_sched_poll ends the manual context (nothing live on it) though its
- * post has not run: poll answers 0, the tick -ESHUTDOWN, the post never
- * runs and co_sched_destroy answers -EBUSY for good. A drain lets every
- * accepted piece of work finish: the poll should answer -EAGAIN until a
- * tick has run the post (and until the threaded context's thread, which
- * ends on its own time, has ended), then 0. */
+/* The same through a stop: co_sched_stop (a drain) lets every accepted
+ * piece of work finish, so the ticker's co_sched_poll answers -EAGAIN
+ * until a tick has run the post (and until the threaded context's thread,
+ * which ends on its own time, has ended), then 0, and destroy succeeds.
+ * Without the post counted, the poll ended the manual context with the
+ * post never run, and destroy answered -EBUSY for good. */
 static void test_stop_with_post_on_manual(void **state)
 {
 	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
@@ -1032,11 +1031,11 @@ static void test_stop_with_post_on_manual(void **state)
 	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
 		if (co_context_tick(logic) < 0)
 			break;
-	assert_int_equal(atomic_load(&p.ran), 1); /* 0: never runs */
+	assert_int_equal(atomic_load(&p.ran), 1);
 	/* the threaded context's thread ends on its own time: -EAGAIN until then */
 	WAIT_UNTIL((r = co_sched_poll(&s)) != -EAGAIN);
 	assert_int_equal(r, 0);
-	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
 /* A post on a manual context no thread has ticked yet is work that waits
@@ -1214,13 +1213,13 @@ static void test_timed_stop_zero_cancels_now(void **state)
  * parks (stuck as far as coring can tell), one on a threaded context, one
  * on a manual context this thread ticks. After a drain stop co_sched_poll
  * answers -EDEADLK (s->stuck counts both); the threaded context has ended
- * (its run found its frame stuck), but the manual one never ends: its
- * ticks never give that verdict and end_manual waits for nothing to be
- * live. The scheduler stays STOPPING and co_sched_destroy answers -EBUSY
- * for good (the ticks and polls go on answering 0 and -EDEADLK): the
- * scheduler can never be freed. With the stuck task on a threaded
- * context alone, the same recipe ends and destroy forgets it
- * (test_lifecycle sched_deadlock).
+ * (its run found its frame stuck), and so does the manual one: a tick of
+ * the stopped engine that ends idle with frames nothing can wake records
+ * them (e->stuck), and co_context_tick then ends the context. The
+ * scheduler ends and destroy forgets both tasks, as it does for a stuck
+ * task on a threaded context alone (test_lifecycle sched_deadlock).
+ * Without the tick's verdict the manual context never ended: the
+ * scheduler stayed STOPPING and destroy answered -EBUSY for good.
  */
 struct stuck_gate {
 	co_awaiter aw;
@@ -1291,8 +1290,8 @@ static void test_stuck_on_manual_forgotten_after_stop(void **state)
 	/* the threaded context counts itself ended just after its state says so */
 	WAIT_UNTIL((r = co_sched_poll(&s)) != -EAGAIN);
 	assert_true(r == 0 || r == -EDEADLK);
-	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED); /* STOPPING for good */
-	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY for good */
+	assert_int_equal(co_sched_state(&s), CO_SCHED_ENDED);
+	assert_int_equal(co_sched_destroy(&s), 0);
 	for (unsigned k = 0; k < 2; k++) {
 		assert_int_equal(atomic_load(&t[k].passed), 0);
 		assert_int_equal(atomic_load(&t[k].done), 0); /* forgotten: no on_done */

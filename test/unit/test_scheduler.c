@@ -1808,13 +1808,12 @@ static void test_timed_stop_never_cancels_parked(void **state)
  * returns once every context has ended, and co_sched_destroy joins them
  * and frees everything".
  *
- * What happens: co_engine_post to the engine of a context whose thread
- * has ended (a scheduler stopped and run to its end; a lone context
- * joined) answers 0, nothing will ever run it, and the engine's destroy
- * refuses because of it: co_sched_destroy and co_context_destroy answer
- * -EBUSY for good (the post is lost, the scheduler or context can never
- * be freed). Either the post is refused, or it runs and the destroy
- * succeeds.
+ * co_engine_post to the engine of a context whose thread has ended (a
+ * scheduler stopped and run to its end; a lone context joined) is refused
+ * with -ESHUTDOWN (the engine's door to posts, closed after its last run),
+ * and the destroys succeed. Without the door it answered 0, nothing ever
+ * ran the post, and co_sched_destroy and co_context_destroy answered
+ * -EBUSY for good.
  */
 struct late_post {
 	co_post p;
@@ -1843,7 +1842,7 @@ static void test_post_after_context_ended(void **state)
 	p.p.fn = late_post_fn;
 	r = co_engine_post(&s.ctx[0].engine, &p.p);
 	assert_int_equal(r, -ESHUTDOWN); /* no run will come */
-	assert_int_equal(co_sched_destroy(&s), 0); /* -EBUSY, for good */
+	assert_int_equal(co_sched_destroy(&s), 0);
 	assert_int_equal(atomic_load(&p.ran), 0);
 
 	assert_int_equal(co_context_init(&c, NULL), 0);
@@ -1853,7 +1852,7 @@ static void test_post_after_context_ended(void **state)
 	p.p.fn = late_post_fn;
 	r = co_engine_post(&c.engine, &p.p);
 	assert_int_equal(r, -ESHUTDOWN);
-	assert_int_equal(co_context_destroy(&c), 0); /* -EBUSY, for good */
+	assert_int_equal(co_context_destroy(&c), 0);
 	assert_int_equal(atomic_load(&p.ran), 0);
 }
 

@@ -1109,12 +1109,12 @@ static void test_manual_context_named(void **state)
  * scheduler.md: "In a trace the ticking thread is the manual context's
  * track: its first tick in a session records the context's CONTEXT
  * event". A co_context_tick from another thread is refused (-EPERM: the
- * engine has its ticker), yet it records the CONTEXT event before the
- * refusal: the trace names a thread that never ticked as the manual
- * context's too (two threads carry its index), and a context thread whose
- * frame made such a call (refused -EBUSY) is renamed for the rest of the
- * session (test_groups refused_tick_keeps_current: the same call leaves
- * co_context_current() NULL there).
+ * engine has its ticker) and records no CONTEXT event: the event is
+ * recorded only once the engine accepted the tick. Without that, the
+ * trace named a thread that never ticked as the manual context's too (two
+ * threads carried its index), and a context thread whose frame made such
+ * a call (refused -EBUSY) was renamed for the rest of the session
+ * (test_groups refused_tick_keeps_current).
  */
 struct wrong_tick {
 	co_context *c;
