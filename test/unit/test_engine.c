@@ -352,6 +352,32 @@ static void test_deadlock_reported(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* engine.md, "Turns and ticks": a tick never returns -EDEADLK, but a tick
+ * on a stopped engine that ends idle with frames nothing can wake records
+ * them (e->stuck), as the run's -EDEADLK would, and co_engine_destroy then
+ * forgets them. Before the stop such a tick records nothing: the frame
+ * may yet be woken, and destroy refuses. */
+static void test_stopped_tick_forgets_stuck(void **state)
+{
+	co_engine e;
+	struct gate g = { .aw = { &gate_ops } };
+	struct waiter w = { .g = &g };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&w.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&e, &w.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* it waits at the gate */
+	assert_ptr_equal(g.parked, &w.co);
+	assert_int_equal(co_engine_tick(&e), 0);
+	assert_int_equal(e.stuck, 0); /* not stopped: it may yet be woken */
+	assert_int_equal(co_engine_destroy(&e), -EBUSY);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_tick(&e), 0); /* not -EDEADLK */
+	assert_int_equal(e.stuck, 1);
+	assert_int_equal(co_engine_destroy(&e), 0); /* forgotten */
+	assert_int_equal(w.passed, 0);
+}
+
 /* Waits until the engine, with the frame parked, has gone to sleep instead
  * of returning (an engine that ignored park counts would find itself idle
  * and return), then wakes the frame and drops the park count, in that
@@ -1206,6 +1232,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
 		cmocka_unit_test(test_deadlock_reported),
+	cmocka_unit_test(test_stopped_tick_forgets_stuck),
 		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
 		cmocka_unit_test(test_stop_cancels_io),
 		cmocka_unit_test(test_stop_cancels_io_started_later),
