@@ -1414,6 +1414,7 @@ static void ts_check(struct ts_shared *sh)
 	assert_int_equal(co_chan_destroy(&sh->ch), 0);
 	free(sh->seen);
 	free(sh->sent);
+	free(sh->parties);
 }
 
 static int ts_consumer_fn(co_frame *f)
@@ -1444,35 +1445,45 @@ static int ts_consumer_fn(co_frame *f)
 	CO_END(f);
 }
 
-static void test_timed_ends_exactly_once(void **state)
+/* The stress's set-up: the ledger, a channel of capacity 4, a scheduler of
+ * 4 contexts and its producers and consumers spread over them (half the
+ * consumers receive many at a time); cancels: how many parties a
+ * canceller cancels at random. ts_check frees what this allocates. */
+static void ts_start(co_sched *s, struct ts_shared *sh, int cancels)
 {
-	co_sched s;
 	co_sched_opts o = { .contexts = 4 };
-	struct ts_shared sh;
-	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
-	(void)state;
-	assert_non_null(pp);
-	memset(&sh, 0, sizeof sh);
-	sh.seen = calloc(TS_PRODUCERS * TS_ITEMS, 1);
-	sh.sent = calloc(TS_PRODUCERS * TS_ITEMS, 1);
-	assert_non_null(sh.seen);
-	assert_non_null(sh.sent);
-	atomic_init(&sh.producers_left, TS_PRODUCERS);
-	assert_int_equal(co_chan_init(&sh.ch, sizeof(uint32_t), 4, NULL), 0);
-	assert_int_equal(co_sched_init(&s, &o), 0);
+
+	memset(sh, 0, sizeof *sh);
+	sh->seen = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	sh->sent = calloc(TS_PRODUCERS * TS_ITEMS, 1);
+	sh->parties = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *sh->parties);
+	assert_non_null(sh->seen);
+	assert_non_null(sh->sent);
+	assert_non_null(sh->parties);
+	sh->cancels = cancels;
+	atomic_init(&sh->producers_left, TS_PRODUCERS);
+	assert_int_equal(co_chan_init(&sh->ch, sizeof(uint32_t), 4, NULL), 0);
+	assert_int_equal(co_sched_init(s, &o), 0);
 	for (int i = 0; i < TS_PRODUCERS + TS_CONSUMERS; i++) {
-		struct ts_party *p = &pp[i];
-		p->sh = &sh;
+		struct ts_party *p = &sh->parties[i];
+		p->sh = sh;
 		p->id = i;
 		p->seed = 99u + (unsigned)i * 4241u;
 		p->many = i >= TS_PRODUCERS && i % 2;
 		co_init(&p->co, i < TS_PRODUCERS ? ts_producer_fn : ts_consumer_fn);
-		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &p->co), 0);
+		assert_int_equal(co_sched_spawn_to(s, (unsigned)i % 4, &p->co), 0);
 	}
+}
+
+static void test_timed_ends_exactly_once(void **state)
+{
+	co_sched s;
+	struct ts_shared sh;
+	(void)state;
+	ts_start(&s, &sh, 0);
 	assert_int_equal(co_sched_run(&s), 0);
 	assert_int_equal(co_sched_destroy(&s), 0);
 	ts_check(&sh);
-	free(pp);
 }
 
 /* The same with co_cancel: a canceller cancels 6 parties at random while
@@ -1501,31 +1512,12 @@ static int ts_canceller_fn(co_frame *f)
 static void test_timed_ends_with_cancels(void **state)
 {
 	co_sched s;
-	co_sched_opts o = { .contexts = 4 };
 	struct ts_shared sh;
-	struct ts_party *pp = calloc(TS_PRODUCERS + TS_CONSUMERS, sizeof *pp);
 	struct ts_canceller c;
 	uint32_t item;
 	(void)state;
-	assert_non_null(pp);
-	memset(&sh, 0, sizeof sh);
 	memset(&c, 0, sizeof c);
-	sh.seen = calloc(TS_PRODUCERS * TS_ITEMS, 1);
-	sh.sent = calloc(TS_PRODUCERS * TS_ITEMS, 1);
-	sh.cancels = 6;
-	sh.parties = pp;
-	atomic_init(&sh.producers_left, TS_PRODUCERS);
-	assert_int_equal(co_chan_init(&sh.ch, sizeof(uint32_t), 4, NULL), 0);
-	assert_int_equal(co_sched_init(&s, &o), 0);
-	for (int i = 0; i < TS_PRODUCERS + TS_CONSUMERS; i++) {
-		struct ts_party *p = &pp[i];
-		p->sh = &sh;
-		p->id = i;
-		p->seed = 99u + (unsigned)i * 4241u;
-		p->many = i >= TS_PRODUCERS && i % 2;
-		co_init(&p->co, i < TS_PRODUCERS ? ts_producer_fn : ts_consumer_fn);
-		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i % 4, &p->co), 0);
-	}
+	ts_start(&s, &sh, 6);
 	c.sh = &sh;
 	c.seed = 5;
 	co_init(&c.co, ts_canceller_fn);
@@ -1535,7 +1527,6 @@ static void test_timed_ends_with_cancels(void **state)
 	while (co_chan_try_recv(&sh.ch, &item) == 0) /* what cancelled consumers left */
 		ts_got(&sh, item);
 	ts_check(&sh);
-	free(pp);
 }
 
 int main(int argc, char **argv)
