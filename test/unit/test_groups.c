@@ -980,23 +980,39 @@ static void post_count_fn(co_post *p)
 	atomic_fetch_add(&((struct post_count *)p)->ran, 1);
 }
 
-static void test_destroy_with_post_on_manual(void **state)
+/* A scheduler of one threaded context and one manual (logic) context:
+ * the logic context, ticked once by this thread if ticked. */
+static co_context *logic_sched(co_sched *s, int ticked)
 {
 	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
 	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	co_context *logic;
+
+	assert_int_equal(co_sched_init(s, &o), 0);
+	logic = co_sched_pick(s, 1);
+	if (ticked)
+		assert_true(co_context_tick(logic) >= 0);
+	return logic;
+}
+
+/* Post a fresh counting post p on c's engine. */
+static void post_counted(co_context *c, struct post_count *p)
+{
+	memset(p, 0, sizeof *p);
+	p->p.fn = post_count_fn;
+	assert_int_equal(co_engine_post(&c->engine, &p->p), 0);
+}
+
+static void test_destroy_with_post_on_manual(void **state)
+{
 	struct post_count p;
 	co_sched s;
 	co_context *logic;
 	(void)state;
 
 	for (int ticked = 0; ticked < 2; ticked++) {
-		assert_int_equal(co_sched_init(&s, &o), 0);
-		logic = co_sched_pick(&s, 1);
-		if (ticked)
-			assert_true(co_context_tick(logic) >= 0);
-		memset(&p, 0, sizeof p);
-		p.p.fn = post_count_fn;
-		assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+		logic = logic_sched(&s, ticked);
+		post_counted(logic, &p);
 		assert_int_equal(co_sched_destroy(&s), -EBUSY); /* the post is pending */
 		assert_int_equal(co_sched_state(&s), CO_SCHED_RUNNING);
 		assert_true(co_context_tick(logic) >= 0); /* runs the post */
@@ -1013,20 +1029,14 @@ static void test_destroy_with_post_on_manual(void **state)
  * post never run, and destroy answered -EBUSY for good. */
 static void test_stop_with_post_on_manual(void **state)
 {
-	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
-	co_sched_opts o = { .groups = g, .ngroups = 2 };
 	struct post_count p;
 	co_sched s;
 	co_context *logic;
 	int r;
 	(void)state;
 
-	assert_int_equal(co_sched_init(&s, &o), 0);
-	logic = co_sched_pick(&s, 1);
-	assert_true(co_context_tick(logic) >= 0);
-	memset(&p, 0, sizeof p);
-	p.p.fn = post_count_fn;
-	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	logic = logic_sched(&s, 1);
+	post_counted(logic, &p);
 	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
 	for (int i = 0; i < 1000 && (r = co_sched_poll(&s)) == -EAGAIN; i++)
 		if (co_context_tick(logic) < 0)
@@ -1044,19 +1054,14 @@ static void test_stop_with_post_on_manual(void **state)
  * it, and the poll then answers 0. */
 static void test_post_on_unticked_manual(void **state)
 {
-	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
-	co_sched_opts o = { .groups = g, .ngroups = 2 };
 	struct post_count p;
 	co_sched s;
 	co_context *logic;
 	int r;
 	(void)state;
 
-	assert_int_equal(co_sched_init(&s, &o), 0);
-	logic = co_sched_pick(&s, 1);
-	memset(&p, 0, sizeof p);
-	p.p.fn = post_count_fn;
-	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	logic = logic_sched(&s, 0);
+	post_counted(logic, &p);
 	assert_int_equal(co_sched_run(&s), -EBUSY);
 	assert_int_equal(co_sched_poll(&s), -EAGAIN);
 	assert_int_equal(atomic_load(&p.ran), 0);
@@ -1074,20 +1079,14 @@ static void test_post_on_unticked_manual(void **state)
  * context ends, and the ticker's run waits for the rest and answers 0. */
 static void test_ticker_run_with_post_after_stop(void **state)
 {
-	static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
-	co_sched_opts o = { .groups = g, .ngroups = 2 };
 	struct post_count p;
 	co_sched s;
 	co_context *logic;
 	(void)state;
 
 	alarm(60); /* a run that waits for its own ticks never returns */
-	assert_int_equal(co_sched_init(&s, &o), 0);
-	logic = co_sched_pick(&s, 1);
-	assert_true(co_context_tick(logic) >= 0); /* this thread ticks it */
-	memset(&p, 0, sizeof p);
-	p.p.fn = post_count_fn;
-	assert_int_equal(co_engine_post(&logic->engine, &p.p), 0);
+	logic = logic_sched(&s, 1); /* this thread ticks it */
+	post_counted(logic, &p);
 	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
 	assert_int_equal(co_sched_run(&s), -EBUSY);
 	assert_int_equal(atomic_load(&p.ran), 0);
