@@ -57,7 +57,7 @@ typedef struct co_chan {
 	CO__ATOMIC(unsigned) slock;   /* senders' */
 	CO__ATOMIC(unsigned) tail;    /* next slot to fill, 0 .. 2 cap - 1 */
 	unsigned head_seen;           /* senders' copy of head */
-	unsigned slip_s;              /* senders' poll slip (lib/sync/channel.c) */
+	unsigned slip_s;              /* senders' poll slip (lib/sync/slip.h) */
 	char pad_r[CO_CACHELINE];
 	CO__ATOMIC(unsigned) rlock;   /* receivers' */
 	CO__ATOMIC(unsigned) head;    /* next slot to take, 0 .. 2 cap - 1 */
@@ -69,7 +69,10 @@ typedef struct co_chan {
 /*
  * Set up a channel of capacity items of item_size bytes. buf is the
  * caller's storage of capacity * item_size bytes, or NULL to allocate it
- * here, once (co_chan_destroy frees it). Nothing is allocated later.
+ * here, once (co_chan_destroy frees it), starting on a cache line
+ * (CO_CACHELINE) and taking whole lines. Nothing is allocated later. A
+ * caller's buffer that shares a line with data another thread writes
+ * slows a stream between two contexts: align it the same way.
  * Errors: -EINVAL (NULL c, item_size or capacity 0, capacity above
  * UINT_MAX / 2), -EOVERFLOW (the buffer size overflows), -ENOMEM.
  */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -106,6 +107,16 @@ static inline void co__fault_point(enum co__fault_point p)
 static inline void *co__malloc(size_t n)
 {
 	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : malloc(n);
+}
+
+/* n bytes rounded up to a multiple of align (a power of two), starting at
+ * a multiple of align (free with free), or NULL */
+static inline void *co__malloc_aligned(size_t align, size_t n)
+{
+	if (n > SIZE_MAX - (align - 1))
+		return NULL;
+	n = (n + align - 1) & ~(align - 1);
+	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : aligned_alloc(align, n);
 }
 
 static inline void *co__calloc(size_t n, size_t size)

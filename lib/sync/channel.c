@@ -52,6 +52,7 @@
 #include <coring/channel.h>
 #include "waiter/waiter_internal.h"
 #include "common/fault.h"
+#include "sync/slip.h"
 
 #define lock_s(c) co__spin_lock(&(c)->slock)
 #define unlock_s(c) co__spin_unlock(&(c)->slock)
@@ -77,7 +78,10 @@ int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *buf)
 	c->cap = capacity;
 	c->buf = buf;
 	if (buf == NULL) {
-		c->buf = co__malloc(item_size * capacity);
+		/* on lines of its own: a neighbour on the heap that another
+		 * thread writes would steal the ring's first or last line
+		 * from the two ends (docs/benchmarks.md) */
+		c->buf = co__malloc_aligned(CO_CACHELINE, item_size * capacity);
 		if (c->buf == NULL)
 			return -ENOMEM;
 		c->owned = 1;
@@ -308,31 +312,11 @@ static int recv_ready(void *arg)
 	return ring_used(c) != 0 || atomic_load_explicit(&c->closed, memory_order_relaxed);
 }
 
-/*
- * Polling before parking (co__engine_poll). The slip is how many pauses an
- * end waits before its first look: every look pulls the line the other end
- * writes back from its CPU, and stalls that writer's next locked
- * instruction, so an end that looks at every item it waits for runs both
- * ends in lockstep at one line transfer per item. An end that found the
- * other streaming (it waited at most SLIP_QUICK pauses, or found 2 or more
- * items or free slots) slips more next time, up to SLIP_MAX, so the other
- * writes several items between two looks; one that waited long for one
- * item (a round trip: the other was not streaming) slips less. A channel
- * of capacity 1 never holds two: it never slips.
- */
-#define SLIP_QUICK 4u
-#define SLIP_MAX 16u
-
 /* Under the end's lock: an end that polled for waited pauses (0: it did
- * not find what it polled for) and found n items or slots. */
+ * not find what it polled for) and found n items or slots (lib/sync/slip.h). */
 static void slip_adapt(const co_chan *c, unsigned *slip, unsigned waited, unsigned n)
 {
-	if (waited == 0 || c->cap < 2)
-		*slip = 0;
-	else if (n >= 2 || waited <= SLIP_QUICK)
-		*slip = 2 * *slip + 1 < SLIP_MAX ? 2 * *slip + 1 : SLIP_MAX;
-	else
-		*slip /= 2;
+	*slip = co__slip_next(c->cap, *slip, waited, n);
 }
 
 /* Poll before parking: not for a frame asked to cancel, whose wait ends

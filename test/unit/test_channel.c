@@ -18,6 +18,7 @@
 #include <coring/io.h>
 #include "common/fault.h"
 #include "common/tsan.h"
+#include "sync/slip.h"
 #include "helpers.h"
 
 static void sched_start(co_sched *s)
@@ -1285,6 +1286,8 @@ static void test_errors(void **state)
 	assert_int_equal(co_chan_init(&ch, 1, UINT_MAX / 2 + 1, NULL), -EINVAL);
 	assert_int_equal(co_chan_init(&ch, 1, UINT_MAX, NULL), -EINVAL);
 	assert_int_equal(co_chan_init(&ch, SIZE_MAX / 2, 4, NULL), -EOVERFLOW);
+	/* fits a size_t, but not once rounded up to whole cache lines */
+	assert_int_equal(co_chan_init(&ch, SIZE_MAX / 2, 2, NULL), -ENOMEM);
 	assert_int_equal(co_chan_destroy(NULL), -EINVAL);
 	assert_int_equal(co_chan_try_send(NULL, &v), -EINVAL);
 	assert_int_equal(co_chan_try_recv(NULL, &v), -EINVAL);
@@ -1317,6 +1320,75 @@ static void test_destroy_drops_buffered(void **state)
 	assert_int_equal(co_chan_destroy(&ch), 0);
 	assert_int_equal(co_chan_try_recv(&ch, &v), -EINVAL);
 	assert_int_equal(co_chan_destroy(&ch), -EINVAL);
+}
+
+/* channel.h, co_chan_init: a ring allocated by init starts on a cache line
+ * and takes whole lines, so no other data shares a line with it. Item
+ * sizes and capacities whose products are not multiples of a line, with
+ * small allocations between them (a plain malloc answers 16-byte
+ * multiples); each ring is written up to its last whole line, which
+ * ASan reports if the allocation were not rounded up. */
+static void test_ring_on_its_own_lines(void **state)
+{
+	static const struct { size_t size; unsigned cap; } shape[] = {
+		{ 8, 1 }, { 8, 3 }, { 1, 1 }, { 24, 5 }, { 8, 256 }, { 40, 7 }, { 3, 100 },
+	};
+	enum { N = sizeof shape / sizeof shape[0] };
+	co_chan ch[N];
+	void *noise[N];
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		size_t n = shape[i].size * shape[i].cap;
+		size_t lines = (n + CO_CACHELINE - 1) / CO_CACHELINE * CO_CACHELINE;
+
+		noise[i] = malloc(8 + 16 * (size_t)i);
+		assert_non_null(noise[i]);
+		assert_int_equal(co_chan_init(&ch[i], shape[i].size, shape[i].cap, NULL), 0);
+		assert_int_equal((uintptr_t)ch[i].buf % CO_CACHELINE, 0);
+		memset(ch[i].buf, 0xa5, lines);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(co_chan_destroy(&ch[i]), 0);
+		free(noise[i]);
+	}
+}
+
+/* lib/sync/slip.h, the slip rule of a channel end that polled. */
+static void test_slip_rule(void **state)
+{
+	unsigned s = 0;
+	(void)state;
+	/* a stream into a ring of 256: the slip grows to the capacity */
+	for (int i = 0; i < 12; i++)
+		s = co__slip_next(256, s, s + 1, 10);
+	assert_int_equal(s, 256);
+	/* capped at SLIP_TOP above it, at SLIP_MIN_TOP below 16 */
+	s = 0;
+	for (int i = 0; i < 12; i++)
+		s = co__slip_next(4096, s, s + 1, 10);
+	assert_int_equal(s, SLIP_TOP);
+	s = 0;
+	for (int i = 0; i < 12; i++)
+		s = co__slip_next(4, s, 1, 1);
+	assert_int_equal(s, SLIP_MIN_TOP);
+	/* at 16, quick finds of 2 grow to 16 */
+	s = 0;
+	for (int i = 0; i < 12; i++)
+		s = co__slip_next(16, s, s + 1, 2);
+	assert_int_equal(s, 16);
+	/* half the ring or more found: the ends took turns, halve */
+	assert_int_equal(co__slip_next(256, 200, 201, 128), 100);
+	assert_int_equal(co__slip_next(256, 200, 201, 256), 100);
+	assert_int_equal(co__slip_next(256, 200, 201, 127), 256);
+	assert_int_equal(co__slip_next(16, 16, 17, 8), 8);
+	/* a long wait for one item (a round trip): halve */
+	assert_int_equal(co__slip_next(256, 64, 500, 1), 32);
+	/* a quick find of one: grow */
+	assert_int_equal(co__slip_next(256, 1, SLIP_QUICK, 1), 3);
+	/* found nothing, or a capacity of 1: no slip */
+	assert_int_equal(co__slip_next(256, 64, 0, 0), 0);
+	assert_int_equal(co__slip_next(1, 0, 1, 1), 0);
+	assert_int_equal(co__slip_next(1, 5, 1, 1), 0);
 }
 
 /* ---- timed sends and receives of one and of many, 4 contexts --------------------- */
@@ -1551,6 +1623,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
 		cmocka_unit_test(test_one_context_never_polls),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_ring_on_its_own_lines),
+		cmocka_unit_test(test_slip_rule),
 		cmocka_unit_test(test_timed_ends_exactly_once),
 		cmocka_unit_test(test_timed_ends_with_cancels),
 	};
