@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
@@ -122,6 +123,20 @@ static inline void *co__malloc_aligned(size_t align, size_t n)
 static inline void *co__calloc(size_t n, size_t size)
 {
 	return co__fault_hit(CO__FAULT_ALLOC) ? NULL : calloc(n, size);
+}
+
+/* co__calloc for objects of a type aligned past what malloc promises (a
+ * cache line): n zeroed objects of size bytes at a multiple of align. */
+static inline void *co__calloc_aligned(size_t align, size_t n, size_t size)
+{
+	void *p;
+
+	if (size != 0 && n > SIZE_MAX / size)
+		return NULL;
+	p = co__malloc_aligned(align, n * size);
+	if (p != NULL)
+		memset(p, 0, n * size);
+	return p;
 }
 
 static inline void *co__realloc(void *p, size_t n)

@@ -384,7 +384,10 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	s->n = n;
 	s->spinners = o.spinners ? o.spinners : default_spinners();
 	s->ngroups = ng;
-	s->ctx = co__calloc(n, sizeof *s->ctx);
+	/* co_context holds a co_engine, whose words written by other
+	 * threads start a cache line of their own: calloc's 16 bytes would
+	 * put them across two lines, beside the owner's */
+	s->ctx = co__calloc_aligned(_Alignof(co_context), n, sizeof *s->ctx);
 	s->groups = co__calloc(ng, sizeof *s->groups);
 	s->epochs = co__calloc(2 * (size_t)n, sizeof *s->epochs);
 	if (s->ctx == NULL || s->groups == NULL || s->epochs == NULL) {

@@ -2082,10 +2082,46 @@ static void test_spawn_live_task_refused(void **state)
 	assert_int_equal(co_event_destroy(&ev), 0);
 }
 
+/* engine.md: a scheduler's contexts are allocated on cache lines, so
+ * each engine's words written by other threads (from `live` on) start a
+ * line of their own. A plain calloc answers 16-byte multiples; several
+ * schedulers, with allocations of other sizes between them, are all
+ * aligned. */
+static void test_contexts_on_their_own_lines(void **state)
+{
+	enum { N = 4 };
+	co_sched s[N];
+	void *noise[N];
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		noise[i] = malloc(24 + 16 * (size_t)i);
+		assert_non_null(noise[i]);
+		assert_int_equal(co_sched_init(&s[i], &(co_sched_opts){ .contexts = 2 + (unsigned)i }), 0);
+		for (unsigned k = 0; k < s[i].n; k++) {
+			assert_int_equal((uintptr_t)&s[i].ctx[k] % CO_CACHELINE, 0);
+			assert_int_equal((uintptr_t)&s[i].ctx[k].engine.live % CO_CACHELINE, 0);
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(co_sched_destroy(&s[i]), 0);
+		free(noise[i]);
+	}
+	/* the allocation under it: zeroed, aligned, and NULL for a count
+	 * whose bytes overflow a size_t */
+	unsigned char *p = co__calloc_aligned(CO_CACHELINE, 3, 40);
+	assert_non_null(p);
+	assert_int_equal((uintptr_t)p % CO_CACHELINE, 0);
+	for (int i = 0; i < 120; i++)
+		assert_int_equal(p[i], 0);
+	free(p);
+	assert_null(co__calloc_aligned(CO_CACHELINE, SIZE_MAX / 4 + 2, 4)); /* 4 B, wrapped */
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_contexts_on_their_own_lines),
 		cmocka_unit_test(test_million_tasks),
 		cmocka_unit_test(test_spawns_race_end_of_run),
 		cmocka_unit_test(test_transfer),
