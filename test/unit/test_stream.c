@@ -1611,6 +1611,94 @@ static void test_recv_result_kept(void **state)
 	}
 }
 
+/* ---- awaiters handed out before the close, awaited after it began ---------------- */
+
+/* A hands out a receive and two closes of one stream, then awaits the
+ * first close; B, which A spawns then, awaits the handed-out receive and
+ * the second close while A's close waits for the multishot's last
+ * completion; A then awaits the second close and the receive. */
+struct late {
+	co_frame co, b;
+	co_stream s;
+	co_bufring *ring;
+	co_awaiter *recv, *close1, *close2;
+	int fd, first, b_closing, b_res, b_close, close1_res, close2_res, recv_res;
+};
+
+static int late_b_fn(co_frame *f)
+{
+	struct late *l = co__container_of(f, struct late, b);
+
+	CO_BEGIN(f);
+	l->b_closing = l->s.closing;
+	CO_AWAIT(f, l->recv);
+	l->b_res = co_result(f);
+	CO_AWAIT(f, l->close2);
+	l->b_close = co_result(f);
+	CO_END(f);
+}
+
+static int late_fn(co_frame *f)
+{
+	struct late *l = (struct late *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_stream_open(&l->s, l->ring, l->fd), 0);
+	CO_AWAIT(f, co_stream_recv(&l->s));
+	l->first = co_result(f); /* one buffer held at the close */
+	l->recv = co_stream_recv(&l->s);
+	l->close1 = co_stream_close(&l->s);
+	l->close2 = co_stream_close(&l->s);
+	assert_int_equal(co_engine_spawn(co_engine_current(), &l->b), 0);
+	CO_AWAIT(f, l->close1);
+	l->close1_res = co_result(f);
+	CO_AWAIT(f, l->close2);
+	l->close2_res = co_result(f);
+	CO_AWAIT(f, l->recv);
+	l->recv_res = co_result(f);
+	CO_END(f);
+}
+
+/* docs/stream.md's errors table: an await of co_stream_recv on a stream
+ * not open, or closing, is -EINVAL, and so is an await of co_stream_close
+ * on a stream not open, and a close awaited while another frame waits on
+ * the stream (here: in its close) is -EBUSY; the checks are the await's,
+ * so awaiters handed out before the close answer them too. Without them,
+ * a second close handed out before the first counts the stream off its
+ * ring twice (ring->streams wraps, and the ring can never be destroyed),
+ * a receive or a close awaited during the close takes the closing frame's
+ * place (the close never ends: the run reports -EDEADLK), and a receive
+ * awaited after it waits for good. */
+static void test_awaits_handed_out_before_close(void **state)
+{
+	struct rig g;
+	struct late l;
+	int sv[2];
+
+	(void)state;
+	pair(sv);
+	rig_up(&g, 4, 64);
+	assert_int_equal(write(sv[1], "abc", 3), 3);
+	memset(&l, 0, sizeof l);
+	l.ring = &g.ring;
+	l.fd = sv[0];
+	co_init(&l.co, late_fn);
+	co_init(&l.b, late_b_fn);
+	assert_int_equal(co_engine_spawn(&g.e, &l.co), 0);
+	assert_int_equal(co_engine_run(&g.e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(g.e.inflight, 0);
+	assert_int_equal(l.first, 3);
+	assert_int_equal(l.b_closing, 1); /* B's await came during A's close */
+	assert_int_equal(l.b_res, -EINVAL);
+	assert_int_equal(l.b_close, -EBUSY);
+	assert_int_equal(l.close1_res, 0);
+	assert_int_equal(l.close2_res, -EINVAL);
+	assert_int_equal(l.recv_res, -EINVAL);
+	rig_down(&g);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_ordered_with_eof),
 	cmocka_unit_test(test_queued_while_busy),
@@ -1632,6 +1720,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_hot_path_allocates_nothing),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_recv_result_kept),
+	cmocka_unit_test(test_awaits_handed_out_before_close),
 };
 
 /* Does this kernel have buffer rings and multishot recv (Linux 6.0)? One
