@@ -176,8 +176,10 @@ CO_API co_awaiter *co_stream_send(co_io *io, co_stream *s, int fd, int flags);
  * by itself once the kernel answered: co_timeout answers -EINVAL and the
  * close does not begin, the stream stays open), and a cancelled frame's
  * close still completes. Value 0, or -EINVAL (not open), -ENXIO (not on the ring's
- * engine thread), -EBUSY (a frame waits in recv on s: cancel it first).
- * NULL s: returns NULL (awaiting it is -EINVAL).
+ * engine thread), -EBUSY (a frame waits in recv on s: cancel it first;
+ * or in another close). The checks are the await's as well: a close or a
+ * recv handed out before the close began and awaited later answers
+ * -EINVAL or -EBUSY. NULL s: returns NULL (awaiting it is -EINVAL).
  */
 CO_API co_awaiter *co_stream_close(co_stream *s);
 

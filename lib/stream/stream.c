@@ -255,7 +255,10 @@ static void stream_last_cqe(co_engine *e, co_stream *s, int res)
 
 	s->armed = 0;
 	if (s->closing) {
-		stream_wake(s, e); /* the close goes on */
+		/* the close goes on; s->frame stays its frame until its resume
+		 * (close_ready: any other await meanwhile is refused) */
+		if (s->frame)
+			co__engine_wake_here(e, s->frame);
 		return;
 	}
 	if (res == -ENOBUFS)
@@ -491,6 +494,11 @@ static int recv_resume(co_awaiter *a, co_frame *f)
 {
 	co_stream *s = (co_stream *)a;
 
+	/* an await of a receive handed out before the close began, made
+	 * since (the close set ended: it did not wait): the pin, if any, is
+	 * the closing frame's */
+	if (co__unlikely(s->closing))
+		return -EINVAL;
 	if (co__unlikely(s->pinned))
 		stream_unpin(s, f);
 	if (co__unlikely(s->res != 0)) {
@@ -577,20 +585,25 @@ co_awaiter *co_stream_send(co_io *io, co_stream *s, int fd, int flags)
 
 /* The close begins when its await does (not in co_stream_close): an
  * await that never starts (co_timeout refuses this awaiter, which has no
- * cancel op) leaves the stream as it was. */
+ * cancel op) leaves the stream as it was. The checks are the await's too,
+ * for an awaiter handed out before: an await on a stream closed already,
+ * or while a frame waits on it (in a receive, or in a close that has not
+ * resumed yet: s->frame stays the closing frame until then), is ready at
+ * once, and close_resume tells it from the close by those same facts. */
 static int close_ready(co_awaiter *a, co_frame *f)
 {
 	co_stream *s = co__container_of(a, co_stream, close_aw);
 
-	(void)f;
-	if (!s->closing) {
-		s->closing = 1;
-		if (s->armed) /* fire and forget: the multishot's last CQE answers */
-			io_uring_prep_cancel(co__engine_sqe(s->ring->engine, NULL, 0), &s->info, 0);
-		if (s->starved) {
-			starved_remove(s->ring, s);
-			co__engine_stop_list_remove(s->ring->engine, &s->stop_link);
-		}
+	if (s->magic != OPEN_MAGIC || s->frame != NULL)
+		return 1; /* refused: -EINVAL or -EBUSY */
+	s->closing = 1;
+	s->ended = 1; /* a receive awaited from now on is ready: -EINVAL */
+	s->frame = f;
+	if (s->armed) /* fire and forget: the multishot's last CQE answers */
+		io_uring_prep_cancel(co__engine_sqe(s->ring->engine, NULL, 0), &s->info, 0);
+	if (s->starved) {
+		starved_remove(s->ring, s);
+		co__engine_stop_list_remove(s->ring->engine, &s->stop_link);
 	}
 	return !s->armed;
 }
@@ -599,7 +612,8 @@ static int close_suspend(co_awaiter *a, co_frame *f)
 {
 	co_stream *s = co__container_of(a, co_stream, close_aw);
 
-	s->frame = f; /* no cancel check: a close on the way out completes */
+	/* s->frame is f (close_ready); no cancel check: a close on the way
+	 * out completes */
 	if (co__unlikely(co__tls_engine->stealing))
 		stream_pin(s, f);
 	return 1;
@@ -611,6 +625,11 @@ static int close_resume(co_awaiter *a, co_frame *f)
 	co_stream *s = co__container_of(a, co_stream, close_aw);
 	co_bufring *b = s->ring;
 
+	if (s->magic != OPEN_MAGIC)
+		return -EINVAL; /* closed already */
+	if (s->frame != f)
+		return -EBUSY; /* another frame waits on s (close_ready refused) */
+	s->frame = NULL;
 	if (s->pinned)
 		stream_unpin(s, f);
 	s->held = 0;
