@@ -74,6 +74,8 @@ enum co__fault_point {
 	CO__POINT_POSTS_CLOSING, /* an engine's door to posts is about to close: its context's
 	                            last run is over, or a manual context is about to end
 	                            (lib/engine/engine_visit.c) */
+	CO__POINT_IO_ALL_NEXT, /* a *_all call is about to ask for its next transfer, of
+	                          x->len - x->done bytes (lib/io/io.c) */
 	CO__POINTS
 };
 

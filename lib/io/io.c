@@ -11,6 +11,7 @@
 
 #include <coring/io.h>
 #include "common/awaiter.h"
+#include "common/fault.h"
 #include "common/clock.h"
 #include "engine/engine_internal.h"
 #include "io_internal.h"
@@ -950,6 +951,7 @@ static int io_all_fn(co_frame *f)
 
 	CO_BEGIN(f);
 	while (x->done < x->len) {
+		co__fault_point(CO__POINT_IO_ALL_NEXT); /* tests: a transfer of nothing */
 		/* Each op is capped so its count fits the int result. */
 		switch (x->op) {
 		case X_READ:

@@ -27,6 +27,7 @@
 
 #include <coring/io.h>
 #include <coring/timeout.h>
+#include "common/fault.h"
 #include "helpers.h"
 
 /* ---- TCP: accept, connect, refused, reset ------------------------------- */
@@ -774,6 +775,69 @@ static void test_echo_random_sizes_to_64k(void **state)
 	echo_run(300, BIG_MSG); /* 1 byte to 64 KiB: many short sends and reads */
 }
 
+/* A write or a send that makes no progress (the kernel answers 0 for a
+ * length that is not 0) ends the loop with -EIO, x->done the bytes moved
+ * before it; asked again it would answer 0 again, for good. The fault
+ * point shrinks the transfer the loop is about to ask for to nothing (the
+ * kernel answers a transfer of 0 bytes with 0), once, at the transfer
+ * chosen. Without the loop's check of a 0, the write "ends" with its
+ * count short and no error: -EIO is what io.md promises. */
+struct stall {
+	co_frame co;
+	co_io_all x;
+	int fd, op, at, pass; /* op 0: write_all, 1: send_all; stall the at-th transfer */
+	char buf[8];
+};
+
+static void stall_at(void *arg)
+{
+	struct stall *st = arg;
+
+	if (++st->pass == st->at)
+		st->x.len = st->x.done; /* this transfer asks for nothing */
+}
+
+static int stall_fn(co_frame *f)
+{
+	struct stall *st = (struct stall *)f;
+
+	CO_BEGIN(f);
+	if (st->op == 0)
+		CO_AWAIT(f, co_write_all(&st->x, st->fd, st->buf, sizeof st->buf, (uint64_t)-1));
+	else
+		CO_AWAIT(f, co_send_all(&st->x, st->fd, st->buf, sizeof st->buf, MSG_NOSIGNAL));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void test_all_write_without_progress(void **state)
+{
+	(void)state;
+	for (int op = 0; op < 2; op++) {
+		struct stall st;
+		int sv[2];
+
+		if (op == 0)
+			assert_int_equal(pipe(sv), 0);
+		else
+			co_test_tcp_pair(sv);
+		memset(&st, 0, sizeof st);
+		memcpy(st.buf, "abcdefgh", 8);
+		st.fd = sv[1];
+		st.op = op;
+		st.at = 1;
+		co__fault_on_point(CO__POINT_IO_ALL_NEXT, stall_at, &st);
+		co_init(&st.co, stall_fn);
+		co_test_run1(&st.co);
+		co__fault_on_point(CO__POINT_IO_ALL_NEXT, NULL, NULL);
+		assert_int_equal(st.pass, 1);
+		assert_int_equal(co_status(&st.co), -EIO);
+		assert_int_equal(st.x.done, 0);
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -784,6 +848,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_read_write_all_file),
 		cmocka_unit_test(test_all_at_current_position),
 		cmocka_unit_test(test_all_nonblocking_waits),
+		cmocka_unit_test(test_all_write_without_progress),
 		cmocka_unit_test(test_acceptor_errors),
 		cmocka_unit_test(test_acceptor_armed_on_another_engine),
 		cmocka_unit_test(test_echo_10000_coroutines),
