@@ -14,6 +14,8 @@
 #include <string.h>
 #include <errno.h>
 #include <dirent.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <sys/syscall.h>
@@ -538,6 +540,44 @@ static void test_two_destroys_at_once(void **state)
 	alarm(0);
 }
 
+/* A second destroy from another thread that learns of the first only
+ * through a relaxed flag (nothing that orders memory, as two threads that
+ * race to tear a pool down): -EINVAL, and every look it takes at the pool
+ * is ordered after the first destroy's writes by the pool's lock. Without
+ * the lock around the destroy's first look at p->workers, that look races
+ * with the first destroy's write of it (TSan reports the race). */
+static atomic_int late_go;
+static int late_ret = 1;
+
+static void *late_destroy(void *arg)
+{
+	while (!atomic_load_explicit(&late_go, memory_order_relaxed))
+		sched_yield();
+	late_ret = co_pool_destroy(arg);
+	return NULL;
+}
+
+static void test_destroy_racing_from_another_thread(void **state)
+{
+	co_pool pool;
+	pthread_t t;
+	(void)state;
+
+	assert_int_equal(co_pool_init(&pool, 2), 0);
+	atomic_store(&late_go, 0);
+	assert_int_equal(pthread_create(&t, NULL, late_destroy, &pool), 0);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	atomic_store_explicit(&late_go, 1, memory_order_relaxed);
+	pthread_join(t, NULL);
+	assert_int_equal(late_ret, -EINVAL);
+	/* an init refused for want of a thread leaves a pool whose lock a
+	 * destroy may take: -EINVAL */
+	co__fault_arm(CO__FAULT_THREAD, 2, EAGAIN);
+	assert_int_equal(co_pool_init(&pool, 2), -EAGAIN);
+	co__fault_arm(CO__FAULT_THREAD, 0, 0);
+	assert_int_equal(co_pool_destroy(&pool), -EINVAL);
+}
+
 static void test_errors(void **state)
 {
 	co_pool pool;
@@ -801,6 +841,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancelled_frame_queues_no_job),
 	cmocka_unit_test(test_errors),
 	cmocka_unit_test(test_two_destroys_at_once),
+	cmocka_unit_test(test_destroy_racing_from_another_thread),
 	cmocka_unit_test(test_getaddrinfo_localhost),
 	cmocka_unit_test(test_getaddrinfo_bad_hints),
 	cmocka_unit_test(test_job_result_kept),
