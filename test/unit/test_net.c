@@ -295,6 +295,33 @@ static void test_dial_numeric_and_names(void **state)
 	assert_int_equal(co_test_open_fds(), fds);
 }
 
+/* A huge limit is no limit for a name too: net.md's "one time limit for
+ * all of it, lookup and connects" with a timeout_ns whose sum with the
+ * clock would wrap (UINT64_MAX, and a value just short of it) saturates,
+ * so the lookup's timer and each connect's kernel timeout never run out:
+ * all three of multi.test's addresses are tried and the third connects. */
+static void test_dial_huge_limit_with_a_name(void **state)
+{
+	static const uint64_t huge[] = { UINT64_MAX, UINT64_MAX - CO_S };
+	int fds = co_test_open_fds(), lfd, port;
+	struct dial c;
+	co_pool pool;
+
+	(void)state;
+	assert_int_equal(co_pool_init(&pool, 1), 0);
+	lfd = co_listen("127.0.0.1", 0, 0, 0);
+	port = co_local_port(lfd);
+	for (int i = 0; i < 2; i++) {
+		dial_init(&c, &pool, "multi.test", port, huge[i]);
+		co_test_run1(&c.co);
+		assert_int_equal(c.tried, 3);
+		check_connected(lfd, c.res);
+	}
+	close(lfd);
+	assert_int_equal(co_pool_destroy(&pool), 0);
+	assert_int_equal(co_test_open_fds(), fds);
+}
+
 static void test_dial_refused_and_unresolved(void **state)
 {
 	int fds = co_test_open_fds(), lfd, port;
@@ -972,6 +999,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_listen_errors),
 	cmocka_unit_test(test_dial_numeric_and_names),
 	cmocka_unit_test(test_dial_refused_and_unresolved),
+	cmocka_unit_test(test_dial_huge_limit_with_a_name),
 	cmocka_unit_test(test_dial_time_limit),
 	cmocka_unit_test(test_dial_lookup_given_up),
 	cmocka_unit_test(test_dial_cancel_and_misuse),

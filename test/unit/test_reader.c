@@ -1549,6 +1549,64 @@ static void test_view_is_not_a_string(void **state)
 	close(sv[1]);
 }
 
+/* ---- the delimiter is the call's copy --------------------------------------------------- */
+
+/* reader.md: a delimiter is "copied by the call (they need not outlive
+ * it)". The read is handed out with the delimiter in a buffer that is
+ * overwritten before the await (the read has to wait: nothing is buffered
+ * yet), and it still ends at "\r\n"; a single '\n' in the line does not
+ * end it. */
+struct delim_copy {
+	co_frame co;
+	co_reader r;
+	co_frame *rf;
+	char delim[4];
+	int fd, waited, res, res2;
+	char line[16];
+};
+
+static int delim_copy_fn(co_frame *f)
+{
+	struct delim_copy *d = (struct delim_copy *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_reader_init(&d->r, d->fd, NULL), 0);
+	memcpy(d->delim, "\r\n", 2);
+	d->rf = co_reader_until(&d->r, d->delim, 2);
+	d->waited = !co_done(d->rf);
+	memcpy(d->delim, "\n\n", 2); /* the caller's buffer, reused */
+	CO_AWAIT(f, d->rf);
+	d->res = co_result(f);
+	if (d->res > 0)
+		co_reader_copy(&d->r, d->line, sizeof d->line);
+	memcpy(d->delim, "\n", 1);
+	CO_AWAIT(f, co_reader_until(&d->r, d->delim, 1));
+	d->res2 = co_result(f);
+	assert_int_equal(co_reader_destroy(&d->r), 0);
+	CO_END(f);
+}
+
+static void test_delimiter_need_not_outlive_the_call(void **state)
+{
+	struct delim_copy d;
+	int sv[2];
+
+	(void)state;
+	co_test_tcp_pair(sv);
+	assert_int_equal(write(sv[1], "a\nb\r\nc\n", 7), 7);
+	shutdown(sv[1], SHUT_WR); /* a read that looks for another delimiter ends */
+	memset(&d, 0, sizeof d);
+	d.fd = sv[0];
+	co_init(&d.co, delim_copy_fn);
+	co_test_run1(&d.co);
+	assert_int_equal(d.waited, 1);
+	assert_int_equal(d.res, 5);
+	assert_string_equal(d.line, "a\nb\r\n");
+	assert_int_equal(d.res2, 2);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_random_reads_over_recv),
 	cmocka_unit_test(test_random_reads_over_stream),
@@ -1571,6 +1629,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_reading_allocates_nothing),
 	cmocka_unit_test(test_limit_races_read),
 	cmocka_unit_test(test_view_is_not_a_string),
+	cmocka_unit_test(test_delimiter_need_not_outlive_the_call),
 };
 
 CO_TEST_MAIN(tests, 1)
