@@ -122,7 +122,9 @@ int co_pool_init(co_pool *p, unsigned threads)
 			pthread_cond_destroy(&p->work);
 			pthread_mutex_destroy(&p->lock);
 			free(p->workers);
-			p->workers = NULL;
+			/* not set up, as a refused init leaves it: a destroy
+			 * takes its (zeroed, so usable) lock and answers -EINVAL */
+			memset(p, 0, sizeof *p);
 			return -EAGAIN;
 		}
 	}
@@ -134,11 +136,13 @@ int co_pool_destroy(co_pool *p)
 {
 	int err = 0;
 
-	if (p == NULL || p->workers == NULL)
-		return -EINVAL; /* never set up (zeroed, a failed init), or destroyed */
+	if (p == NULL)
+		return -EINVAL;
+	/* every look at the pool under its lock: another thread's destroy
+	 * may have written it, ordered with this one by nothing else */
 	pthread_mutex_lock(&p->lock);
 	if (p->workers == NULL)
-		err = -EINVAL; /* another destroy ended meanwhile */
+		err = -EINVAL; /* never set up (zeroed, a refused init), or destroyed */
 	else if (p->busy || p->stopping)
 		err = -EBUSY; /* a job queued, running, or given up and still
 		                 running; or another destroy under way */
