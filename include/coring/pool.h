@@ -87,7 +87,11 @@ CO_API int co_pool_destroy(co_pool *p);
 /* Run fn(arg) on a worker; the await's value is what fn returns (keep it
  * 0 or a negative errno, or a count), -ECANCELED if cancelled before it
  * started, -ESHUTDOWN once co_pool_destroy has begun. Returns what CO_AWAIT
- * takes (NULL for a NULL argument: -EINVAL). */
+ * takes (NULL for a NULL argument: -EINVAL). A job record (j, or a
+ * co_lookup) serves one await at a time: co_pool_run on a record whose
+ * job is queued or running rewrites it under the pool (its queue breaks),
+ * and nothing refuses it, since a record need not be zeroed memory
+ * before its first use; give each await in flight a record of its own. */
 CO_API co_awaiter *co_pool_run(co_pool_job *j, co_pool *p, int (*fn)(void *arg), void *arg);
 
 /*
