@@ -1699,6 +1699,79 @@ static void test_awaits_handed_out_before_close(void **state)
 	close(sv[1]);
 }
 
+/* ---- an open off the ring's engine; a send of nothing held --------------------------- */
+
+/* stream.md's errors table: co_stream_open off b's engine thread is
+ * -ENXIO (from a thread that runs no engine, and from a frame of another
+ * engine), and the stream memory stays as it was (not open: the ring
+ * counts no stream); co_stream_send with nothing held is a nop whose
+ * value is 0. */
+struct elsewhere {
+	co_frame co;
+	co_stream s;
+	co_io io;
+	co_bufring *ring;
+	int fd, open_res, send_res, close_res;
+	unsigned iov_n;
+};
+
+static int elsewhere_open_fn(co_frame *f)
+{
+	struct elsewhere *w = (struct elsewhere *)f;
+
+	CO_BEGIN(f);
+	w->open_res = co_stream_open(&w->s, w->ring, w->fd);
+	CO_END(f);
+}
+
+static int send_nothing_fn(co_frame *f)
+{
+	struct elsewhere *w = (struct elsewhere *)f;
+
+	CO_BEGIN(f);
+	assert_int_equal(co_stream_open(&w->s, w->ring, w->fd), 0);
+	co_stream_iov(&w->s, &w->iov_n);
+	CO_AWAIT(f, co_stream_send(&w->io, &w->s, w->fd, MSG_NOSIGNAL));
+	w->send_res = co_result(f);
+	CO_AWAIT(f, co_stream_close(&w->s));
+	w->close_res = co_result(f);
+	CO_END(f);
+}
+
+static void test_open_elsewhere_and_send_of_nothing(void **state)
+{
+	struct rig g;
+	struct elsewhere w;
+	co_engine other;
+	int sv[2];
+
+	(void)state;
+	pair(sv);
+	rig_up(&g, 4, 64);
+	memset(&w, 0, sizeof w);
+	w.ring = &g.ring;
+	w.fd = sv[0];
+	assert_int_equal(co_stream_open(&w.s, &g.ring, sv[0]), -ENXIO);
+	assert_null(co_stream_iov(&w.s, NULL));
+	assert_int_equal(co_engine_init(&other, NULL), 0);
+	co_init(&w.co, elsewhere_open_fn);
+	assert_int_equal(co_engine_spawn(&other, &w.co), 0);
+	assert_int_equal(co_engine_run(&other, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&other), 0);
+	assert_int_equal(w.open_res, -ENXIO);
+	assert_null(co_stream_iov(&w.s, NULL));
+	assert_int_equal(g.ring.streams, 0);
+	assert_int_equal(g.e.inflight, 0);
+	co_init(&w.co, send_nothing_fn);
+	run_all(&g.e, (co_frame *[]){ &w.co }, 1);
+	assert_int_equal(w.iov_n, 0);
+	assert_int_equal(w.send_res, 0);
+	assert_int_equal(w.close_res, 0);
+	rig_down(&g);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_ordered_with_eof),
 	cmocka_unit_test(test_queued_while_busy),
@@ -1721,6 +1794,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_recv_result_kept),
 	cmocka_unit_test(test_awaits_handed_out_before_close),
+	cmocka_unit_test(test_open_elsewhere_and_send_of_nothing),
 };
 
 /* Does this kernel have buffer rings and multishot recv (Linux 6.0)? One
