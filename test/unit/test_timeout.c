@@ -1583,6 +1583,99 @@ static void test_release_races_limit_other_waits(void **state)
 	}
 }
 
+/* ---- four limits out at once ------------------------------------------------------ */
+
+/* Four children nested, each awaited under a limit of its own (the
+ * innermost the earliest, a millisecond apart), and a holder that keeps
+ * the engine's thread until all four times have passed: the four timers
+ * come in one batch, the innermost first, so the outermost fires when
+ * three limits are out already (the frame's count of them holds 0..3).
+ * Until the outermost limit's await has ended, its chain is cancelled:
+ * each child's await after its limited one (a sleep of an hour under a
+ * limit of 500 ms, which bounds the failure) ends with -ECANCELED at once.
+ * Without the count handed to a limit that rode on three others when one
+ * of those ends, the outermost limit's child sees no cancel once the three
+ * inner limits have ended, and its sleep ends with -ETIME at 500 ms. */
+#define NEST 4
+
+struct nest_kid {
+	co_frame co;
+	co_limit lim, lim2;
+	co_io io;
+	struct nest_kid *inner;
+	uint64_t end;             /* the inner limit's deadline */
+	int got, after;
+};
+
+static int nest_kid_fn(co_frame *f)
+{
+	struct nest_kid *k = (struct nest_kid *)f;
+	CO_BEGIN(f);
+	if (k->inner)
+		CO_AWAIT(f, co_timeout_at(&k->lim, &k->inner->co, k->end));
+	else
+		CO_AWAIT(f, co_sleep(&k->io, NEVER));
+	k->got = co_result(f);
+	CO_AWAIT(f, co_timeout(&k->lim2, co_sleep(&k->io, NEVER), 500 * CO_MS));
+	k->after = co_result(f);
+	CO_RETURN(f, k->after);
+	CO_END(f);
+}
+
+struct nest {
+	co_frame co, holder;
+	co_limit lim;
+	co_io hio;
+	struct nest_kid kid[NEST];
+	uint64_t end;             /* the outermost limit's deadline */
+	int res, cancelled_after;
+};
+
+static int nest_fn(co_frame *f)
+{
+	struct nest *n = (struct nest *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout_at(&n->lim, &n->kid[0].co, n->end));
+	n->res = co_result(f);
+	n->cancelled_after = co_cancelled(f);
+	CO_END(f);
+}
+
+static int nest_holder_fn(co_frame *f)
+{
+	struct nest *n = (struct nest *)(void *)((char *)f - offsetof(struct nest, holder));
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_nop(&n->hio)); /* the four timers are in */
+	while (co_now_ns() < n->end + 2 * CO_MS)
+		;
+	CO_END(f);
+}
+
+static void test_four_limits_out_at_once(void **state)
+{
+	struct nest n;
+	co_frame *frames[2] = { &n.co, &n.holder };
+
+	(void)state;
+	memset(&n, 0, sizeof n);
+	n.end = co_now_ns() + 50 * CO_MS;
+	for (int i = 0; i < NEST; i++) {
+		co_init(&n.kid[i].co, nest_kid_fn);
+		n.kid[i].inner = i + 1 < NEST ? &n.kid[i + 1] : NULL;
+		n.kid[i].end = n.end - (uint64_t)(i + 1) * CO_MS; /* deeper: earlier */
+	}
+	co_init(&n.co, nest_fn);
+	co_init(&n.holder, nest_holder_fn);
+	co_test_run_frames(frames, 2);
+	assert_int_equal(n.res, -ETIME);
+	assert_false(n.cancelled_after);
+	for (int i = 0; i < NEST; i++) {
+		print_message("level %d: %d, then %d\n", i, n.kid[i].got, n.kid[i].after);
+		assert_int_equal(n.kid[i].got, i + 1 < NEST ? -ETIME : -ECANCELED);
+		assert_int_equal(n.kid[i].after, -ECANCELED);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -1600,6 +1693,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_shield_lets_cleanup_run),
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_transfer_inside_a_limit),
+	cmocka_unit_test(test_four_limits_out_at_once),
 };
 
 CO_TEST_MAIN(tests, 0)
