@@ -1676,6 +1676,52 @@ static void test_four_limits_out_at_once(void **state)
 	}
 }
 
+/* ---- the kind-specific forms given I/O: nothing started ---------------------- */
+
+/* co_wait_for given an I/O awaiter, on an engine: the await ends with
+ * -EINVAL and the read it was given never takes a byte: written after the
+ * await, the byte is still in the pipe once the engine has been into the
+ * kernel again. Without the prepared operation being cancelled, its SQE
+ * goes to the kernel anyway, and the read takes the byte (into the
+ * frame's buffer, after its await said -EINVAL). */
+struct wrong_io {
+	co_frame co;
+	co_io io, nop;
+	int fds[2], res, nop_res;
+	char c;
+};
+
+static int wrong_io_fn(co_frame *f)
+{
+	struct wrong_io *w = (struct wrong_io *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_wait_for(co_read(&w->io, w->fds[0], &w->c, 1, 0), NEVER));
+	w->res = co_result(f);
+	assert_int_equal(write(w->fds[1], "x", 1), 1);
+	CO_AWAIT(f, co_nop(&w->nop)); /* the engine goes into the kernel */
+	w->nop_res = co_result(f);
+	CO_END(f);
+}
+
+static void test_wrong_kind_starts_nothing(void **state)
+{
+	struct wrong_io w;
+	char c = 0;
+
+	(void)state;
+	memset(&w, 0, sizeof w);
+	assert_int_equal(pipe2(w.fds, O_NONBLOCK), 0);
+	co_init(&w.co, wrong_io_fn);
+	co_test_run1(&w.co);
+	assert_int_equal(w.res, -EINVAL);
+	assert_int_equal(w.nop_res, 0);
+	assert_int_equal(read(w.fds[0], &c, 1), 1); /* the byte was left where it was */
+	assert_int_equal(c, 'x');
+	assert_int_equal(w.c, 0);
+	close(w.fds[0]);
+	close(w.fds[1]);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -1694,6 +1740,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_pinned_on_a_stealing_scheduler),
 	cmocka_unit_test(test_transfer_inside_a_limit),
 	cmocka_unit_test(test_four_limits_out_at_once),
+	cmocka_unit_test(test_wrong_kind_starts_nothing),
 };
 
 CO_TEST_MAIN(tests, 0)
