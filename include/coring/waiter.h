@@ -70,7 +70,10 @@ struct co_waiter {
  * ns whose sum with the clock would wrap (near UINT64_MAX) never runs out.
  * Given another kind of awaiter (I/O, your own), the await ends with
  * -EINVAL in every build, nothing started (a failed prep keeps its own
- * error); given NULL it returns NULL (CO_AWAIT: -EINVAL, a debug trap).
+ * error; an I/O prep has queued its operation: the await cancels it and
+ * ends once the kernel has answered, so an operation that would wait
+ * takes nothing);
+ * given NULL it returns NULL (CO_AWAIT: -EINVAL, a debug trap).
  */
 CO_API co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);
 

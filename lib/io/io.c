@@ -19,8 +19,9 @@
 enum {
 	K_SLEEP = 1u << 0,    /* a timeout op: -ETIME means "slept" */
 	K_DEADLINE = 1u << 1, /* a linked timeout follows the op */
-	K_NOLIMIT = 1u << 2,  /* co_deadline could not link its timeout: the
-	                         op is cancelled at once, the await ends with
+	K_NOLIMIT = 1u << 2,  /* co_deadline could not link its timeout, or
+	                         co_wait_for was given the op: the op is
+	                         cancelled at once, the await ends with
 	                         -EINVAL (never a wait without its limit) */
 	K_UNSUP = 1u << 3,    /* co_sqe: the kernel lacks the operation; a nop
 	                         went in its place, the await ends with
@@ -915,6 +916,14 @@ int co__io_link_timeout(co_awaiter *aw, uint64_t ns)
 	io->pending = 2;
 	io_kind_add(io, K_DEADLINE);
 	return 0;
+}
+
+void co__io_refuse(co_awaiter *aw)
+{
+	co_io *io = (co_io *)aw;
+
+	io->kind = (unsigned char)(io->kind | K_NOLIMIT);
+	io->aw.ops = &io_ops;
 }
 
 co_awaiter *co_deadline(co_awaiter *aw, uint64_t ns)

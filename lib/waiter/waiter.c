@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/fault.h"
+#include "io/io_internal.h"
 #include "waiter_internal.h"
 
 /* The timer's tag in its user_data (see co_engine_sqe). */
@@ -347,6 +348,11 @@ co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns)
 {
 	if (aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
+	if (aw->ops != NULL && CO__AW_KIND(aw->ops) == CO__AW_IO) {
+		/* its prep queued the operation: cancelled, it takes nothing */
+		co__io_refuse(aw);
+		return aw;
+	}
 	if (aw->ops == NULL || CO__AW_KIND(aw->ops) != CO__AW_WAIT)
 		return co__wrong_kind(aw); /* not a wait: -EINVAL (co_timeout limits any) */
 	co__wait_limit(aw, co__deadline_after(ns));
