@@ -1587,7 +1587,9 @@ static void test_release_races_limit_other_waits(void **state)
 
 /* Four children nested, each awaited under a limit of its own (the
  * innermost the earliest, a millisecond apart), and a holder that keeps
- * the engine's thread until all four times have passed: the four timers
+ * the engine's thread until all four times have passed; then the same
+ * with the innermost limit around the sleep itself (an awaiter's limit
+ * inside three children's). The four timers
  * come in one batch, the innermost first, so the outermost fires when
  * three limits are out already (the frame's count of them holds 0..3).
  * Until the outermost limit's await has ended, its chain is cancelled:
@@ -1604,6 +1606,7 @@ struct nest_kid {
 	co_io io;
 	struct nest_kid *inner;
 	uint64_t end;             /* the inner limit's deadline */
+	int leaf_limited;         /* no inner kid: the sleep under a limit */
 	int got, after;
 };
 
@@ -1613,6 +1616,8 @@ static int nest_kid_fn(co_frame *f)
 	CO_BEGIN(f);
 	if (k->inner)
 		CO_AWAIT(f, co_timeout_at(&k->lim, &k->inner->co, k->end));
+	else if (k->leaf_limited)
+		CO_AWAIT(f, co_timeout_at(&k->lim, co_sleep(&k->io, NEVER), k->end));
 	else
 		CO_AWAIT(f, co_sleep(&k->io, NEVER));
 	k->got = co_result(f);
@@ -1651,17 +1656,19 @@ static int nest_holder_fn(co_frame *f)
 	CO_END(f);
 }
 
-static void test_four_limits_out_at_once(void **state)
+/* leaf_limited: three children, the third's sleep under the fourth limit */
+static void run_nest(int leaf_limited)
 {
 	struct nest n;
 	co_frame *frames[2] = { &n.co, &n.holder };
+	int kids = leaf_limited ? NEST - 1 : NEST;
 
-	(void)state;
 	memset(&n, 0, sizeof n);
 	n.end = co_now_ns() + 50 * CO_MS;
-	for (int i = 0; i < NEST; i++) {
+	for (int i = 0; i < kids; i++) {
 		co_init(&n.kid[i].co, nest_kid_fn);
-		n.kid[i].inner = i + 1 < NEST ? &n.kid[i + 1] : NULL;
+		n.kid[i].inner = i + 1 < kids ? &n.kid[i + 1] : NULL;
+		n.kid[i].leaf_limited = leaf_limited;
 		n.kid[i].end = n.end - (uint64_t)(i + 1) * CO_MS; /* deeper: earlier */
 	}
 	co_init(&n.co, nest_fn);
@@ -1669,11 +1676,18 @@ static void test_four_limits_out_at_once(void **state)
 	co_test_run_frames(frames, 2);
 	assert_int_equal(n.res, -ETIME);
 	assert_false(n.cancelled_after);
-	for (int i = 0; i < NEST; i++) {
+	for (int i = 0; i < kids; i++) {
 		print_message("level %d: %d, then %d\n", i, n.kid[i].got, n.kid[i].after);
-		assert_int_equal(n.kid[i].got, i + 1 < NEST ? -ETIME : -ECANCELED);
+		assert_int_equal(n.kid[i].got, i + 1 < kids || leaf_limited ? -ETIME : -ECANCELED);
 		assert_int_equal(n.kid[i].after, -ECANCELED);
 	}
+}
+
+static void test_four_limits_out_at_once(void **state)
+{
+	(void)state;
+	run_nest(0);
+	run_nest(1);
 }
 
 /* ---- the kind-specific forms given I/O: nothing started ---------------------- */
