@@ -101,6 +101,29 @@ static int limit_arm(co_limit *l, co_engine *e, co_frame *root)
 	return 0;
 }
 
+static int limit_task(co_frame *f);
+static const co_awaiter_ops limit_ops;
+
+/* A limit outside l, in the chain, that ran out while three others were
+ * out already and so was not counted (a rider), or NULL. Limits nest, so
+ * those outside l are: the awaiter limits around l (from aw, the await's
+ * outermost awaiter, inward) and the limits whose frames await f's chain
+ * (from f up to the root). All of the chain's limits run on its pinned
+ * engine's thread, this one. */
+static co_limit *limit_rider(const co_limit *l, co_frame *f, co_awaiter *aw)
+{
+	for (; aw && aw != &l->aw && aw->ops == &limit_ops; aw = ((co_limit *)aw)->inner)
+		if (((co_limit *)aw)->fired && !((co_limit *)aw)->counted)
+			return (co_limit *)aw;
+	for (; f; f = CO__PARENT(f)) {
+		co_limit *o = co__container_of(f, co_limit, co);
+
+		if (f->fn == limit_task && o->fired && !o->counted)
+			return o;
+	}
+	return NULL;
+}
+
 /* The limited await ended with res, on root's (pinned) engine: detach and
  * remove the timer, unpin, uncount. The value is res whenever the awaited
  * thing completed (an operation's result, a wait released, a child's
@@ -109,8 +132,13 @@ static int limit_arm(co_limit *l, co_engine *e, co_frame *root)
  * effect (bytes consumed, a descriptor opened, a lock taken) must reach
  * the caller. -ETIME replaces only -ECANCELED: the limit's cancel cut the
  * await short, and an await cut short has taken nothing (docs/timeout.md,
- * "The rule"). */
-static int limit_end(co_limit *l, co_frame *root, int res)
+ * "The rule"). f and aw say where l sits in the chain (limit_rider).
+ *
+ * The chain's count of limits out holds three: a fourth rides on them
+ * (limit_fire). Limits end innermost first, so a counted limit that ends
+ * while a rider outside it still ends its await hands its count to the
+ * rider: the chain stays cancelled until the last limit out has ended. */
+static int limit_end(co_limit *l, co_frame *root, co_frame *f, co_awaiter *aw, int res)
 {
 	unsigned char c;
 
@@ -123,8 +151,18 @@ static int limit_end(co_limit *l, co_frame *root, int res)
 	}
 	if (l->pinned)
 		__atomic_fetch_and(&root->cancel, (unsigned char)~CO__CX_PINNED, __ATOMIC_ACQ_REL);
-	if (l->counted)
-		__atomic_fetch_sub(&root->cancel, (unsigned char)CO__CANCEL_LIMIT1, __ATOMIC_ACQ_REL);
+	if (l->counted) {
+		co_limit *rider = NULL;
+
+		c = __atomic_load_n(&root->cancel, __ATOMIC_RELAXED);
+		if ((c & CO__CANCEL_LIMITS) == CO__CANCEL_LIMITS)
+			rider = limit_rider(l, f, aw);
+		if (rider)
+			rider->counted = 1;
+		else
+			__atomic_fetch_sub(&root->cancel, (unsigned char)CO__CANCEL_LIMIT1,
+					   __ATOMIC_ACQ_REL);
+	}
 	l->pinned = l->counted = 0;
 	if (!l->fired)
 		return res;
@@ -175,7 +213,7 @@ static int limit_resume(co_awaiter *a, co_frame *f)
 
 	if (l->err)
 		return l->err;
-	return limit_end(l, co_root(f), in->ops->resume ? in->ops->resume(in, f) : 0);
+	return limit_end(l, co_root(f), f, f->u.aw, in->ops->resume ? in->ops->resume(in, f) : 0);
 }
 
 static int limit_cancel(co_awaiter *a, co_frame *f)
@@ -253,7 +291,7 @@ static int limit_task(co_frame *f)
 	if (limit_begin(l, f) < 0)
 		CO_RETURN(f, l->err); /* the child was not started */
 	CO_AWAIT(f, l->child);
-	CO_RETURN(f, limit_end(l, co_root(f), co_result(f)));
+	CO_RETURN(f, limit_end(l, co_root(f), CO__PARENT(f), NULL, co_result(f)));
 	CO_END(f);
 }
 
