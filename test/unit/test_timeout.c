@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <errno.h>
 #include <limits.h>
@@ -1736,6 +1737,174 @@ static void test_wrong_kind_starts_nothing(void **state)
 	close(w.fds[1]);
 }
 
+/* ---- zero: a try on every path; limits under a shield on every path ----------- */
+
+/* timeout.h: "0: a try: -ETIME unless aw completes at once", on the paths
+ * that are not a wait's own timer (past_and_zero_limits has those): a read
+ * under a linked timeout of 0 with its byte there (the byte) and without
+ * (-ETIME, and the pipe still works), a user's awaiter open and shut, a
+ * child that finishes in its first run and one that sleeps. Then, under a
+ * shield with a co_cancel recorded, a limit still runs out on each path
+ * (a linked timeout, a sleep's timer, a user's awaiter, a child: -ETIME,
+ * the shield holding back only the cancel), and the chain after each is
+ * not ended by the limit (an await under the shield: its own value). */
+struct zero {
+	co_frame co;
+	co_limit lim;
+	co_io io;
+	struct gate g;
+	struct sleeper kid;
+	co_frame quick;
+	int fds[2];
+	char c;
+	int r[8], s[4], nop[4], cancel;
+};
+
+static int zero_fn(co_frame *f)
+{
+	struct zero *z = (struct zero *)f;
+	CO_BEGIN(f);
+	assert_int_equal(write(z->fds[1], "a", 1), 1);
+	CO_AWAIT(f, co_timeout(&z->lim, co_read(&z->io, z->fds[0], &z->c, 1, 0), 0));
+	z->r[0] = co_result(f);
+	CO_AWAIT(f, co_timeout(&z->lim, co_read(&z->io, z->fds[0], &z->c, 1, 0), 0));
+	z->r[1] = co_result(f);
+	gate(&z->g);
+	z->g.open = 1;
+	CO_AWAIT(f, co_timeout(&z->lim, &z->g.aw, 0));
+	z->r[2] = co_result(f);
+	CO_AWAIT(f, co_timeout(&z->lim, gate(&z->g), 0));
+	z->r[3] = co_result(f);
+	co_init(&z->quick, quick_fn);
+	CO_AWAIT(f, co_timeout(&z->lim, &z->quick, 0));
+	z->r[4] = co_result(f);
+	sleeper_init(&z->kid);
+	CO_AWAIT(f, co_timeout(&z->lim, &z->kid.co, 0));
+	z->r[5] = co_result(f);
+	assert_int_equal(write(z->fds[1], "b", 1), 1);
+	CO_AWAIT(f, co_read(&z->io, z->fds[0], &z->c, 1, 0));
+	z->r[6] = co_result(f) == 1 && z->c == 'b';
+	/* under a shield, a cancel recorded */
+	co_shield(f);
+	z->cancel = co_cancel(f);
+	CO_AWAIT(f, co_timeout(&z->lim, co_read(&z->io, z->fds[0], &z->c, 1, 0), SHORT));
+	z->s[0] = co_result(f);
+	CO_AWAIT(f, co_nop(&z->io));
+	z->nop[0] = co_result(f);
+	CO_AWAIT(f, co_timeout(&z->lim, co_sleep(&z->io, NEVER), SHORT));
+	z->s[1] = co_result(f);
+	CO_AWAIT(f, co_nop(&z->io));
+	z->nop[1] = co_result(f);
+	CO_AWAIT(f, co_timeout(&z->lim, gate(&z->g), SHORT));
+	z->s[2] = co_result(f);
+	CO_AWAIT(f, co_nop(&z->io));
+	z->nop[2] = co_result(f);
+	sleeper_init(&z->kid);
+	CO_AWAIT(f, co_timeout(&z->lim, &z->kid.co, SHORT));
+	z->s[3] = co_result(f);
+	CO_AWAIT(f, co_nop(&z->io));
+	z->nop[3] = co_result(f);
+	z->r[7] = co_cancelled(f); /* the recorded request: co_cancelled() tells */
+	co_unshield(f);
+	CO_END(f);
+}
+
+static void test_zero_and_shield_each_path(void **state)
+{
+	static const int expect[8] = { 1, -ETIME, 0, -ETIME, 7, -ETIME, 1, 1 };
+	struct zero z;
+
+	(void)state;
+	memset(&z, 0, sizeof z);
+	assert_int_equal(pipe(z.fds), 0);
+	co_init(&z.co, zero_fn);
+	co_test_run1(&z.co);
+	for (int i = 0; i < 8; i++)
+		if (z.r[i] != expect[i])
+			fail_msg("try %d: %d, not %d", i, z.r[i], expect[i]);
+	assert_int_equal(z.cancel, 0);
+	for (int i = 0; i < 4; i++) {
+		if (z.s[i] != -ETIME)
+			fail_msg("shielded limit %d: %d", i, z.s[i]);
+		assert_int_equal(z.nop[i], 0);
+	}
+	assert_int_equal(co_status(&z.co), 0);
+	close(z.fds[0]);
+	close(z.fds[1]);
+}
+
+/* ---- a frame freed right after its limited await -------------------------------- */
+
+/* timeout.md: the timer's CQE may come after the await has ended and the
+ * co_limit has been reused or freed; the await's end detaches the timer.
+ * Frames on the heap, each freed by its on_done right after a limited await
+ * whose thing completed first (a child, a user's awaiter, a when_all: the
+ * timer still in the kernel, its removal asked), or whose limit ran out
+ * (its CQE in): ASan finds any touch of the freed co_limit. */
+struct freed {
+	co_frame co;
+	co_limit lim;
+	struct gate g;
+	co_frame quick;
+	co_when when;
+	co_frame *kids[1];
+	int form, *ended;
+};
+
+static int freed_fn(co_frame *f)
+{
+	struct freed *d = (struct freed *)f;
+	CO_BEGIN(f);
+	co_init(&d->quick, quick_fn);
+	d->kids[0] = &d->quick;
+	gate(&d->g);
+	d->g.open = d->form == 1;
+	if (d->form == 0)
+		CO_AWAIT(f, co_timeout(&d->lim, &d->quick, NEVER));
+	else if (d->form == 1)
+		CO_AWAIT(f, co_timeout(&d->lim, &d->g.aw, NEVER));
+	else if (d->form == 2)
+		CO_AWAIT(f, co_timeout(&d->lim, co_when_all(&d->when, d->kids, 1), NEVER));
+	else
+		CO_AWAIT(f, co_timeout(&d->lim, &d->g.aw, 0));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void freed_done(co_frame *f)
+{
+	struct freed *d = (struct freed *)f;
+	static const int want[4] = { 7, 0, 0, -ETIME };
+
+	assert_int_equal(co_status(f), want[d->form]);
+	(*d->ended)++;
+	memset(d, 0x5a, sizeof *d);
+	free(d);
+}
+
+static void test_limit_freed_after_await(void **state)
+{
+	co_engine e;
+	int ended = 0;
+
+	(void)state;
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	for (int i = 0; i < 64; i++) {
+		struct freed *d = calloc(1, sizeof *d);
+
+		assert_non_null(d);
+		d->form = i % 4;
+		d->ended = &ended;
+		co_init(&d->co, freed_fn);
+		d->co.on_done = freed_done;
+		assert_int_equal(co_engine_spawn(&e, &d->co), 0);
+	}
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(ended, 64);
+	assert_int_equal(e.inflight, 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_every_kind_has_a_row),
 	cmocka_unit_test(test_each_kind_limit_first),
@@ -1755,6 +1924,8 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_transfer_inside_a_limit),
 	cmocka_unit_test(test_four_limits_out_at_once),
 	cmocka_unit_test(test_wrong_kind_starts_nothing),
+	cmocka_unit_test(test_zero_and_shield_each_path),
+	cmocka_unit_test(test_limit_freed_after_await),
 };
 
 CO_TEST_MAIN(tests, 0)
