@@ -1737,6 +1737,65 @@ static void test_wrong_kind_starts_nothing(void **state)
 	close(w.fds[1]);
 }
 
+/* co_deadline, co_fixed_file and co_wait_for given a limit's own awaiter
+ * (co_timeout of a read already submitted, or of a sleep: the timer path):
+ * the await ends with -EINVAL, and what the limit was around is cancelled
+ * and takes nothing: a byte written after the await is still in the pipe
+ * once the engine has been into the kernel again, and no sleep of an hour
+ * is left in flight (the run ends). Without the limit refused as a whole,
+ * the -EINVAL awaiter takes its place and the read, in the kernel already,
+ * takes the byte. */
+struct wrong_limit {
+	co_frame co;
+	co_limit lim;
+	co_io io, nop;
+	int fds[2], r[3], k;
+	char c, got;
+};
+
+static co_awaiter *wrong_form(struct wrong_limit *w, co_awaiter *aw)
+{
+	if (w->k == 0)
+		return co_wait_for(aw, NEVER);
+	if (w->k == 1)
+		return co_deadline(aw, NEVER);
+	return co_fixed_file(aw);
+}
+
+static int wrong_limit_fn(co_frame *f)
+{
+	struct wrong_limit *w = (struct wrong_limit *)f;
+	CO_BEGIN(f);
+	for (w->k = 0; w->k < 3; w->k++) {
+		co_read(&w->io, w->fds[0], &w->c, 1, 0);
+		CO_YIELD(f); /* submitted: co_timeout's own timer */
+		CO_AWAIT(f, wrong_form(w, co_timeout(&w->lim, &w->io.aw, NEVER)));
+		w->r[w->k] = co_result(f);
+		assert_int_equal(write(w->fds[1], "x", 1), 1);
+		CO_AWAIT(f, co_nop(&w->nop));
+		assert_int_equal(read(w->fds[0], &w->got, 1), 1); /* left where it was */
+		CO_AWAIT(f, wrong_form(w, co_timeout(&w->lim, co_sleep(&w->io, NEVER), NEVER)));
+		assert_int_equal(co_result(f), -EINVAL);
+	}
+	CO_END(f);
+}
+
+static void test_limit_given_to_kind_forms(void **state)
+{
+	struct wrong_limit w;
+
+	(void)state;
+	memset(&w, 0, sizeof w);
+	assert_int_equal(pipe2(w.fds, O_NONBLOCK), 0);
+	co_init(&w.co, wrong_limit_fn);
+	co_test_run1(&w.co);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(w.r[k], -EINVAL);
+	assert_int_equal(w.c, 0);
+	close(w.fds[0]);
+	close(w.fds[1]);
+}
+
 /* ---- zero: a try on every path; limits under a shield on every path ----------- */
 
 /* timeout.h: "0: a try: -ETIME unless aw completes at once", on the paths
@@ -1924,6 +1983,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_transfer_inside_a_limit),
 	cmocka_unit_test(test_four_limits_out_at_once),
 	cmocka_unit_test(test_wrong_kind_starts_nothing),
+	cmocka_unit_test(test_limit_given_to_kind_forms),
 	cmocka_unit_test(test_zero_and_shield_each_path),
 	cmocka_unit_test(test_limit_freed_after_await),
 };
