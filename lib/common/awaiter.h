@@ -17,7 +17,8 @@ enum {
 	CO__AW_TRANSFER,  /* lib/context/context.c */
 	CO__AW_WHEN,      /* lib/sync/when.c */
 	CO__AW_LIMIT,     /* lib/timeout/timeout.c */
-	CO__AW_FAILED,    /* completes at once with an error */
+	CO__AW_FAILED,    /* ends with an error: at once, or (a limit
+	                     refused) once what it was around is cancelled */
 	CO__AW_STREAM,    /* co_stream_recv (lib/stream/stream.c) */
 	CO__AW_TURN,      /* co_next_turn, co_after_turns (lib/engine/engine_turn.c) */
 	CO__AW_KINDS      /* how many (test_timeout has a row for each) */
@@ -41,11 +42,20 @@ _Static_assert(CO__AW_FAILED == CO__AW_FAILED_KIND, "co.h's failed kind");
 	static const co_awaiter name = { &name##_ops }
 
 /* What a call made for one kind of awaiter (co_deadline, co_wait_for ...)
- * returns for another: a failed prep as it is (its own error), anything
- * else the -EINVAL awaiter. */
+ * returns for another: a failed prep as it is (its own error); a limit's
+ * own awaiter refused, in place (its ops are the first of two, the second
+ * the refused form, which cancels what the limit was around if a prep put
+ * it in the kernel already, and ends with -EINVAL); anything else the
+ * -EINVAL awaiter. */
 static inline co_awaiter *co__wrong_kind(co_awaiter *aw)
 {
-	return aw->ops != NULL && CO__AW_KIND(aw->ops) == CO__AW_FAILED ? aw : co__einval_awaiter();
+	if (aw->ops != NULL && CO__AW_KIND(aw->ops) == CO__AW_FAILED)
+		return aw;
+	if (aw->ops != NULL && CO__AW_KIND(aw->ops) == CO__AW_LIMIT) {
+		aw->ops = aw->ops + 1;
+		return aw;
+	}
+	return co__einval_awaiter();
 }
 
 #endif

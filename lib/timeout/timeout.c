@@ -102,7 +102,7 @@ static int limit_arm(co_limit *l, co_engine *e, co_frame *root)
 }
 
 static int limit_task(co_frame *f);
-static const co_awaiter_ops limit_ops;
+static const co_awaiter_ops limit_ops[2];
 
 /* A limit outside l, in the chain, that ran out while three others were
  * out already and so was not counted (a rider), or NULL. Limits nest, so
@@ -112,7 +112,7 @@ static const co_awaiter_ops limit_ops;
  * engine's thread, this one. */
 static co_limit *limit_rider(const co_limit *l, co_frame *f, co_awaiter *aw)
 {
-	for (; aw && aw != &l->aw && aw->ops == &limit_ops; aw = ((co_limit *)aw)->inner)
+	for (; aw && aw != &l->aw && aw->ops == &limit_ops[0]; aw = ((co_limit *)aw)->inner)
 		if (((co_limit *)aw)->fired && !((co_limit *)aw)->counted)
 			return (co_limit *)aw;
 	for (; f; f = CO__PARENT(f)) {
@@ -223,8 +223,52 @@ static int limit_cancel(co_awaiter *a, co_frame *f)
 	return in->ops->cancel(in, f);
 }
 
-static const co_awaiter_ops limit_ops = { limit_ready, limit_suspend, limit_resume, limit_cancel,
-					  CO__AW_LIMIT, "limit" };
+/* A limit refused as a whole: given to co_deadline, co_fixed_file or
+ * co_wait_for (co__wrong_kind), which limit no limit. What it was around
+ * may be in the kernel already (a sleep, an operation submitted before
+ * the limit: their preps queued them): refused too, it is cancelled and
+ * the await ends with -EINVAL once the kernel has answered, having taken
+ * nothing if it would wait. Anything else was not started, and is not. */
+static int refused_started(co_awaiter *in)
+{
+	return CO__AW_KIND(in->ops) == CO__AW_IO || in->ops == &limit_ops[1];
+}
+
+static int refused_suspend(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((co_limit *)a)->inner;
+
+	if (CO__AW_KIND(in->ops) == CO__AW_IO)
+		co__io_refuse(in);
+	else if (in->ops == &limit_ops[0])
+		in->ops = &limit_ops[1]; /* a limit inside: refused the same way */
+	else
+		return 0;
+	return in->ops->suspend(in, f);
+}
+
+static int refused_resume(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((co_limit *)a)->inner;
+
+	if (refused_started(in) && in->ops->resume)
+		(void)in->ops->resume(in, f); /* -EINVAL too */
+	return -EINVAL;
+}
+
+static int refused_cancel(co_awaiter *a, co_frame *f)
+{
+	co_awaiter *in = ((co_limit *)a)->inner;
+
+	return refused_started(in) ? in->ops->cancel(in, f) : 0;
+}
+
+/* [1], the refused form, is of the failed kind: it ends with an error, and
+ * nothing refuses or limits it again (co__wrong_kind, co_timeout). */
+static const co_awaiter_ops limit_ops[2] = {
+	{ limit_ready, limit_suspend, limit_resume, limit_cancel, CO__AW_LIMIT, "limit" },
+	{ NULL, refused_suspend, refused_resume, refused_cancel, CO__AW_FAILED, "limit refused" },
+};
 
 static void limit_reset(co_limit *l, uint64_t deadline)
 {
@@ -265,7 +309,7 @@ co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 	if (aw->ops->cancel == NULL)
 		return co__einval_awaiter(); /* nothing could cut it short */
 	limit_reset(l, deadline);
-	l->aw.ops = &limit_ops;
+	l->aw.ops = &limit_ops[0];
 	l->inner = aw;
 	return &l->aw;
 }
