@@ -171,8 +171,9 @@ CO_API int co_signals_close(co_signals *s);
  * Given an awaiter that is not I/O, the await ends with -EINVAL (NULL:
  * returns NULL, which CO_AWAIT makes -EINVAL, a debug build traps); applied
  * late (after co_deadline, or after another prep), the operation is
- * cancelled at once and the await ends with -EINVAL (it may have run on
- * descriptor number fd by then: apply it right after the prep). co_read_fixed / co_write_fixed transfer within registered
+ * cancelled at once and the await ends with -EINVAL, even if it completed
+ * (it may have run on descriptor number fd by then: apply it right after
+ * the prep). co_read_fixed / co_write_fixed transfer within registered
  * buffer buf_index ([buf, buf + len) must lie inside it, else -EFAULT).
  */
 CO_API co_awaiter *co_fixed_file(co_awaiter *aw);
@@ -239,7 +240,9 @@ CO_API co_awaiter *co_cancel_io(co_io *io, co_io *target);
  * and its buffer may be reused at once); an ns near UINT64_MAX never
  * passes. A prep that failed keeps its own error. On a sleep, or an
  * operation already submitted, no timeout can be linked: the operation is
- * cancelled at once and the await ends with -EINVAL. Given an awaiter
+ * cancelled at once and the await ends with -EINVAL, or with the
+ * operation's result if it completed before its cancel (bytes taken, a
+ * descriptor made: never lost). Given an awaiter
  * that is not I/O (a sync wait: see co_wait_for; co_timeout limits any),
  * the await ends with -EINVAL in every build; NULL returns NULL.
  */

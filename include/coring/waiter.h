@@ -72,7 +72,7 @@ struct co_waiter {
  * -EINVAL in every build, nothing started (a failed prep keeps its own
  * error; an I/O prep has queued its operation: the await cancels it and
  * ends once the kernel has answered, so an operation that would wait
- * takes nothing);
+ * takes nothing, and one that completed at once ends with its result);
  * given NULL it returns NULL (CO_AWAIT: -EINVAL, a debug trap).
  */
 CO_API co_awaiter *co_wait_for(co_awaiter *aw, uint64_t ns);

@@ -22,13 +22,19 @@ enum {
 	K_NOLIMIT = 1u << 2,  /* co_deadline could not link its timeout, or
 	                         co_wait_for was given the op: the op is
 	                         cancelled at once, the await ends with
-	                         -EINVAL (never a wait without its limit) */
+	                         -EINVAL (never a wait without its limit),
+	                         or with the op's result if it completed
+	                         before the cancel (bytes taken, a
+	                         descriptor made: never lost) */
 	K_UNSUP = 1u << 3,    /* co_sqe: the kernel lacks the operation; a nop
 	                         went in its place, the await ends with
 	                         -EOPNOTSUPP */
 	K_SIGNAL = 1u << 4,   /* co_signals_wait: the value is the signal */
 	K_DRAIN = 1u << 5,    /* co_sqe: IOSQE_IO_DRAIN refused; a nop went in
-	                         its place, the await ends with -EINVAL */
+	                         its place, the await ends with -EINVAL.
+	                         With K_NOLIMIT: co_fixed_file applied late,
+	                         the op went in on the plain descriptor of
+	                         that number: -EINVAL whatever it did */
 	K_AGAIN = 1u << 6,    /* the library asked the kernel to cancel the
 	                         operation: co_io.again follows the asking */
 	K_RESTART = 1u << 7,  /* a splice or tee: a signal's end of it comes
@@ -226,8 +232,12 @@ static int io_resume(co_awaiter *a, co_frame *f)
 	(void)f;
 	if (co__likely(io->kind == 0))
 		return io->res;
-	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP | K_DRAIN)))
-		return io->kind & K_UNSUP ? -EOPNOTSUPP : -EINVAL;
+	if (co__unlikely(io->kind & (K_NOLIMIT | K_UNSUP | K_DRAIN))) {
+		/* refused, but the operation completed before its cancel:
+		 * what it did reaches the caller */
+		if ((io->kind & (K_NOLIMIT | K_UNSUP | K_DRAIN)) != K_NOLIMIT || io->res < 0)
+			return io->kind & K_UNSUP ? -EOPNOTSUPP : -EINVAL;
+	}
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
 	if ((io->kind & K_SIGNAL) && io->res >= 0) {
@@ -773,7 +783,9 @@ co_awaiter *co_fixed_file(co_awaiter *aw)
 	/* right after the prep only (before co_deadline): its SQE is queued */
 	op = io->kind & K_DEADLINE ? NULL : co_engine_last_sqe(co__tls_engine, &io->info);
 	if (op == NULL) {
-		io_kind_add(io, K_NOLIMIT); /* cancelled at once: -EINVAL */
+		/* cancelled at once; -EINVAL even if it completed, on the
+		 * plain descriptor of that number */
+		io_kind_add(io, K_NOLIMIT | K_DRAIN);
 		return aw;
 	}
 	op->flags |= IOSQE_FIXED_FILE;

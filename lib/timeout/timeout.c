@@ -228,7 +228,8 @@ static int limit_cancel(co_awaiter *a, co_frame *f)
  * may be in the kernel already (a sleep, an operation submitted before
  * the limit: their preps queued them): refused too, it is cancelled and
  * the await ends with -EINVAL once the kernel has answered, having taken
- * nothing if it would wait. Anything else was not started, and is not. */
+ * nothing if it would wait (if it completed at once, its result is the
+ * value). Anything else was not started, and is not. */
 static int refused_started(co_awaiter *in)
 {
 	return CO__AW_KIND(in->ops) == CO__AW_IO || in->ops == &limit_ops[1];
@@ -250,10 +251,13 @@ static int refused_suspend(co_awaiter *a, co_frame *f)
 static int refused_resume(co_awaiter *a, co_frame *f)
 {
 	co_awaiter *in = ((co_limit *)a)->inner;
+	int res = -EINVAL;
 
+	/* -EINVAL too, unless an operation completed before its cancel:
+	 * what it did (bytes taken, a descriptor made) reaches the caller */
 	if (refused_started(in) && in->ops->resume)
-		(void)in->ops->resume(in, f); /* -EINVAL too */
-	return -EINVAL;
+		res = in->ops->resume(in, f);
+	return res >= 0 ? res : -EINVAL;
 }
 
 static int refused_cancel(co_awaiter *a, co_frame *f)

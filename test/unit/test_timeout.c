@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <cmocka.h>
 
@@ -1737,6 +1738,79 @@ static void test_wrong_kind_starts_nothing(void **state)
 	close(w.fds[1]);
 }
 
+/* A refused operation that completed before its cancel keeps what it did
+ * (timeout.md, io.md): a read given to co_wait_for, a read inside a
+ * co_timeout given to co_deadline (the timeout linked to the read), and a
+ * limit of its own (a timer, around a read with its timeout) given to
+ * co_wait_for, each find a byte
+ * already in the pipe and end with 1, the byte in their buffer; an accept
+ * given to co_wait_for with a connection pending ends with the new
+ * descriptor, which the test closes (nothing leaks). A co_fixed_file
+ * applied after co_deadline still answers -EINVAL: its read went in on the
+ * plain descriptor of that number. Without the refused await passing a
+ * completed result on, each ends with -EINVAL: the byte is gone and the
+ * socket leaks. */
+struct kept {
+	co_frame co;
+	co_limit lim;
+	co_io io;
+	int fds[2], lfd, r[5];
+	char c[4];
+};
+
+static int kept_fn(co_frame *f)
+{
+	struct kept *k = (struct kept *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_wait_for(co_read(&k->io, k->fds[0], &k->c[0], 1, 0), NEVER));
+	k->r[0] = co_result(f);
+	CO_AWAIT(f, co_deadline(co_timeout(&k->lim, co_read(&k->io, k->fds[0], &k->c[1], 1, 0),
+					   NEVER), NEVER));
+	k->r[1] = co_result(f);
+	/* a limit of its own (a timer: the read has its timeout already) */
+	CO_AWAIT(f, co_wait_for(co_timeout(&k->lim, co_deadline(co_read(&k->io, k->fds[0], &k->c[2],
+									 1, 0), NEVER),
+					   NEVER), NEVER));
+	k->r[2] = co_result(f);
+	CO_AWAIT(f, co_wait_for(co_accept(&k->io, k->lfd, NULL, NULL, 0), NEVER));
+	k->r[3] = co_result(f);
+	CO_AWAIT(f, co_fixed_file(co_deadline(co_read(&k->io, k->fds[0], &k->c[3], 1, 0), NEVER)));
+	k->r[4] = co_result(f);
+	CO_END(f);
+}
+
+static void test_refused_keeps_what_completed(void **state)
+{
+	struct kept k;
+	uint16_t port;
+	int cfd;
+	struct sockaddr_in a;
+
+	(void)state;
+	memset(&k, 0, sizeof k);
+	assert_int_equal(pipe2(k.fds, O_NONBLOCK), 0);
+	assert_int_equal(write(k.fds[1], "abcd", 4), 4);
+	k.lfd = co_test_listen(&port);
+	a = co_test_loopback(port);
+	cfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(cfd >= 0);
+	assert_int_equal(connect(cfd, (struct sockaddr *)&a, sizeof a), 0);
+	co_init(&k.co, kept_fn);
+	co_test_run1(&k.co);
+	assert_int_equal(k.r[0], 1);
+	assert_int_equal(k.r[1], 1);
+	assert_int_equal(k.r[2], 1);
+	assert_memory_equal(k.c, "abc", 3);
+	assert_true(k.r[3] >= 0); /* the accepted socket */
+	assert_int_equal(k.r[4], -EINVAL);
+	if (k.r[3] >= 0)
+		close(k.r[3]);
+	close(cfd);
+	close(k.lfd);
+	close(k.fds[0]);
+	close(k.fds[1]);
+}
+
 /* co_deadline, co_fixed_file and co_wait_for given a limit's own awaiter
  * (co_timeout of a read already submitted, or of a sleep: the timer path):
  * the await ends with -EINVAL, and what the limit was around is cancelled
@@ -1983,6 +2057,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_transfer_inside_a_limit),
 	cmocka_unit_test(test_four_limits_out_at_once),
 	cmocka_unit_test(test_wrong_kind_starts_nothing),
+	cmocka_unit_test(test_refused_keeps_what_completed),
 	cmocka_unit_test(test_limit_given_to_kind_forms),
 	cmocka_unit_test(test_zero_and_shield_each_path),
 	cmocka_unit_test(test_limit_freed_after_await),
