@@ -292,6 +292,10 @@ static inline void io_count_out(co_engine *e, co_io *io)
 	if (co__likely(--io->pending == 0)) {
 		if (io->frame)
 			co__engine_wake_here(e, io->frame);
+		else /* done before its await: that await takes the full
+		      * path, whose suspend finds it done (not the short
+		      * path's park, which nothing would wake) */
+			io->aw.ops = &io_ops;
 	} else if (co__unlikely(io->kind & (K_AGAIN | K_DEADLINE))) {
 		io_again(e, &io->info);
 	}

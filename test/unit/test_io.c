@@ -580,6 +580,57 @@ static void test_late_limit_never_waits(void **state)
 	assert_int_equal(l.r[2], 2);
 }
 
+/* io.md, Rules: an await that comes after its operation completed (a
+ * prep, then yields until its CQE is in) ends at once with the result:
+ * a read of a pipe with data (the short path's kind), a sleep of 0 and a
+ * nop. Without the completion switching the awaiter to the full path,
+ * the read's await parks and nothing wakes it (the run: -EDEADLK). */
+struct after {
+	co_frame co;
+	co_io io;
+	int p[2], r[3], yields;
+	char buf[4];
+};
+
+static int after_fn(co_frame *f)
+{
+	struct after *a = (struct after *)f;
+	CO_BEGIN(f);
+	co_read(&a->io, a->p[0], a->buf, sizeof a->buf, (uint64_t)-1);
+	for (a->yields = 0; a->io.pending != 0 && a->yields < 1000; a->yields++)
+		CO_YIELD(f);
+	CO_AWAIT(f, &a->io.aw);
+	a->r[0] = co_result(f);
+	co_sleep(&a->io, 0);
+	for (a->yields = 0; a->io.pending != 0 && a->yields < 1000; a->yields++)
+		CO_YIELD(f);
+	CO_AWAIT(f, &a->io.aw);
+	a->r[1] = co_result(f);
+	co_nop(&a->io);
+	for (a->yields = 0; a->io.pending != 0 && a->yields < 1000; a->yields++)
+		CO_YIELD(f);
+	CO_AWAIT(f, &a->io.aw);
+	a->r[2] = co_result(f);
+	CO_END(f);
+}
+
+static void test_await_after_completion(void **state)
+{
+	struct after a;
+	(void)state;
+	memset(&a, 0, sizeof a);
+	assert_int_equal(pipe(a.p), 0);
+	assert_int_equal(write(a.p[1], "ok", 2), 2);
+	co_init(&a.co, after_fn);
+	co_test_run1(&a.co);
+	assert_int_equal(a.r[0], 2);
+	assert_memory_equal(a.buf, "ok", 2);
+	assert_int_equal(a.r[1], 0);
+	assert_int_equal(a.r[2], 0);
+	close(a.p[0]);
+	close(a.p[1]);
+}
+
 /* A frame asked to cancel before it awaits an operation that would wait
  * (a read of an empty pipe): the operation is submitted and cancelled at
  * once, the await ends with -ECANCELED; under co_shield it would wait, so
@@ -991,6 +1042,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipe_ops),
+		cmocka_unit_test(test_await_after_completion),
 		cmocka_unit_test(test_file_ops),
 		cmocka_unit_test(test_socketpair_ops),
 		cmocka_unit_test(test_sleep_and_deadline),
