@@ -1742,10 +1742,10 @@ static void test_wrong_kind_starts_nothing(void **state)
  * (timeout.md, io.md): a read given to co_wait_for, a read inside a
  * co_timeout given to co_deadline (the timeout linked to the read), and a
  * limit of its own (a timer, around a read with its timeout) given to
- * co_wait_for, each find a byte
- * already in the pipe and end with 1, the byte in their buffer; an accept
- * given to co_wait_for with a connection pending ends with the new
- * descriptor, which the test closes (nothing leaks). A co_fixed_file
+ * co_wait_for, each find a byte already in the pipe and end with 1, the
+ * byte in their buffer; an accept given to co_wait_for with a connection
+ * pending ends with the new descriptor, which the test closes (nothing
+ * leaks). A co_fixed_file
  * applied after co_deadline still answers -EINVAL: its read went in on the
  * plain descriptor of that number. Without the refused await passing a
  * completed result on, each ends with -EINVAL: the byte is gone and the
