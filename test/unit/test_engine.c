@@ -267,6 +267,101 @@ static void test_last_sqe_gone_after_submit(void **state)
 	assert_int_equal(l.after_wait, 0);
 }
 
+/* ---- the SQE helpers belong to the engine's own thread ------------------------- */
+
+/* Invariant 2: co_engine_sqe, co_engine_sqe_link and co_engine_last_sqe
+ * answer NULL for an engine that runs on another thread: asked from a
+ * thread that runs no engine and from a frame of another engine, while a
+ * frame of the target holds its thread with an SQE of its own taken and
+ * not yet submitted. Without the owner check (e == the calling thread's
+ * engine) the outsiders get SQEs of a ring another thread drives, and
+ * last_sqe hands out the holder's unsubmitted SQE. */
+struct sqe_holder {
+	co_frame co;
+	co_io_info own;
+	atomic_int in, release, done_cqes;
+};
+
+static void holder_done(co_engine *e, co_io_info *info, int res, unsigned flags, unsigned tag)
+{
+	struct sqe_holder *h = (struct sqe_holder *)(void *)((char *)info -
+							     offsetof(struct sqe_holder, own));
+	(void)e, (void)res, (void)flags, (void)tag;
+	atomic_fetch_add(&h->done_cqes, 1);
+}
+
+static int sqe_holder_fn(co_frame *f)
+{
+	struct sqe_holder *h = (struct sqe_holder *)f;
+	struct io_uring_sqe *sqe;
+
+	CO_BEGIN(f);
+	h->own.cb = holder_done;
+	sqe = co_engine_sqe(co_engine_current(), &h->own, 0);
+	assert_non_null(sqe);
+	io_uring_prep_nop(sqe);
+	assert_ptr_equal(co_engine_last_sqe(co_engine_current(), &h->own), sqe);
+	atomic_store(&h->in, 1);
+	while (!atomic_load(&h->release)) /* keeps the engine's thread */
+		sched_yield();
+	CO_END(f);
+}
+
+struct sqe_asker {
+	co_frame co;
+	co_engine *target;
+	co_io_info *their;
+	co_io_info mine;
+	int sqe, link, last, own;
+};
+
+static int sqe_asker_fn(co_frame *f)
+{
+	struct sqe_asker *a = (struct sqe_asker *)f;
+	struct io_uring_sqe *sqe;
+
+	CO_BEGIN(f);
+	a->sqe = co_engine_sqe(a->target, NULL, 0) != NULL;
+	a->link = co_engine_sqe_link(a->target, NULL, 0) != NULL;
+	a->last = co_engine_last_sqe(a->target, a->their) != NULL;
+	sqe = co_engine_sqe(co_engine_current(), NULL, 0); /* its own: given */
+	a->own = sqe != NULL;
+	if (sqe != NULL)
+		io_uring_prep_nop(sqe);
+	CO_END(f);
+}
+
+static void test_sqe_helpers_refuse_other_threads(void **state)
+{
+	co_engine b;
+	co_test_runner r;
+	struct sqe_holder h = { 0 };
+	struct sqe_asker a = { 0 };
+	(void)state;
+	assert_int_equal(co_engine_init(&b, NULL), 0);
+	co_init(&h.co, sqe_holder_fn);
+	assert_int_equal(co_engine_spawn(&b, &h.co), 0);
+	co_test_runner_start(&r, &b, CO_RUN_UNTIL_IDLE);
+	WAIT_UNTIL(atomic_load(&h.in));
+	/* a thread that runs no engine */
+	assert_null(co_engine_sqe(&b, NULL, 0));
+	assert_null(co_engine_sqe_link(&b, NULL, 0));
+	assert_null(co_engine_last_sqe(&b, &h.own));
+	/* a frame of another engine, on this thread */
+	a.target = &b;
+	a.their = &h.own;
+	co_init(&a.co, sqe_asker_fn);
+	co_test_run1(&a.co);
+	assert_int_equal(a.sqe, 0);
+	assert_int_equal(a.link, 0);
+	assert_int_equal(a.last, 0);
+	assert_int_equal(a.own, 1);
+	atomic_store(&h.release, 1);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(atomic_load(&h.done_cqes), 1); /* the holder's nop, once */
+	assert_int_equal(co_engine_destroy(&b), 0);
+}
+
 static void test_misuse_errors(void **state)
 {
 	co_engine e;
@@ -1244,6 +1339,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stats_read_from_other_thread),
 		cmocka_unit_test(test_destroy_from_other_thread_under_calls),
 		cmocka_unit_test(test_destroy_waits_for_visitor),
+		cmocka_unit_test(test_sqe_helpers_refuse_other_threads),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
