@@ -464,6 +464,119 @@ static void test_timeout_and_cancel(void **state)
 	assert_int_equal(loop.live, 0);
 }
 
+/* A limit whose time comes after its await ended: the await completed (a
+ * give, a user's awaiter completed from an interrupt) or was cancelled
+ * (co_cancel), and its frame has not run yet when the step that fires the
+ * limit's timer comes (woken frames join the queue after the timers
+ * fire). The limit cut nothing short: the await keeps its own value (5, 0,
+ * -ECANCELED), and the awaiter's cancel op is not called on a frame that
+ * no longer waits (co.h: cancel runs "while f waits"; this one wakes the
+ * frame, as the contract lets it, so a second call would wake it twice).
+ * Without the limit's look at whether its frame still waits, the cancel
+ * op runs again (a debug build traps in co_wake) and the value is -ETIME. */
+struct gate {
+	co_awaiter aw;
+	co_frame *f;
+	int res, cancels;
+};
+
+static int gate_suspend(co_awaiter *a, co_frame *f)
+{
+	((struct gate *)a)->f = f;
+	return 1;
+}
+
+static int gate_resume(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct gate *)a)->res;
+}
+
+static int gate_cancel(co_awaiter *a, co_frame *f)
+{
+	struct gate *g = (struct gate *)a;
+
+	g->cancels++;
+	g->res = -ECANCELED;
+	g->f = NULL;
+	co_wake(f);
+	return 0;
+}
+
+static const co_awaiter_ops gate_ops = { NULL, gate_suspend, gate_resume, gate_cancel, 0, "gate" };
+
+struct gated {
+	co_frame co;
+	co_loop *l;
+	co_notify *n; /* NULL: the gate */
+	int res;
+	co_timer t;
+	co_notify_wait w;
+	struct gate g;
+};
+
+static int gated_fn(co_frame *f)
+{
+	struct gated *s = (struct gated *)f;
+	CO_BEGIN(f);
+	if (s->n)
+		CO_AWAIT(f, co_loop_timeout(&s->t, s->l, co_notify_take(&s->w, s->n), 10));
+	else
+		CO_AWAIT(f, co_loop_timeout(&s->t, s->l, &s->g.aw, 10));
+	s->res = co_result(f);
+	CO_END(f);
+}
+
+enum { END_COMPLETE, END_CANCEL };
+
+static void limit_due_after_end(co_loop *loop, co_notify *n, int how, int want)
+{
+	struct gated s = { .l = loop, .n = n, .res = 99, .g = { .aw = { &gate_ops } } };
+	co_tick dl = 0;
+
+	co_init(&s.co, gated_fn);
+	assert_int_equal(co_loop_spawn(loop, &s.co), 0);
+	co_loop_step(loop); /* waits; the limit's timer armed */
+	assert_true(co_loop_next_deadline(loop, &dl));
+	if (how == END_CANCEL) {
+		assert_int_equal(co_cancel(&s.co), 0);
+	} else if (n) {
+		assert_int_equal(co_notify_give(n), 1);
+	} else {
+		co_frame *f = s.g.f;
+
+		s.g.f = NULL;
+		s.g.res = 5;
+		co_wake(f);
+	}
+	assert_false(co_done(&s.co));
+	fake_now = dl; /* the limit is due at the step that runs the frame */
+	co_loop_step(loop);
+	assert_true(co_done(&s.co));
+	assert_int_equal(s.res, want);
+	if (!n)
+		assert_int_equal(s.g.cancels, how == END_CANCEL);
+	assert_false(co_loop_next_deadline(loop, &dl));
+}
+
+static void test_limit_due_after_its_await_ended(void **state)
+{
+	co_loop loop;
+	co_notify n;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	fake_now = 1000;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	co_notify_init(&n, 1);
+	limit_due_after_end(&loop, NULL, END_COMPLETE, 5);
+	limit_due_after_end(&loop, NULL, END_CANCEL, -ECANCELED);
+	limit_due_after_end(&loop, &n, END_COMPLETE, 0);
+	limit_due_after_end(&loop, &n, END_CANCEL, -ECANCELED);
+	assert_int_equal(loop.live, 0);
+}
+
 static int no_cancel_suspend(co_awaiter *a, co_frame *f)
 {
 	(void)a;
@@ -908,6 +1021,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_timers_across_16_bit_wrap),
 		cmocka_unit_test(test_timers_across_32_bit_wrap),
 		cmocka_unit_test(test_timeout_and_cancel),
+		cmocka_unit_test(test_limit_due_after_its_await_ended),
 		cmocka_unit_test(test_timer_errors),
 		cmocka_unit_test(test_notify_counts_and_one_waiter),
 		cmocka_unit_test(test_idle_null_traps),
