@@ -420,11 +420,16 @@ static inline void co__loop_fire_timers(co_loop *l)
 
 		l->timers = t->next;
 		t->armed = 0;
-		t->fired = 1;
-		if (t->inner)
-			t->inner->ops->cancel(t->inner, t->frame); /* ends in a co_wake */
-		else
+		if (!t->inner) {
+			t->fired = 1;
 			co_wake(t->frame);
+		} else if (co_waiting(t->frame)) {
+			t->fired = 1;
+			t->inner->ops->cancel(t->inner, t->frame); /* ends in a co_wake */
+		}
+		/* else its await ended first (completed, or cancelled) and the
+		 * frame waits in the queue: the limit cut nothing short, and
+		 * the cancel op is only for a frame that waits (co.h) */
 	}
 }
 
@@ -545,7 +550,9 @@ static inline int co__limit_cancel(co_awaiter *a, co_frame *f)
 /*
  * A deadline on any await whose awaiter has a cancel op (a co_notify_take,
  * a sleep, your own): if it has not completed `ticks` ticks from now, it is
- * cancelled and its value is -ETIME; otherwise it has its own value.
+ * cancelled and its value is -ETIME; otherwise it has its own value (also
+ * when it completed or was cancelled and the step that runs its frame
+ * finds the limit due: the limit cuts short only a frame that waits).
  * Returns what CO_AWAIT takes; NULL (-EINVAL, a trap in debug builds) for
  * a NULL argument, an awaiter without a cancel op, a loop without a clock
  * or more ticks than half the clock's range.
