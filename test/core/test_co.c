@@ -1512,6 +1512,51 @@ static void test_null_arguments(void **state)
 #endif
 }
 
+/* A child whose co_init was given no body (allowed: a spawn refuses it),
+ * awaited: a debug build traps naming the mistake; a release build ends
+ * the await with -EINVAL, the child untouched, and the parent goes on.
+ * Without the body check in co__call_begin the trampoline calls the
+ * child's NULL fn: SIGSEGV in every build. */
+struct bodiless {
+	co_frame co;
+	co_frame kid;
+	int r;
+};
+
+static int bodiless_fn(co_frame *f)
+{
+	struct bodiless *b = (struct bodiless *)f;
+	CO_BEGIN(f);
+	CO_AWAIT_TASK(f, &b->kid);
+	b->r = co_result(f);
+	CO_END(f);
+}
+
+static struct bodiless bodiless_probe;
+
+static void await_child_without_body(void)
+{
+	bodiless_probe.r = 1;
+	co_init(&bodiless_probe.co, bodiless_fn);
+	co_init(&bodiless_probe.kid, NULL);
+	co_resume(&bodiless_probe.co);
+}
+
+static void test_child_without_body(void **state)
+{
+	(void)state;
+#if CO_DEBUG
+	assert_true(traps_with(await_child_without_body, "CO_AWAIT: child frame has no body"));
+#else
+	assert_true(harmless(await_child_without_body));
+	await_child_without_body();
+	assert_true(co_done(&bodiless_probe.co));
+	assert_int_equal(bodiless_probe.r, -EINVAL);
+	assert_false(co_done(&bodiless_probe.kid));
+	assert_int_equal(bodiless_probe.kid.label, 0);
+#endif
+}
+
 /* ---- what a stranger reads back ------------------------------------------ */
 
 /* A co_tiny's status is one byte, -128 to 127 (the frame stays 4 bytes):
@@ -1630,6 +1675,7 @@ int main(void)
 		cmocka_unit_test(test_suspend_inside_user_switch),
 		cmocka_unit_test(test_misuse),
 		cmocka_unit_test(test_null_arguments),
+		cmocka_unit_test(test_child_without_body),
 		cmocka_unit_test(test_tiny_status_range),
 		cmocka_unit_test(test_release_misuse_answers),
 	};
