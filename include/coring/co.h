@@ -993,6 +993,10 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 	 * value. Anything else must be fresh. */
 	if (child->state & CO__ST_DONE)
 		return co__call_now(f, child->status);
+	if (CO__UNLIKELY(child->fn == NULL)) { /* the trampoline would call it */
+		CO__CHECK(0, "CO_AWAIT: child frame has no body (co_init given NULL)");
+		return co__call_now(f, -EINVAL); /* release builds, as a spawn */
+	}
 	root = co_root(f);
 	if (CO__UNLIKELY(CO__IS_CHILD(child) || child->label != 0 || child == root ||
 			 (child->state & CO__ST_SPAWNED))) {
