@@ -1355,6 +1355,30 @@ static void misuse_await_task_null(void)
 	co_init(&c.co, task_null_fn);
 	co_resume(&c.co);
 }
+
+/* An awaiter never prepared (zeroed: no ops), awaited: a debug build
+ * traps naming the mistake. Without the ops check in co__await_begin the
+ * await reads the ops through NULL: SIGSEGV. */
+struct zeroed_await {
+	co_frame co;
+	co_awaiter aw;
+};
+
+static int zeroed_await_fn(co_frame *f)
+{
+	struct zeroed_await *z = (struct zeroed_await *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, &z->aw);
+	CO_END(f);
+}
+
+static void misuse_await_zeroed(void)
+{
+	static struct zeroed_await z;
+	co_init(&z.co, zeroed_await_fn);
+	z.aw.ops = NULL;
+	co_resume(&z.co);
+}
 #endif
 
 #if !CO_USE_COMPUTED_GOTO
@@ -1503,6 +1527,7 @@ static void test_null_arguments(void **state)
 	assert_true(traps_with(misuse_loop_null, "co_loop_run: NULL loop"));
 	assert_true(traps_with(misuse_await_nulls, "CO_AWAIT: NULL awaiter"));
 	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT: NULL child frame"));
+	assert_true(traps_with(misuse_await_zeroed, "CO_AWAIT: awaiter has no ops"));
 #else
 	/* release: a NULL awaiter or child is an await whose value is -EINVAL */
 	misuse_await_nulls();
