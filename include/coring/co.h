@@ -936,6 +936,9 @@ static inline int co__await_begin(co_frame *f, co_awaiter *a)
 		f->u.aw = co__einval_awaiter();
 		return 0;
 	}
+	/* release builds do not look: a zeroed awaiter is undefined, as a
+	 * NULL frame given to an accessor */
+	CO__CHECK(a->ops != NULL, "CO_AWAIT: awaiter has no ops (zeroed: never prepared?)");
 	f->u.aw = a;
 	if (CO__LIKELY(a->ops->kind & CO__AW_PARKS)) {
 		/* The short path (co__parking, which has no ready op): with
