@@ -587,7 +587,7 @@ static int no_cancel_suspend(co_awaiter *a, co_frame *f)
 static void test_timer_errors(void **state)
 {
 	static const co_awaiter_ops no_cancel = { NULL, no_cancel_suspend, NULL, NULL, 0, NULL };
-	co_awaiter plain = { &no_cancel };
+	co_awaiter plain = { &no_cancel }, zeroed = { NULL };
 	co_loop loop, bare;
 	co_timer t;
 	co_notify n;
@@ -609,6 +609,10 @@ static void test_timer_errors(void **state)
 	assert_null(co_sleep_ticks(NULL, &loop, 1));
 	assert_null(co_sleep_ticks(&t, NULL, 1));
 	assert_null(co_loop_timeout(&t, &loop, &plain, 5)); /* no cancel op */
+	/* no ops at all (zeroed, never prepared): no cancel op either.
+	 * Without the ops check co_loop_timeout reads the cancel op through
+	 * NULL (SIGSEGV). */
+	assert_null(co_loop_timeout(&t, &loop, &zeroed, 5));
 	assert_null(co_loop_timeout(&t, &loop, NULL, 5));
 	assert_null(co_loop_timeout(&t, &loop, co_notify_take(&w, &n), 32768));
 	assert_null(co_notify_take(NULL, &n));
