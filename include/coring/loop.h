@@ -554,8 +554,9 @@ static inline int co__limit_cancel(co_awaiter *a, co_frame *f)
  * when it completed or was cancelled and the step that runs its frame
  * finds the limit due: the limit cuts short only a frame that waits).
  * Returns what CO_AWAIT takes; NULL (-EINVAL, a trap in debug builds) for
- * a NULL argument, an awaiter without a cancel op, a loop without a clock
- * or more ticks than half the clock's range.
+ * a NULL argument, an awaiter without a cancel op (a zeroed one, never
+ * prepared, included), a loop without a clock or more ticks than half the
+ * clock's range.
  *
  *     CO_AWAIT(f, co_loop_timeout(&s->t, &loop, co_notify_take(&s->w, &rx), 100));
  *     if (co_result(f) == -ETIME) ...
@@ -565,7 +566,8 @@ static inline co_awaiter *co_loop_timeout(co_timer *t, co_loop *l, co_awaiter *a
 	static const co_awaiter_ops ops = { co__limit_ready, co__limit_suspend,
 					    co__limit_resume, co__limit_cancel, 0, "limit" };
 
-	if (t == NULL || l == NULL || aw == NULL || aw == &t->aw || aw->ops->cancel == NULL ||
+	if (t == NULL || l == NULL || aw == NULL || aw == &t->aw || aw->ops == NULL ||
+	    aw->ops->cancel == NULL ||
 	    l->now == NULL || ticks > co__tick_max(l))
 		return NULL; /* aw == &t->aw: the sleep of its own timer, which it would overwrite */
 	t->aw.ops = &ops;
