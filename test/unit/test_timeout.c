@@ -453,6 +453,20 @@ static int value_at_once(co_awaiter *aw, co_frame *child)
 	return o.res;
 }
 
+/* The same, in a frame an engine runs. */
+static int value_on_engine(co_awaiter *aw, co_frame *child)
+{
+	struct once o;
+
+	memset(&o, 0, sizeof o);
+	o.aw = aw;
+	o.child = child;
+	o.res = 1;
+	co_init(&o.co, once_fn);
+	co_test_run1(&o.co);
+	return o.res;
+}
+
 /* A prep that failed (its kind says so): it ends at once with -ENOSPC. */
 static int failed_ready(co_awaiter *a, co_frame *f)
 {
@@ -506,6 +520,18 @@ static void test_cannot_be_limited(void **state)
 							     CO_S)), -EINVAL);
 	assert_false(co_done(&sl.co));
 	assert_int_equal(sl.co.label, 0);
+	/* a child without a body (co_init given NULL, or zeroed), off an
+	 * engine and on one: refused as the limit is made, no timer armed,
+	 * and no trap in this debug build. Without the body check in
+	 * co_timeout_task_at, off an engine the value is -ENXIO, and on one
+	 * the limit's own await of the child traps (CO_AWAIT: child frame has
+	 * no body). */
+	co_init(&kid, NULL);
+	assert_int_equal(value_at_once(NULL, co_timeout_task(&l, &kid, CO_S)), -EINVAL);
+	memset(&kid, 0, sizeof kid);
+	assert_int_equal(value_on_engine(NULL, co_timeout_task(&l, &kid, CO_S)), -EINVAL);
+	assert_int_equal(kid.label, 0);
+	assert_false(co_done(&kid));
 	/* the kind-specific forms: the wrong kind is an error, not a pass */
 	assert_int_equal(value_at_once(co_deadline(gate(&g), CO_S), NULL), -EINVAL);
 	assert_int_equal(value_at_once(co_deadline(co_event_wait(&w, &ev), CO_S), NULL), -EINVAL);
