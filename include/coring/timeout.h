@@ -41,9 +41,10 @@
  *     -EBUSY). Nested limits work; each ends its own await with -ETIME.
  * What cannot be limited ends the await at once with -EINVAL, in every
  * build, and is never started: an awaiter without a cancel op (or without
- * ops), a co_transfer (it ends by itself, in one turn of the target's
- * loop), the limit's own awaiter or frame (a fresh limit too; one co_limit
- * for two nested limits). A NULL limit, awaiter or child returns NULL
+ * ops), a child without a body (co_init given NULL, or zeroed), a
+ * co_transfer (it ends by itself, in one turn of the target's loop), the
+ * limit's own awaiter or frame (a fresh limit too; one co_limit for two
+ * nested limits). A NULL limit, awaiter or child returns NULL
  * (CO_AWAIT: -EINVAL; a debug build traps, as for any CO_AWAIT of NULL).
  * A frame that does not run on an engine gets -ENXIO; a limit whose timer
  * cannot be allocated, -ENOMEM (the await is not started either; a child

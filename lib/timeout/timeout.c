@@ -343,9 +343,11 @@ static int limit_task(co_frame *f)
 	CO_END(f);
 }
 
-/* A limit given its own frame (one co_limit for two nested limits): the
- * frame ends at once with -EINVAL, nothing started. */
-static int limit_of_itself(co_frame *f)
+/* A limit of a child that cannot be limited: its own frame (one co_limit
+ * for two nested limits), or a child without a body (co_init given NULL,
+ * or zeroed: awaited, it would trap in a debug build). The frame ends at
+ * once with -EINVAL, nothing started, in every build. */
+static int limit_refused_task(co_frame *f)
 {
 	CO_BEGIN(f);
 	CO_RETURN(f, -EINVAL);
@@ -357,7 +359,7 @@ co_frame *co_timeout_task_at(co_limit *l, co_frame *child, uint64_t deadline)
 	if (l == NULL || child == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
 	limit_reset(l, deadline);
-	co_init(&l->co, child == &l->co ? limit_of_itself : limit_task);
+	co_init(&l->co, child == &l->co || child->fn == NULL ? limit_refused_task : limit_task);
 	l->child = child;
 	return &l->co;
 }
