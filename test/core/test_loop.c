@@ -324,6 +324,46 @@ static void test_timers_across_32_bit_wrap(void **state)
 	sleeps_across_the_wrap(8);
 }
 
+/* co_loop_next_deadline gives a tick of the clock: a value the clock can
+ * show, 0 to 2^bits - 1, which a tickless idle writes to a compare
+ * register of that width or compares with now(). Without the deadline
+ * kept modulo the clock's width, a sleep across the wrap of a 16-bit clock
+ * reports 0x10010 for the tick the clock shows as 0x0010, and a tickless
+ * idle that waits until now() reaches it never wakes. */
+static void test_next_deadline_in_the_clocks_range(void **state)
+{
+	static const unsigned widths[] = { 1, 8, 16, 31 };
+	(void)state;
+
+	for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+		const unsigned bits = widths[w];
+		const co_tick mask = (co_tick)((1u << bits) - 1);
+		const co_tick len = bits == 1 ? 0 : 32 > mask / 2 ? mask / 2 : 32;
+		struct sleeper s = { .ticks = len, .res = 99 };
+		co_loop loop;
+		co_tick dl = 0xdeadbeefu;
+
+		fake_now = mask; /* the clock's last value before the wrap */
+		co_loop_init(&loop);
+		assert_int_equal(co_loop_set_clock(&loop, fake_clock, bits), 0);
+		s.l = &loop;
+		co_init(&s.co, sleeper_fn);
+		assert_int_equal(co_loop_spawn(&loop, &s.co), 0);
+		co_loop_step(&loop);
+		if (len == 0) { /* a 1-bit clock: no sleep but 0 ticks */
+			assert_true(co_done(&s.co));
+			continue;
+		}
+		assert_true(co_loop_next_deadline(&loop, &dl));
+		assert_int_equal(dl, (mask + len) & mask);
+		assert_true(dl <= mask);
+		fake_now = dl;
+		co_loop_step(&loop);
+		assert_true(co_done(&s.co));
+		assert_int_equal(s.res, 0);
+	}
+}
+
 /* co_loop_idle sleeps only when nothing is ready, woken or due. */
 static void test_idle_sleeps_only_when_nothing_is_ready(void **state)
 {
@@ -1024,6 +1064,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_idle_sleeps_only_when_nothing_is_ready),
 		cmocka_unit_test(test_timers_across_16_bit_wrap),
 		cmocka_unit_test(test_timers_across_32_bit_wrap),
+		cmocka_unit_test(test_next_deadline_in_the_clocks_range),
 		cmocka_unit_test(test_timeout_and_cancel),
 		cmocka_unit_test(test_limit_due_after_its_await_ended),
 		cmocka_unit_test(test_timer_errors),
