@@ -389,7 +389,9 @@ static inline void co__timer_arm(co_timer *t)
 	co_loop *l = t->loop;
 	co_timer **p = &l->timers;
 
-	t->deadline = l->now() + t->ticks;
+	/* a tick the clock can show (0 to 2^bits - 1): what
+	 * co_loop_next_deadline hands a tickless idle */
+	t->deadline = (co_tick)((l->now() + t->ticks) & (0xffffffffu >> l->tick_shift));
 	t->fired = 0;
 	/* after the timers due no later: equal deadlines fire in arming order */
 	while (*p && co__tick_diff(l, (*p)->deadline, t->deadline) >= 0)
@@ -435,7 +437,8 @@ static inline void co__loop_fire_timers(co_loop *l)
 
 /*
  * The earliest armed deadline, for a tickless idle hook that programs a
- * wake-up: returns 1 and sets *deadline, or 0 when no timer is armed.
+ * wake-up: returns 1 and sets *deadline, a tick of the clock (0 to
+ * 2^bits - 1, wrapped as the clock wraps), or 0 when no timer is armed.
  */
 static inline int co_loop_next_deadline(const co_loop *l, co_tick *deadline)
 {
