@@ -1337,6 +1337,23 @@ static void misuse_done_null(void)
 	(void)co_done(NULL);
 }
 
+/* co.h: "a NULL frame given to any function here traps in debug builds
+ * with a message naming the function". Without their own checks,
+ * co_tiny_done(NULL) is a segmentation fault and co_next(NULL) traps
+ * naming co_resume, a function the caller never called. */
+static void misuse_tiny_done_null(void)
+{
+	const co_tiny *volatile t = NULL;
+	signal(SIGSEGV, SIG_DFL); /* a crash ends the child, not cmocka's jump */
+	(void)co_tiny_done(t);
+}
+
+static void misuse_next_null(void)
+{
+	co_frame *volatile f = NULL;
+	(void)co_next(f);
+}
+
 static void misuse_loop_null(void)
 {
 	co_loop_run(NULL);
@@ -1524,6 +1541,8 @@ static void test_null_arguments(void **state)
 	assert_true(traps_with(misuse_resume_null, "co_resume: NULL frame"));
 	assert_true(traps_with(misuse_wake_null, "co_wake: NULL frame"));
 	assert_true(traps_with(misuse_done_null, "co_done: NULL frame"));
+	assert_true(traps_with(misuse_tiny_done_null, "co_tiny_done: NULL frame"));
+	assert_true(traps_with(misuse_next_null, "co_next: NULL frame"));
 	assert_true(traps_with(misuse_loop_null, "co_loop_run: NULL loop"));
 	assert_true(traps_with(misuse_await_nulls, "CO_AWAIT: NULL awaiter"));
 	assert_true(traps_with(misuse_await_task_null, "CO_AWAIT: NULL child frame"));
