@@ -540,6 +540,7 @@ static inline void co_tiny_init(co_tiny *t)
 /* True once the tiny coroutine has finished. */
 static inline int co_tiny_done(const co_tiny *t)
 {
+	CO__CHECK(t != NULL, "co_tiny_done: NULL frame");
 	return (t->state & CO__TINY_DONE) != 0;
 }
 
@@ -794,6 +795,7 @@ static inline int co_resume(co_frame *f)
  * it finished, or while it waits on an awaiter: co_done tells which). */
 static inline int co_next(co_frame *f)
 {
+	CO__CHECK(f != NULL, "co_next: NULL frame");
 	return co_resume(f) == CO_YIELDED;
 }
 
