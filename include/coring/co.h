@@ -1264,7 +1264,21 @@ extern "C" {
 			return CO__RET_DONE;                               \
 		case 0:
 
-#define CO__SET(f) ((f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
+/* A co_tiny's label is the line in 16 bits, where 0 means "not started"
+ * and 0xFFFF "finished" (CO__END_LABEL): a point on line 65535 or later
+ * would restart the body or trap at its resume, so it does not compile. */
+#if defined(__cplusplus)
+#define CO__TINY_LINE_FITS(f) ((void)sizeof(char[1 - 2 * (CO__TINY(f) && __LINE__ >= 0xFFFF)]))
+#else
+#define CO__TINY_LINE_FITS(f)                                              \
+	((void)sizeof(struct {                                             \
+		char co_tiny_suspension_point_past_line_65534_use_a_co_frame \
+			[1 - 2 * (CO__TINY(f) && __LINE__ >= 0xFFFF)];     \
+	}))
+#endif
+#define CO__SET(f)                                                         \
+	(CO__TINY_LINE_FITS(f),                                            \
+	 (f)->label = CO__TINY(f) ? (uint16_t)CO__LINE_LABEL : CO__LINE_LABEL)
 #define CO__HERE(f) case CO__TINY(f) ? CO__TINY_CASE(__LINE__) : CO__LINE_LABEL:
 /* A finished co_tiny's label matches no case: the default returns CO_DONE
  * (no case of its own, which would cost frames a larger jump table). */
