@@ -1099,6 +1099,55 @@ static void nested_step_child(void)
 	_exit(co_loop_run(&nest_loop) == 0 && a.ran && b.ran ? 0 : 1);
 }
 
+/* A nested step runs the frames ready then, the outer step's too, and the
+ * outer one goes on with those left: none. One co_loop_step from main runs
+ * each ready frame once. Without the outer step noticing the nested one,
+ * it goes on with the count it took and runs the frames that the nested
+ * step ran and sent to the back again: twice in one step. */
+static co_loop once_loop;
+
+struct counted {
+	co_frame co;
+	int runs, nests;
+};
+
+static int counted_fn(co_frame *f)
+{
+	struct counted *c = (struct counted *)f;
+	CO_BEGIN(f);
+	for (;;) {
+		c->runs++;
+		if (c->nests) {
+			c->nests--;
+			co_loop_step(&once_loop);
+		}
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+static void test_step_nested_runs_each_frame_once(void **state)
+{
+	struct counted c[3] = { { .nests = 1 }, { .nests = 0 }, { .nests = 0 } };
+	(void)state;
+
+	co_loop_init(&once_loop);
+	for (int i = 0; i < 3; i++) {
+		co_init(&c[i].co, counted_fn);
+		assert_int_equal(co_loop_spawn(&once_loop, &c[i].co), 0);
+	}
+	/* c[0] steps the loop: c[1] and c[2] run there, once */
+	assert_int_equal(co_loop_step(&once_loop), 3);
+	assert_int_equal(c[0].runs, 1);
+	assert_int_equal(c[1].runs, 1);
+	assert_int_equal(c[2].runs, 1);
+	/* and the next step runs each once again, in the queue's order */
+	assert_int_equal(co_loop_step(&once_loop), 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(c[i].runs, 2);
+	assert_int_equal(once_loop.ready, 3);
+}
+
 static void test_step_nested_in_a_body(void **state)
 {
 	int st;
@@ -1126,6 +1175,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_isr_queue_from_interrupts),
 		cmocka_unit_test(test_timeout_of_its_own_timer),
 		cmocka_unit_test(test_step_nested_in_a_body),
+		cmocka_unit_test(test_step_nested_runs_each_frame_once),
 	};
 
 	if (argc > 1)
