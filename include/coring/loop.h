@@ -181,6 +181,8 @@ struct co_loop {
 	co_timer *timers;          /* private: armed timers, earliest first */
 	co_tick (*now)(void);      /* private: the clock, NULL until set */
 	unsigned char tick_shift;  /* private: 32 - the clock's bits */
+	unsigned char steps;       /* private: steps begun, modulo 256: a step
+	                              sees that a body stepped the loop */
 	unsigned ready;            /* read-only: frames in the FIFO */
 	unsigned live;             /* read-only: spawned frames not yet finished */
 };
@@ -280,6 +282,7 @@ static inline void co_loop_init(co_loop *l)
 	l->timers = NULL;
 	l->now = NULL;
 	l->tick_shift = 0;
+	l->steps = 0;
 	l->ready = 0;
 	l->live = 0;
 }
@@ -308,14 +311,17 @@ static inline void co__loop_fire_timers(co_loop *l);
  * step (by co_wake, from anywhere) and those whose timers expired join the
  * queue first; frames made ready meanwhile (a yield, a co_wake) run on the
  * next step. Returns how many are ready then. A body the loop runs may
- * step it too (a nested step): that step runs the frames ready then, and
- * the outer one goes on with those left, if any.
+ * step it too (a nested step): that step runs the frames ready then, the
+ * outer step's included, and the outer one ends once that body returns,
+ * so that each ready frame runs once per step.
  */
 static inline unsigned co_loop_step(co_loop *l)
 {
 	unsigned n;
+	unsigned char mine;
 
 	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
+	mine = l->steps = (unsigned char)(l->steps + 1u);
 	if (l->timers)
 		co__loop_fire_timers(l);
 	co__loop_drain(l);
@@ -339,6 +345,8 @@ static inline unsigned co_loop_step(co_loop *l)
 			CO_LOOP_TRACE(f, CO_LOOP_TRACE_WAIT);
 			break;
 		}
+		if (l->steps != mine)
+			break; /* a body stepped the loop: that step ran the rest */
 	}
 	return l->ready + (unsigned)co__loop_has_pending(l);
 }
