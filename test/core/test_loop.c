@@ -1099,6 +1099,48 @@ static void nested_step_child(void)
 	_exit(co_loop_run(&nest_loop) == 0 && a.ran && b.ran ? 0 : 1);
 }
 
+/* co_loop_step returns how many frames are ready when it ends: those in
+ * its queue and those woken during the step (by a body, or an interrupt)
+ * that the next step takes in. Without counting each woken frame, two
+ * frames woken by one body count as one. */
+struct giver {
+	co_frame co;
+	int n;
+};
+
+static int giver_fn(co_frame *f)
+{
+	struct giver *g = (struct giver *)f;
+	CO_BEGIN(f);
+	for (int i = 0; i < g->n; i++)
+		co_notify_give(&notes[i]);
+	CO_END(f);
+}
+
+static void test_step_counts_the_frames_woken(void **state)
+{
+	co_loop loop;
+	struct taker t[3] = { { .i = 0 }, { .i = 1 }, { .i = 2 } };
+	struct giver g = { .n = 3 };
+	(void)state;
+
+	sigemptyset(&irq_set);
+	co_loop_init(&loop);
+	for (int i = 0; i < 3; i++) {
+		co_notify_init(&notes[i], 1);
+		taken[i] = 0;
+		co_init(&t[i].co, taker_fn);
+		assert_int_equal(co_loop_spawn(&loop, &t[i].co), 0);
+	}
+	assert_int_equal(co_loop_step(&loop), 0); /* all three wait */
+	co_init(&g.co, giver_fn);
+	assert_int_equal(co_loop_spawn(&loop, &g.co), 0);
+	assert_int_equal(co_loop_step(&loop), 3); /* woken by the giver's body */
+	assert_int_equal(co_loop_step(&loop), 0); /* each took its give */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(taken[i], 1);
+}
+
 /* A nested step runs the frames ready then, the outer step's too, and the
  * outer one goes on with those left: none. One co_loop_step from main runs
  * each ready frame once. Without the outer step noticing the nested one,
@@ -1174,6 +1216,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_isr_queue),
 		cmocka_unit_test(test_isr_queue_from_interrupts),
 		cmocka_unit_test(test_timeout_of_its_own_timer),
+		cmocka_unit_test(test_step_counts_the_frames_woken),
 		cmocka_unit_test(test_step_nested_in_a_body),
 		cmocka_unit_test(test_step_nested_runs_each_frame_once),
 	};
