@@ -262,6 +262,24 @@ static inline void co__loop_drain(co_loop *l)
 	}
 }
 
+/* How many frames were woken since the last drain: a walk down the
+ * stack, whose links below its top only the drain changes (a wake pushes
+ * a frame on top, from anywhere). */
+static inline unsigned co__loop_woken(co_loop *l)
+{
+	unsigned k = 0;
+	co_frame *f;
+
+#if CO__LOOP_CAS
+	f = __atomic_load_n(&l->pending, __ATOMIC_ACQUIRE);
+#else
+	f = *(co_frame *volatile *)&l->pending;
+#endif
+	for (; f; f = f->next)
+		k++;
+	return k;
+}
+
 static inline int co__loop_has_pending(co_loop *l)
 {
 #if CO__LOOP_CAS
@@ -310,7 +328,8 @@ static inline void co__loop_fire_timers(co_loop *l);
  * Run each frame that is ready now once: the frames woken since the last
  * step (by co_wake, from anywhere) and those whose timers expired join the
  * queue first; frames made ready meanwhile (a yield, a co_wake) run on the
- * next step. Returns how many are ready then. A body the loop runs may
+ * next step. Returns how many are ready then: those in the queue and
+ * those woken during the step, each counted. A body the loop runs may
  * step it too (a nested step): that step runs the frames ready then, the
  * outer step's included, and the outer one ends once that body returns,
  * so that each ready frame runs once per step.
@@ -348,7 +367,7 @@ static inline unsigned co_loop_step(co_loop *l)
 		if (l->steps != mine)
 			break; /* a body stepped the loop: that step ran the rest */
 	}
-	return l->ready + (unsigned)co__loop_has_pending(l);
+	return l->ready + co__loop_woken(l);
 }
 
 /* Step until no frame is ready. Returns the frames still alive (waiting on
