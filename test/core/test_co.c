@@ -862,6 +862,28 @@ static void test_loop_round_robin(void **state)
 	assert_int_equal(loop.live, 0);
 }
 
+/* A frame resumed by hand whose body hands its own frame to a loop before
+ * its first suspension, when its label is still 0: the frame has started
+ * (its body runs), and a spawn of a started frame is -EINVAL. Debug builds
+ * see it by the marks of a running body; release builds keep none, and
+ * cannot tell. Without the spawn looking at those marks, the loop takes a
+ * frame that its caller goes on resuming by hand. */
+static co_loop self_spawn_loop;
+
+struct self_spawn {
+	co_frame co;
+	int r;
+};
+
+static int self_spawn_fn(co_frame *f)
+{
+	struct self_spawn *s = (struct self_spawn *)f;
+	CO_BEGIN(f);
+	s->r = co_loop_spawn(&self_spawn_loop, f);
+	CO_YIELD(f);
+	CO_END(f);
+}
+
 static void test_loop_spawn_errors(void **state)
 {
 	co_loop loop;
@@ -877,6 +899,24 @@ static void test_loop_spawn_errors(void **state)
 	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL); /* finished */
 	co_init(&c.co, NULL);
 	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL); /* no body */
+
+	/* started by hand: it yielded */
+	c.n = 2;
+	co_init(&c.co, counter_fn);
+	assert_int_equal(co_resume(&c.co), CO_YIELDED);
+	assert_int_equal(co_loop_spawn(&loop, &c.co), -EINVAL);
+	assert_int_equal(loop.live, 0);
+
+	/* started by hand: its body spawns itself before its first suspension */
+	struct self_spawn ss = { .r = 99 };
+	co_loop_init(&self_spawn_loop);
+	co_init(&ss.co, self_spawn_fn);
+	assert_int_equal(co_resume(&ss.co), CO_YIELDED);
+#if CO_DEBUG
+	assert_int_equal(ss.r, -EINVAL);
+	assert_int_equal(self_spawn_loop.live, 0);
+	assert_int_equal(co_resume(&ss.co), CO_DONE);
+#endif
 }
 
 /* A one-shot signal awaiter: frames park on it, a producer fires it. */
