@@ -309,11 +309,14 @@ static inline void co_loop_init(co_loop *l)
  * Hand a root frame (co_init'ed, not started) to the loop; it runs on the
  * next step. Its on_done callback, if set, runs when it finishes.
  * Returns 0, or -EINVAL for a NULL argument, a started frame or a child.
+ * A frame whose body runs before its first suspension has no label yet:
+ * debug builds tell it by the marks of a running body (RUNNING, IN_BODY);
+ * release builds keep none and cannot.
  */
 static inline int co_loop_spawn(co_loop *l, co_frame *f)
 {
 	if (l == NULL || f == NULL || f->fn == NULL || CO__IS_CHILD(f) || f->label != 0 ||
-	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE)))
+	    (f->state & (CO__ST_SPAWNED | CO__ST_DONE | CO__ST_RUNNING | CO__ST_IN_BODY)))
 		return -EINVAL;
 	f->state |= CO__ST_SPAWNED;
 	f->runner = &l->runner;
