@@ -1182,6 +1182,43 @@ static void misuse_await_running_child(void)
 	co_resume(&b.co);
 }
 
+/* A root resumed by hand whose body, before its first suspension (its
+ * label still 0), resumes another root that awaits it as a child: the
+ * child runs already, and the await traps in debug builds naming that.
+ * Without the await looking at the marks of a running body, it starts the
+ * child's body a second time inside the first, whose CO_BEGIN traps with
+ * the message of a body called as a plain function, a mistake this code
+ * does not make. Release builds keep no such mark. */
+#if CO_DEBUG
+struct runs_other {
+	co_frame co;
+	co_frame *other;
+	int entries;
+};
+
+static struct runs_other busy_root;
+static struct borrower busy_borrower;
+
+static int runs_other_fn(co_frame *f)
+{
+	struct runs_other *r = (struct runs_other *)f;
+	CO_BEGIN(f);
+	r->entries++;
+	co_resume(r->other);
+	CO_YIELD(f);
+	CO_END(f);
+}
+
+static void misuse_await_running_root(void)
+{
+	co_init(&busy_root.co, runs_other_fn);
+	co_init(&busy_borrower.co, borrower_fn);
+	busy_root.other = &busy_borrower.co;
+	busy_borrower.kid = &busy_root.co;
+	co_resume(&busy_root.co);
+}
+#endif
+
 /* NULL given where a frame, awaiter or child is due. */
 struct nulls {
 	co_frame co;
@@ -1518,6 +1555,7 @@ static void test_misuse(void **state)
 	assert_true(traps_with(misuse_resume_waiting, "only co_wake may make it ready"));
 	assert_true(traps_with(misuse_resume_child, "resume the root frame"));
 	assert_true(traps_with(misuse_await_running_child, "CO_AWAIT: child already started"));
+	assert_true(traps_with(misuse_await_running_root, "CO_AWAIT: child already started"));
 	assert_true(traps_with(misuse_reenter_self, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_reenter_signal, "co_resume: frame is running"));
 	assert_true(traps_with(misuse_reenter_after_await, "co_resume: frame is running"));
