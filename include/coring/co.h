@@ -1003,8 +1003,10 @@ static inline int co__call_begin(co_frame *f, co_frame *child)
 		return co__call_now(f, -EINVAL); /* release builds, as a spawn */
 	}
 	root = co_root(f);
+	/* RUNNING and IN_BODY (debug builds): a root whose body runs, by hand,
+	 * before its first suspension, when its label is still 0 */
 	if (CO__UNLIKELY(CO__IS_CHILD(child) || child->label != 0 || child == root ||
-			 (child->state & CO__ST_SPAWNED))) {
+			 (child->state & (CO__ST_SPAWNED | CO__ST_RUNNING | CO__ST_IN_BODY)))) {
 		CO__CHECK(0, "CO_AWAIT: child already started, awaited twice or spawned");
 		return co__call_now(f, -EBUSY); /* release builds */
 	}
