@@ -2093,6 +2093,10 @@ static void test_contexts_on_their_own_lines(void **state)
 	co_sched s[N];
 	void *noise[N];
 	(void)state;
+	/* the types themselves: what aligned_alloc must be given on the heap */
+	assert_int_equal(_Alignof(co_sched), CO_CACHELINE);
+	assert_int_equal(_Alignof(co_context), CO_CACHELINE);
+	assert_int_equal(_Alignof(co_engine), CO_CACHELINE);
 	for (int i = 0; i < N; i++) {
 		noise[i] = malloc(24 + 16 * (size_t)i);
 		assert_non_null(noise[i]);
