@@ -355,6 +355,7 @@ static int hopper_fn(co_frame *f)
 struct kid {
 	co_frame co;
 	long in, out;
+	unsigned ran_on; /* the index of the context it ran on */
 };
 
 /* on context 1: answers in + 1 */
@@ -362,6 +363,7 @@ static int kid_fn(co_frame *f)
 {
 	struct kid *k = (struct kid *)f;
 	CO_BEGIN(f);
+	k->ran_on = co_context_current() ? co_context_current()->index : ~0u;
 	if (co_context_current() != &sched->ctx[1])
 		CO_RETURN(f, -EXDEV);
 	k->out = k->in + 1;
@@ -384,7 +386,20 @@ static int spawner_fn(co_frame *f)
 		s->kid.in = s->r.i;
 		CO_AWAIT(f, co_spawn_on(&s->w, &sched->ctx[other_ctx(s->r.i)].engine, &s->kid.co));
 		if (co_result(f) != 0 || s->kid.out != s->r.i + 1) {
-			s->r.bad = "the child did not run on context 1 or answered wrong";
+			/* which of the three, with the step: a failure seen
+			 * once under load is told apart the next time */
+			static char why[128];
+
+			if (co_result(f) == -EXDEV)
+				snprintf(why, sizeof why, "step %ld: the child ran on context %u, not 1",
+					 s->r.i, s->kid.ran_on);
+			else if (co_result(f) != 0)
+				snprintf(why, sizeof why, "step %ld: co_spawn_on answered %s", s->r.i,
+					 strerror(-co_result(f)));
+			else
+				snprintf(why, sizeof why, "step %ld: the child answered %ld, not %ld",
+					 s->r.i, s->kid.out, s->r.i + 1);
+			s->r.bad = why;
 			break;
 		}
 	}
