@@ -616,58 +616,6 @@ static void test_limit_due_after_its_await_ended(void **state)
 	limit_due_after_end(&loop, &n, END_CANCEL, -ECANCELED);
 }
 
-/* What ended a limited await first is its value, when the limit's timer
- * comes due too before the frame runs again (the step fires timers before
- * it runs the frames woken): a co_cancel that came first gives
- * -ECANCELED, a give that came first 0; -ETIME only when the limit itself
- * cut the await short. Without the timer looking whether the frame still
- * waits, the cancel that came first reads as -ETIME, a limit that never
- * cut anything. */
-static void test_first_ending_wins_over_a_late_limit(void **state)
-{
-	co_loop loop;
-	co_notify n;
-	struct limited a = { .ticks = 10, .res = 99 }, b = { .ticks = 10, .res = 99 };
-	(void)state;
-
-	sigemptyset(&irq_set);
-	fake_now = 500;
-	co_loop_init(&loop);
-	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
-	co_notify_init(&n, 1);
-
-	/* cancelled at tick 505; the limit comes due at 510, before the step */
-	a.l = &loop;
-	a.n = &n;
-	co_init(&a.co, limited_fn);
-	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
-	co_loop_step(&loop);
-	assert_true(co_waiting(&a.co));
-	fake_now = 505;
-	assert_int_equal(co_cancel(&a.co), 0);
-	assert_false(co_waiting(&a.co));
-	fake_now = 510;
-	co_loop_step(&loop);
-	assert_true(co_done(&a.co));
-	assert_int_equal(a.res, -ECANCELED);
-	assert_false(co_loop_next_deadline(&loop, NULL));
-
-	/* given at 515; the limit comes due at 520, before the step */
-	b.l = &loop;
-	b.n = &n;
-	co_init(&b.co, limited_fn);
-	assert_int_equal(co_loop_spawn(&loop, &b.co), 0);
-	co_loop_step(&loop);
-	fake_now = 515;
-	assert_int_equal(co_notify_give(&n), 1);
-	fake_now = 520;
-	co_loop_step(&loop);
-	assert_true(co_done(&b.co));
-	assert_int_equal(b.res, 0);
-	assert_false(co_loop_next_deadline(&loop, NULL));
-	assert_int_equal(loop.live, 0);
-}
-
 static int no_cancel_suspend(co_awaiter *a, co_frame *f)
 {
 	(void)a;
@@ -1209,7 +1157,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_next_deadline_in_the_clocks_range),
 		cmocka_unit_test(test_timeout_and_cancel),
 		cmocka_unit_test(test_limit_due_after_its_await_ended),
-		cmocka_unit_test(test_first_ending_wins_over_a_late_limit),
 		cmocka_unit_test(test_timer_errors),
 		cmocka_unit_test(test_notify_counts_and_one_waiter),
 		cmocka_unit_test(test_idle_null_traps),

@@ -1771,11 +1771,10 @@ static void test_wrong_kind_starts_nothing(void **state)
  * co_wait_for, each find a byte already in the pipe and end with 1, the
  * byte in their buffer; an accept given to co_wait_for with a connection
  * pending ends with the new descriptor, which the test closes (nothing
- * leaks). A co_fixed_file
- * applied after co_deadline still answers -EINVAL: its read went in on the
- * plain descriptor of that number. Without the refused await passing a
- * completed result on, each ends with -EINVAL: the byte is gone and the
- * socket leaks. */
+ * leaks). A co_fixed_file applied after co_deadline still answers
+ * -EINVAL: its read went in on the plain descriptor of that number.
+ * Without the refused await passing a completed result on, each ends with
+ * -EINVAL: the byte is gone and the socket leaks. */
 struct kept {
 	co_frame co;
 	co_limit lim;
