@@ -288,7 +288,11 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 	e->wake_fd = -1;
 	e->enter_fd = -1; /* liburing's enter until the first run (co__engine_enter_setup) */
 	atomic_init(&e->stop_mode, CO__STOP_NONE);
-	e->ready = co__calloc(1, sizeof *e->ready + o.ready_size * sizeof e->ready->buf[0]);
+	/* On lines of its own: thieves take its consumer index, the owner
+	 * writes its producer index, and neither shares a line with a heap
+	 * neighbour (ck_ring pads the two apart, from the ring's start). */
+	e->ready = co__calloc_aligned(CO_CACHELINE, 1,
+				      sizeof *e->ready + o.ready_size * sizeof e->ready->buf[0]);
 	if (e->ready == NULL)
 		return -ENOMEM;
 	ck_ring_init(&e->ready->ring, o.ready_size);

@@ -491,6 +491,28 @@ static void test_local_spawns_run_in_order(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* The ready ring starts on a cache line (thieves take its consumer index,
+ * the owner writes its producer index): with heap neighbours of every
+ * size before it, at every ring size. */
+static void test_ready_ring_on_its_own_lines(void **state)
+{
+	static const unsigned sizes[] = { 2, 4, 64, 4096, 8 };
+	enum { N = sizeof sizes / sizeof sizes[0] };
+	co_engine e[N];
+	void *noise[N];
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		noise[i] = malloc(8 + 16 * (size_t)i);
+		assert_non_null(noise[i]);
+		assert_int_equal(co_engine_init(&e[i], &(co_engine_opts){ .ready_size = sizes[i] }), 0);
+		assert_int_equal((uintptr_t)e[i].ready % CO_CACHELINE, 0);
+	}
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(co_engine_destroy(&e[i]), 0);
+		free(noise[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -502,6 +524,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spilled_sqe_keeps_order_and_deadline),
 		cmocka_unit_test(test_local_fifo_does_not_starve_ring),
 		cmocka_unit_test(test_local_spawns_run_in_order),
+		cmocka_unit_test(test_ready_ring_on_its_own_lines),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
