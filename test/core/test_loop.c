@@ -1147,6 +1147,88 @@ static void test_step_nested_in_a_body(void **state)
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* it works: both ran */
 }
 
+/* After co_cancel, an await that would wait ends with -ECANCELED; one whose
+ * value is already there takes it (a give, an item, a sleep of 0 ticks),
+ * so a cleanup that takes what is there keeps working. */
+struct after_cancel {
+	co_frame co;
+	co_loop *l;
+	co_notify *given, *empty;
+	co_isr_queue *full, *none;
+	co_notify_wait w;
+	co_isr_queue_wait qw;
+	co_timer t;
+	void *item;
+	int r[6];
+};
+
+static int after_cancel_fn(co_frame *f)
+{
+	struct after_cancel *a = (struct after_cancel *)f;
+	CO_BEGIN(f);
+	CO_YIELD(f); /* cancelled here */
+	CO_AWAIT(f, co_notify_take(&a->w, a->given));
+	a->r[0] = co_result(f);
+	CO_AWAIT(f, co_notify_take(&a->w, a->empty));
+	a->r[1] = co_result(f);
+	CO_AWAIT(f, co_isr_queue_take(&a->qw, a->full));
+	a->r[2] = co_result(f);
+	a->item = a->qw.item;
+	CO_AWAIT(f, co_isr_queue_take(&a->qw, a->none));
+	a->r[3] = co_result(f);
+	CO_AWAIT(f, co_sleep_ticks(&a->t, a->l, 0));
+	a->r[4] = co_result(f);
+	CO_AWAIT(f, co_sleep_ticks(&a->t, a->l, 5));
+	a->r[5] = co_result(f);
+	CO_END(f);
+}
+
+static void test_cancelled_takes_what_is_there(void **state)
+{
+	co_loop loop;
+	co_notify given, empty;
+	co_isr_queue full, none;
+	void *full_slots[2], *none_slots[2];
+	int thing;
+	co_tick dl;
+	struct after_cancel a = { .r = { 99, 99, 99, 99, 99, 99 } };
+	(void)state;
+
+	sigemptyset(&irq_set);
+	fake_now = 1000;
+	co_loop_init(&loop);
+	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 32), 0);
+	co_notify_init(&given, 1);
+	co_notify_init(&empty, 1);
+	assert_int_equal(co_notify_give(&given), 1);
+	co_isr_queue_init(&full, full_slots, 2);
+	co_isr_queue_init(&none, none_slots, 2);
+	assert_int_equal(co_isr_queue_put(&full, &thing), 1);
+	a.l = &loop;
+	a.given = &given;
+	a.empty = &empty;
+	a.full = &full;
+	a.none = &none;
+	co_init(&a.co, after_cancel_fn);
+	assert_int_equal(co_loop_spawn(&loop, &a.co), 0);
+	co_loop_step(&loop); /* to its yield */
+	assert_int_equal(co_cancel(&a.co), 0);
+	for (int i = 0; i < 4 && !co_done(&a.co); i++)
+		co_loop_step(&loop);
+	assert_true(co_done(&a.co));
+	assert_int_equal(a.r[0], 0);           /* the give was there */
+	assert_int_equal(a.r[1], -ECANCELED);  /* nothing to take: no wait */
+	assert_int_equal(a.r[2], 0);           /* the item was there */
+	assert_ptr_equal(a.item, &thing);
+	assert_int_equal(a.r[3], -ECANCELED);
+	assert_int_equal(a.r[4], 0);           /* 0 ticks: no suspension */
+	assert_int_equal(a.r[5], -ECANCELED);
+	assert_null(empty.waiter);
+	assert_null(none.items.waiter);
+	assert_false(co_loop_next_deadline(&loop, &dl));
+	assert_int_equal(loop.live, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1166,6 +1248,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_step_counts_the_frames_woken),
 		cmocka_unit_test(test_step_nested_in_a_body),
 		cmocka_unit_test(test_step_nested_runs_each_frame_once),
+		cmocka_unit_test(test_cancelled_takes_what_is_there),
 	};
 
 	if (argc > 1)
