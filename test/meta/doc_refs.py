@@ -182,4 +182,19 @@ for name in sorted(set(re.findall(r'`([a-z_][a-z0-9_]*_[a-z0-9_]*[a-z0-9])`', de
     if not re.search(r'\b' + name + r'\b', code_and_tests):
         print(f'design.md names {name}, which no file of include/ or lib/ has')
         bad += 1
+# README's layout names every public header, and none that is not there.
+readme = (root / 'README.md').read_text(encoding='utf-8')
+m = re.search(r'^include/coring/(.*?)^lib/', readme, re.S | re.M)
+if m is None:
+    print('README.md: no layout entry for include/coring/')
+    bad += 1
+else:
+    named = set(re.findall(r'\b(\w+\.h)\b', m.group(1)))
+    there = {p.name for p in (root / 'include' / 'coring').glob('*.h')}
+    for h in sorted(there - named):
+        print(f'README.md, "Layout": include/coring/{h} is not named')
+        bad += 1
+    for h in sorted(named - there):
+        print(f'README.md, "Layout": names {h}, which include/coring/ does not have')
+        bad += 1
 sys.exit(1 if bad else 0)
