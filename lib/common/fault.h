@@ -76,6 +76,8 @@ enum co__fault_point {
 	                            (lib/engine/engine_visit.c) */
 	CO__POINT_IO_ALL_NEXT, /* a *_all call is about to ask for its next transfer, of
 	                          x->len - x->done bytes (lib/io/io.c) */
+	CO__POINT_WAKE_LOOK,   /* a release found an engine's look at a waiter it claimed under way, and
+	                          waits for it to end before it wakes any frame (lib/waiter/waiter.c) */
 	CO__POINTS
 };
 

@@ -140,20 +140,31 @@ static int plain(const co_waiter *w)
 	       ((const co__wait_ops *)(const void *)w->aw.ops)->deliver == NULL;
 }
 
+/* The waiter's engine may be looking at it under the primitive's lock
+ * (visit): wait for that look to end. Pairs with the seq_cst store of
+ * visit in visit_claim (Dekker: our CLAIMED store came first); a look
+ * that begins later sees CLAIMED and does not touch the primitive. */
+static void wait_look(co_waiter *w)
+{
+	if (!atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
+		return;
+	co__fault_point(CO__POINT_WAKE_LOOK); /* tests: the look is held open */
+	while (atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
+		co__cpu_relax();
+}
+
 void co__wake_all(co__wake_list *l)
 {
 	co_waiter *w = l->head, *next;
 	struct wake_batch b = { NULL, NULL, 0 };
 
-	for (; w; w = next) {
+	/* Every look at these waiters ends before the first frame wakes: a
+	 * woken frame may destroy the primitive at once (no frame waits on
+	 * it any more) and free it, which a look still to come would lock. */
+	for (; w; w = w->next)
+		wait_look(w);
+	for (w = l->head; w; w = next) {
 		next = w->next; /* before the wake: then w may be gone */
-		/* The waiter's engine may be looking at it under the
-		 * primitive's lock (visit): the primitive, which our caller
-		 * may free once we return, must outlive that look. Pairs with
-		 * the seq_cst store of visit in visit_claim (Dekker: our
-		 * CLAIMED store came first). */
-		while (atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
-			co__cpu_relax();
 		if (plain(w)) {
 			/* consecutive plain waiters of one engine: one visit,
 			 * one kick (their frames in claim order) */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <errno.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <cmocka.h>
 
 #include <coring/loop.h>
@@ -902,6 +903,154 @@ static void test_destroy_while_refilling(void **state)
 	assert_int_equal(r.res, -EINVAL);
 }
 
+/*
+ * A close releases three parked receivers: r2 on engine e2, then r3 and r1
+ * on engine e1, while e1 looks at r1 (a cancel: CO__POINT_WAIT_VISIT
+ * holds the look open, after it saw r1 waiting and before it takes the
+ * channel's lock). The close claims all three and waits for that look to
+ * end; meanwhile (CO__POINT_WAKE_LOOK, on the closing thread, which ticks
+ * e2) r2 must not have been woken: a frame woken by the close may destroy
+ * the channel at once, as nobody is blocked on it, and free it, which the
+ * look would then lock. r2 destroys it once woken, and notes whether the
+ * look was still open then. Every receiver ends with -EPIPE.
+ */
+struct close_look {
+	co_chan *ch;
+	co_engine *e2;
+	atomic_int look_open;     /* e1's look at r1 is held open */
+	atomic_int go;            /* the closing thread may close */
+	atomic_int r2_parked, point_done, close_res;
+	int point_ticked;         /* what a tick of e2 at the point resumed */
+	int saw_open, destroy_res;
+};
+
+struct close_rx {
+	co_frame co;
+	co_waiter w;
+	struct close_look *k;
+	int destroys;             /* r2: destroy the channel once woken */
+	uint64_t item;
+	atomic_int res;           /* 1 until the await completed */
+};
+
+static int close_rx_fn(co_frame *f)
+{
+	struct close_rx *r = (struct close_rx *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_chan_recv(&r->w, r->k->ch, &r->item));
+	if (r->destroys) {
+		r->k->saw_open = atomic_load(&r->k->look_open);
+		r->k->destroy_res = co_chan_destroy(r->k->ch); /* a frame may, then free it */
+	}
+	atomic_store(&r->res, co_result(f));
+	CO_END(f);
+}
+
+struct close_canceller {
+	co_frame co;
+	co_frame *target;
+};
+
+static int close_canceller_fn(co_frame *f)
+{
+	struct close_canceller *c = (struct close_canceller *)f;
+	CO_BEGIN(f);
+	co_cancel(c->target);
+	CO_END(f);
+}
+
+/* On e1's thread: the look at r1 saw it waiting. */
+static void close_look_visit(void *arg)
+{
+	struct close_look *k = arg;
+
+	co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL); /* once */
+	atomic_store(&k->look_open, 1);
+	atomic_store(&k->go, 1);
+	WAIT_UNTIL(atomic_load(&k->point_done)); /* the close waits for this look */
+	atomic_store(&k->look_open, 0);
+}
+
+/* On the closing thread: the close found the look open. */
+static void close_look_point(void *arg)
+{
+	struct close_look *k = arg;
+
+	co__fault_on_point(CO__POINT_WAKE_LOOK, NULL, NULL); /* once */
+	k->point_ticked = co_engine_tick(k->e2);
+	atomic_store(&k->point_done, 1);
+}
+
+struct close_thread {
+	struct close_look *k;
+	struct close_rx *r2;
+	int ticks_ok;
+};
+
+static void *close_thread_fn(void *arg)
+{
+	struct close_thread *t = arg;
+	struct close_look *k = t->k;
+
+	t->ticks_ok = co_engine_tick(k->e2) == 1; /* this thread owns e2: r2 parks */
+	atomic_store(&k->r2_parked, 1);
+	WAIT_UNTIL(atomic_load(&k->go));
+	atomic_store(&k->close_res, co_chan_close(k->ch));
+	while (atomic_load(&t->r2->res) == 1)
+		if (co_engine_tick(k->e2) < 0)
+			t->ticks_ok = 0;
+	return NULL;
+}
+
+static void test_close_waits_for_looks_before_waking(void **state)
+{
+	co_engine e1, e2;
+	co_chan *ch = malloc(sizeof *ch);
+	struct close_look k = { .ch = ch, .e2 = &e2, .close_res = 1, .point_ticked = -1,
+				.saw_open = -1, .destroy_res = 1 };
+	struct close_rx r1 = { .k = &k, .res = 1 }, r2 = { .k = &k, .destroys = 1, .res = 1 },
+			r3 = { .k = &k, .res = 1 };
+	struct close_canceller c = { .target = &r1.co };
+	struct close_thread t = { .k = &k, .r2 = &r2 };
+	pthread_t th;
+	(void)state;
+	assert_non_null(ch);
+	assert_int_equal(co_chan_init(ch, sizeof(uint64_t), 1, NULL), 0);
+	assert_int_equal(co_engine_init(&e1, NULL), 0);
+	assert_int_equal(co_engine_init(&e2, NULL), 0);
+	e1.spin_max = e1.spin_cur = e2.spin_max = e2.spin_cur = 0; /* they park at once */
+	co_init(&r2.co, close_rx_fn);
+	assert_int_equal(co_engine_spawn(&e2, &r2.co), 0);
+	assert_int_equal(pthread_create(&th, NULL, close_thread_fn, &t), 0);
+	WAIT_UNTIL(atomic_load(&k.r2_parked)); /* first in the queue */
+	co_init(&r3.co, close_rx_fn);
+	assert_int_equal(co_engine_spawn(&e1, &r3.co), 0);
+	assert_int_equal(co_engine_tick(&e1), 1); /* this thread owns e1 */
+	co_init(&r1.co, close_rx_fn);
+	assert_int_equal(co_engine_spawn(&e1, &r1.co), 0);
+	assert_int_equal(co_engine_tick(&e1), 1);
+	assert_int_equal(blocked(ch, 0), 3);
+	co__fault_on_point(CO__POINT_WAIT_VISIT, close_look_visit, &k);
+	co__fault_on_point(CO__POINT_WAKE_LOOK, close_look_point, &k);
+	co_init(&c.co, close_canceller_fn);
+	assert_int_equal(co_engine_spawn(&e1, &c.co), 0);
+	assert_int_equal(co_engine_tick(&e1), 1); /* the cancel's look, held open */
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t.ticks_ok, 1);
+	assert_int_equal(atomic_load(&k.close_res), 0);
+	assert_int_equal(k.point_ticked, 0); /* nothing woken on e2 while e1 looked */
+	assert_int_equal(k.saw_open, 0);
+	assert_int_equal(k.destroy_res, 0);
+	free(ch); /* destroyed: nothing touches it any more */
+	while (atomic_load(&r1.res) == 1 || atomic_load(&r3.res) == 1)
+		assert_true(co_engine_tick(&e1) >= 0);
+	assert_int_equal(atomic_load(&r1.res), -EPIPE); /* claimed before the cancel's look */
+	assert_int_equal(atomic_load(&r2.res), -EPIPE);
+	assert_int_equal(atomic_load(&r3.res), -EPIPE);
+	assert_int_equal(co_engine_destroy(&e1), 0);
+	assert_int_equal(co_engine_destroy(&e2), 0);
+}
+
 /* What the ring holds, up to max, in order; then the rest. */
 static void test_recv_many_takes_what_is_there(void **state)
 {
@@ -1618,6 +1767,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_receiver_in_refill_window_takes_parked),
 		cmocka_unit_test(test_destroy_while_polling),
 		cmocka_unit_test(test_destroy_while_refilling),
+		cmocka_unit_test(test_close_waits_for_looks_before_waking),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
