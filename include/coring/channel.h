@@ -83,7 +83,8 @@ CO_API int co_chan_init(co_chan *c, size_t item_size, unsigned capacity, void *b
  * dropped (drain with co_chan_try_recv first). -EBUSY, nothing changes: a
  * frame is blocked on it, or a send or receive is under way (polling for
  * the other end before it parks, refilling the ring from parked senders),
- * from any thread. -EINVAL (NULL, destroyed). */
+ * or a close that released blocked frames waits for their engines' looks
+ * at them, from any thread. -EINVAL (NULL, destroyed). */
 CO_API int co_chan_destroy(co_chan *c);
 
 /* Await sending *item: 0 (it is in the channel, or with a receiver),

@@ -36,7 +36,8 @@
  *
  * Destroy. A call that lets go of every lock and then touches the channel
  * again (a poll, a refill from parked senders, a receiver taking the
- * locks in order to park) counts itself in inside first, under the lock
+ * locks in order to park, a close waiting for its engines' looks at the
+ * parties it released) counts itself in inside first, under the lock
  * it holds (slock or rlock), and leaves as its last touch of the channel,
  * or once it holds a lock again. Destroy, holding all three locks, sees
  * every call that is inside, and refuses (-EBUSY) while one is or a frame
@@ -594,7 +595,17 @@ int co_chan_close(co_chan *c)
 		co__wait_claim(c->recvq.head, -EPIPE, &l);
 	while (c->sendq.head)
 		co__wait_claim(c->sendq.head, -EPIPE, &l);
+	if (l.head == NULL) {
+		unlock_all(c);
+		return 0;
+	}
+	/* inside until no engine's look at those it claimed can lock the
+	 * channel any more: a destroy meanwhile, with nobody parked, would
+	 * free it under that look */
+	inside_enter(c);
 	unlock_all(c);
+	co__wake_wait_looks(&l);
+	inside_leave(c);
 	co__wake_all(&l);
 	return 0;
 }

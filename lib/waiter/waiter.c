@@ -153,16 +153,21 @@ static void wait_look(co_waiter *w)
 		co__cpu_relax();
 }
 
+void co__wake_wait_looks(co__wake_list *l)
+{
+	for (co_waiter *w = l->head; w; w = w->next)
+		wait_look(w);
+}
+
 void co__wake_all(co__wake_list *l)
 {
-	co_waiter *w = l->head, *next;
+	co_waiter *w, *next;
 	struct wake_batch b = { NULL, NULL, 0 };
 
 	/* Every look at these waiters ends before the first frame wakes: a
 	 * woken frame may destroy the primitive at once (no frame waits on
 	 * it any more) and free it, which a look still to come would lock. */
-	for (; w; w = w->next)
-		wait_look(w);
+	co__wake_wait_looks(l);
 	for (w = l->head; w; w = next) {
 		next = w->next; /* before the wake: then w may be gone */
 		if (plain(w)) {

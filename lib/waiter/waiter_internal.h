@@ -76,6 +76,11 @@ int co__wait_park(co_waiter *w, co_frame *f, co_waitq *q);
  * Nothing touches the primitive after co__wake_all returns. */
 void co__wait_claim(co_waiter *w, int res, co__wake_list *l);
 void co__wake_all(co__wake_list *l);
+/* What co__wake_all does first, for a caller that must be seen inside its
+ * primitive until then (a channel's close, by destroy): once the lock is
+ * released, wait until no engine's look at a waiter of l can still take
+ * the primitive's lock. */
+void co__wake_wait_looks(co__wake_list *l);
 
 /* Wake w's frame and drop its park count (w is not touched after). */
 void co__wait_wake_frame(co_waiter *w);

@@ -1051,6 +1051,87 @@ static void test_close_waits_for_looks_before_waking(void **state)
 	assert_int_equal(co_engine_destroy(&e2), 0);
 }
 
+/*
+ * The same close, a receiver parked on e1 whose engine looks at it (held
+ * open at CO__POINT_WAIT_VISIT): while the close waits for that look
+ * (CO__POINT_WAKE_LOOK), a destroy from any thread answers -EBUSY and
+ * changes nothing (the look is about to lock the channel: freed after a
+ * 0, it would be used after its free). A consumer off the engines meets
+ * the close there already (co_chan_try_recv: -EPIPE), as one that destroys
+ * the channel once it is drained would. Once the close returned, destroy
+ * answers 0.
+ */
+struct close_destroy {
+	co_chan *ch;
+	atomic_int go, point_done, close_res;
+	int try_res, destroy_res;
+};
+
+static void close_destroy_visit(void *arg)
+{
+	struct close_destroy *k = arg;
+
+	co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL); /* once */
+	atomic_store(&k->go, 1);
+	WAIT_UNTIL(atomic_load(&k->point_done)); /* the close waits for this look */
+}
+
+static void close_destroy_point(void *arg)
+{
+	struct close_destroy *k = arg;
+	uint64_t v;
+
+	co__fault_on_point(CO__POINT_WAKE_LOOK, NULL, NULL); /* once */
+	k->try_res = co_chan_try_recv(k->ch, &v);
+	k->destroy_res = co_chan_destroy(k->ch);
+	atomic_store(&k->point_done, 1);
+}
+
+static void *close_destroy_thread(void *arg)
+{
+	struct close_destroy *k = arg;
+
+	WAIT_UNTIL(atomic_load(&k->go));
+	atomic_store(&k->close_res, co_chan_close(k->ch));
+	return NULL;
+}
+
+static void test_destroy_while_close_waits_for_look(void **state)
+{
+	co_engine e;
+	co_chan *ch = malloc(sizeof *ch);
+	struct close_look unused = { .ch = ch };
+	struct close_destroy k = { .ch = ch, .close_res = 1, .try_res = 1, .destroy_res = 1 };
+	struct close_rx r = { .k = &unused, .res = 1 };
+	struct close_canceller c = { .target = &r.co };
+	pthread_t th;
+	(void)state;
+	assert_non_null(ch);
+	assert_int_equal(co_chan_init(ch, sizeof(uint64_t), 1, NULL), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	e.spin_max = e.spin_cur = 0; /* it parks at once */
+	co_init(&r.co, close_rx_fn);
+	assert_int_equal(co_engine_spawn(&e, &r.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* this thread owns e */
+	assert_int_equal(blocked(ch, 0), 1);
+	assert_int_equal(pthread_create(&th, NULL, close_destroy_thread, &k), 0);
+	co__fault_on_point(CO__POINT_WAIT_VISIT, close_destroy_visit, &k);
+	co__fault_on_point(CO__POINT_WAKE_LOOK, close_destroy_point, &k);
+	co_init(&c.co, close_canceller_fn);
+	assert_int_equal(co_engine_spawn(&e, &c.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1); /* the cancel's look, held open */
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(atomic_load(&k.close_res), 0);
+	assert_int_equal(k.try_res, -EPIPE);
+	assert_int_equal(k.destroy_res, -EBUSY); /* the close was waiting for the look */
+	assert_int_equal(co_chan_destroy(ch), 0);
+	free(ch);
+	while (atomic_load(&r.res) == 1)
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(atomic_load(&r.res), -EPIPE); /* claimed before the cancel's look */
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* What the ring holds, up to max, in order; then the rest. */
 static void test_recv_many_takes_what_is_there(void **state)
 {
@@ -1768,6 +1849,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_destroy_while_polling),
 		cmocka_unit_test(test_destroy_while_refilling),
 		cmocka_unit_test(test_close_waits_for_looks_before_waking),
+		cmocka_unit_test(test_destroy_while_close_waits_for_look),
 		cmocka_unit_test(test_timeouts_and_cancel),
 		cmocka_unit_test(test_fifo_direct_handoff),
 		cmocka_unit_test(test_two_contexts_lose_no_wakeup),
