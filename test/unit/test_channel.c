@@ -1034,7 +1034,7 @@ static void test_close_waits_for_looks_before_waking(void **state)
 	co__fault_on_point(CO__POINT_WAKE_LOOK, close_look_point, &k);
 	co_init(&c.co, close_canceller_fn);
 	assert_int_equal(co_engine_spawn(&e1, &c.co), 0);
-	assert_int_equal(co_engine_tick(&e1), 1); /* the cancel's look, held open */
+	assert_true(co_engine_tick(&e1) >= 1); /* the look held open; the woken may run too */
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(t.ticks_ok, 1);
 	assert_int_equal(atomic_load(&k.close_res), 0);
@@ -1119,7 +1119,7 @@ static void test_destroy_while_close_waits_for_look(void **state)
 	co__fault_on_point(CO__POINT_WAKE_LOOK, close_destroy_point, &k);
 	co_init(&c.co, close_canceller_fn);
 	assert_int_equal(co_engine_spawn(&e, &c.co), 0);
-	assert_int_equal(co_engine_tick(&e), 1); /* the cancel's look, held open */
+	assert_true(co_engine_tick(&e) >= 1); /* the look held open; the woken may run too */
 	assert_int_equal(pthread_join(th, NULL), 0);
 	assert_int_equal(atomic_load(&k.close_res), 0);
 	assert_int_equal(k.try_res, -EPIPE);
