@@ -134,7 +134,9 @@ static struct tbuf *attach(void)
 	}
 	b = me.b;
 	if (b && b->cap != sess_cap) { /* another size this session */
-		b->gone = 1;
+		b->gone = 1; /* the next start frees it: the thread's end must
+		                not mark it then, whether or not a new one comes */
+		pthread_setspecific(key, NULL);
 		b = NULL;
 	}
 	if (b == NULL) {

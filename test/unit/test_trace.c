@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -762,6 +763,63 @@ static void test_no_memory_for_buffer(void **state)
 	assert_int_equal(co_trace_stop(), 0);
 }
 
+/* A thread that recorded in a session with other buffer sizes, and whose
+ * new buffer cannot be allocated, gives its old one up: the next start
+ * frees it, and the thread's end must not touch it then (ASan sees a
+ * write to freed memory otherwise). */
+struct resized {
+	pthread_t th;
+	co_frame f;
+	sem_t done, go;
+};
+
+static void *resized_main(void *arg)
+{
+	struct resized *r = arg;
+
+	co_trace_frame(&r->f, CO_TRACE_YIELD); /* a buffer of the first size */
+	sem_post(&r->done);
+	while (sem_wait(&r->go) < 0)
+		;
+	co_trace_frame(&r->f, CO_TRACE_YIELD); /* another size: not allocated */
+	sem_post(&r->done);
+	while (sem_wait(&r->go) < 0)
+		;
+	return NULL; /* ends once the next start freed its first buffer */
+}
+
+static void test_resized_buffer_not_allocated(void **state)
+{
+	struct resized r;
+	co_trace_stats st;
+	(void)state;
+	NEED_TRACE();
+	co_init(&r.f, gen_fn);
+	assert_int_equal(sem_init(&r.done, 0, 0), 0);
+	assert_int_equal(sem_init(&r.go, 0, 0), 0);
+	start(16, NULL);
+	assert_int_equal(pthread_create(&r.th, NULL, resized_main, &r), 0);
+	while (sem_wait(&r.done) < 0)
+		;
+	assert_int_equal(co_trace_stop(), 0);
+	start(32, NULL);
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM);
+	sem_post(&r.go);
+	while (sem_wait(&r.done) < 0)
+		;
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.lost, 1);
+	assert_int_equal(st.recorded, 0);
+	assert_int_equal(co_trace_stop(), 0);
+	start(16, NULL); /* frees the buffers given up */
+	sem_post(&r.go);
+	assert_int_equal(pthread_join(r.th, NULL), 0);
+	assert_int_equal(co_trace_stop(), 0);
+	sem_destroy(&r.done);
+	sem_destroy(&r.go);
+}
+
 /* Recording allocates once per thread and session (its buffer, at its
  * first event), however many events follow and though the buffer fills
  * and drops: never on the hot path after that (docs/design.md). */
@@ -1476,6 +1534,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_loop_hook),
 	cmocka_unit_test(test_full_buffer_drops_oldest),
 	cmocka_unit_test(test_no_memory_for_buffer),
+	cmocka_unit_test(test_resized_buffer_not_allocated),
 	cmocka_unit_test(test_allocates_once_per_thread),
 	cmocka_unit_test(test_stream),
 	cmocka_unit_test(test_threads_and_dumps),
