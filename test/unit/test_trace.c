@@ -8,6 +8,7 @@
  * record (TSan); every error path. Built without tracing, the API says
  * so (compiled_out) and the other cases skip.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -875,6 +876,83 @@ static void test_stream(void **state)
 	stream_run(16, 20000, 0);      /* the writer may fall behind: counted */
 }
 
+/* The threads of the process now (a sanitizer may have its own). */
+static size_t task_ids(int *ids, size_t max)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *d;
+	size_t n = 0;
+
+	assert_non_null(dir);
+	while ((d = readdir(dir)) != NULL)
+		if (d->d_name[0] != '.' && n < max)
+			ids[n++] = atoi(d->d_name);
+	closedir(dir);
+	return n;
+}
+
+static void *nothing_main(void *arg)
+{
+	return arg;
+}
+
+/* The stream's writer thread blocks every signal, so a signal sent to the
+ * process goes to a thread of the program's (a program that blocks SIGTERM
+ * to read it from a signalfd still gets it): its mask, read from
+ * /proc/self/task, has SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGPIPE. */
+static void test_stream_writer_blocks_signals(void **state)
+{
+	const char *path = tmp_path("signals.trace");
+	co_trace_opts o = { .events = 64, .path = path, .stream = 1 };
+	static const int sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGPIPE };
+	int before[64], after[64];
+	size_t nb, na, writers = 0;
+	char name[64], line[256];
+	struct stat sb;
+	pthread_t th;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	/* a thread made and joined first: a sanitizer's own thread, made at
+	 * the first thread, is one of those before */
+	assert_int_equal(pthread_create(&th, NULL, nothing_main, NULL), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	nb = task_ids(before, 64);
+	assert_int_equal(co_trace_start(&o), 0);
+	/* the writer runs its own code once it wrote an event (a new thread
+	 * starts with every signal blocked until it takes the mask it was
+	 * made with) */
+	co_init(&f, gen_fn);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	WAIT_UNTIL(stat(path, &sb) == 0 && sb.st_size > 32);
+	na = task_ids(after, 64);
+	for (size_t i = 0; i < na; i++) {
+		unsigned long long blocked = 0;
+		int found = 0, old = 0;
+		FILE *st;
+
+		for (size_t j = 0; j < nb; j++)
+			old |= before[j] == after[i];
+		if (old)
+			continue;
+		snprintf(name, sizeof name, "/proc/self/task/%d/status", after[i]);
+		st = fopen(name, "r");
+		assert_non_null(st);
+		while (fgets(line, sizeof line, st))
+			if (sscanf(line, "SigBlk: %llx", &blocked) == 1)
+				found = 1;
+		fclose(st);
+		assert_true(found);
+		for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+			if (!(blocked & 1ull << (sigs[k] - 1)))
+				fail_msg("the writer takes signal %d (mask %llx)", sigs[k], blocked);
+		writers++;
+	}
+	assert_int_equal(writers, 1);
+	assert_int_equal(co_trace_stop(), 0);
+	unlink(path);
+}
+
 /* ---- many threads, dumps from another (TSan) ------------------------------ */
 
 struct rec_thread {
@@ -1537,6 +1615,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_resized_buffer_not_allocated),
 	cmocka_unit_test(test_allocates_once_per_thread),
 	cmocka_unit_test(test_stream),
+	cmocka_unit_test(test_stream_writer_blocks_signals),
 	cmocka_unit_test(test_threads_and_dumps),
 	cmocka_unit_test(test_scheduler_recorded),
 	cmocka_unit_test(test_follow_recorded),
