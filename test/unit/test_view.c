@@ -1116,6 +1116,70 @@ static void test_view_errors(void **state)
 	assert_int_equal(co_view_print(&empty, 1, 0), -EINVAL);
 }
 
+/* A view whose request to an engine cannot be allocated: -ENOMEM, and v
+ * empty, though a context read before that one answered; the next view
+ * reads them all. */
+static void test_view_no_memory(void **state)
+{
+	struct co_test_idler d, sd[2];
+	co_engine e;
+	co_event ev;
+	co_sched s;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_test_idler_init(&d, &ev);
+	assert_int_equal(co_engine_spawn(&e, &d.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1);
+	co__fault_arm(CO__FAULT_ALLOC, 1, ENOMEM);
+	assert_int_equal(co_view_engine(&v, &e, CO_VIEW_WAIT), -ENOMEM);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	assert_int_equal(v.n, 0);
+	assert_null(v.frames);
+	assert_int_equal(v.contexts, 0);
+	assert_int_equal(co_view_engine(&v, &e, CO_VIEW_WAIT), 0);
+	assert_int_equal(v.n, 1);
+	assert_int_equal(v.frames[0].state, CO_VIEW_WAITING);
+	co_view_free(&v);
+	/* two contexts whose threads run: the first is asked and answers,
+	 * the second's request fails */
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	for (unsigned i = 0; i < 2; i++) {
+		co_test_idler_init(&sd[i], &ev);
+		assert_int_equal(co_sched_spawn_to(&s, i, &sd[i].co), 0);
+	}
+	for (;;) {
+		size_t waiting = 0;
+
+		assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+		for (size_t i = 0; i < v.n; i++)
+			waiting += v.frames[i].state == CO_VIEW_WAITING;
+		co_view_free(&v);
+		if (waiting == 2)
+			break;
+		usleep(1000);
+	}
+	co__fault_arm(CO__FAULT_ALLOC, 2, ENOMEM);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), -ENOMEM);
+	co__fault_arm(CO__FAULT_ALLOC, 0, 0);
+	assert_int_equal(v.n, 0);
+	assert_null(v.frames);
+	assert_int_equal(v.contexts, 0);
+	assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+	assert_int_equal(v.n, 2);
+	assert_int_equal(v.contexts, 2);
+	co_view_free(&v);
+	co_event_set(&ev);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	co_event_destroy(&ev);
+}
+
 /* ---- a list that cannot grow -------------------------------------------------------- */
 
 /* The list starts with room for 15 frames; when it cannot grow, the
@@ -1432,6 +1496,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_engine_of_a_context),
 		cmocka_unit_test(test_view_from_on_done_of_cancel_stop),
 		cmocka_unit_test(test_view_errors),
+		cmocka_unit_test(test_view_no_memory),
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
 		cmocka_unit_test(test_finished_frames_leave_the_list),
 		cmocka_unit_test(test_since_is_last_run),
