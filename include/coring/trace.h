@@ -101,7 +101,8 @@ CO_API int co_trace_available(void);
  * before stays as it was (co_trace_dump writes it, co_trace_stats_get
  * counts it); a stream start that fails once path is open (its header
  * not written, -ENOSPC or -EFBIG; no memory; no thread) leaves the file at
- * path created or emptied, holding its header at most.
+ * path created or emptied, holding its header at most. A start that comes
+ * while a stream's co_trace_stop writes its file waits for that stop.
  */
 CO_API int co_trace_start(const co_trace_opts *opts);
 

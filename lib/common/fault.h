@@ -78,6 +78,10 @@ enum co__fault_point {
 	                          x->len - x->done bytes (lib/io/io.c) */
 	CO__POINT_WAKE_LOOK,   /* a release found an engine's look at a waiter it claimed under way, and
 	                          waits for it to end before it wakes any frame (lib/waiter/waiter.c) */
+	CO__POINT_TRACE_STOPPING, /* a stream's stop let go of the registry's lock to join
+	                             its writer (lib/trace/trace.c) */
+	CO__POINT_TRACE_START_WAITS, /* a start found a stop under way and waits for its
+	                                end (lib/trace/trace.c) */
 	CO__POINTS
 };
 

@@ -103,6 +103,9 @@ static int sess_err;                  /* the stream's first write error (reg_loc
 static int writer_stop;               /* (reg_lock) */
 static uint64_t *sess_chunk;          /* the stream's chunk of events (reg_lock) */
 static pthread_t writer;
+static int stopping;                  /* a stream's stop joins its writer, reg_lock
+                                         let go: a start waits (reg_lock) */
+static pthread_cond_t stopped_cond = PTHREAD_COND_INITIALIZER;
 
 /* ---- recording ----------------------------------------------------------- */
 
@@ -620,6 +623,12 @@ int co_trace_start(const co_trace_opts *opts)
 	if (o.events == 0 || o.events > CO_TRACE_MAX_EVENTS || (o.stream && o.path == NULL))
 		return -EINVAL;
 	pthread_mutex_lock(&reg_lock);
+	/* a stop that writes its stream's file ends first: it still uses the
+	 * session's writer, file and chunk */
+	while (stopping) {
+		co__fault_point(CO__POINT_TRACE_START_WAITS);
+		pthread_cond_wait(&stopped_cond, &reg_lock);
+	}
 	if (atomic_load_explicit(&co__trace_on, memory_order_relaxed)) {
 		pthread_mutex_unlock(&reg_lock);
 		return -EALREADY;
@@ -718,8 +727,10 @@ int co_trace_stop(void)
 	atomic_store_explicit(&co__trace_on, 0, memory_order_seq_cst);
 	if (sess_stream) {
 		writer_stop = 1;
+		stopping = 1;
 		pthread_cond_signal(&writer_cond);
 		pthread_mutex_unlock(&reg_lock);
+		co__fault_point(CO__POINT_TRACE_STOPPING); /* tests: a start comes now */
 		pthread_join(writer, NULL);
 		pthread_mutex_lock(&reg_lock);
 		o.fd = sess_fd;
@@ -728,6 +739,8 @@ int co_trace_stop(void)
 		free(sess_chunk);
 		sess_chunk = NULL;
 		out_tail(&o);
+		stopping = 0;
+		pthread_cond_broadcast(&stopped_cond);
 	} else if (sess_fd >= 0) {
 		o.fd = sess_fd;
 		out_snapshot(&o);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -953,6 +954,88 @@ static void test_stream_writer_blocks_signals(void **state)
 	unlink(path);
 }
 
+/* A start that comes while a stream's stop writes the file (the stop has
+ * let go of its lock to join the writer) waits for that stop to end: the
+ * stopped session's file is whole, and the new session records and stops
+ * as any other. The window is held open: the start comes from another
+ * thread while the stop is inside it, and must not have returned when its
+ * wait began. */
+struct start_in_stop {
+	pthread_t th;
+	const char *path;
+	sem_t sig;
+	atomic_int rc, posted;
+};
+
+static struct start_in_stop sis;
+
+static void sis_signal(void *arg)
+{
+	(void)arg;
+	if (atomic_exchange(&sis.posted, 1) == 0)
+		sem_post(&sis.sig);
+}
+
+static void *sis_main(void *arg)
+{
+	co_trace_opts o = { .events = 64, .path = sis.path };
+
+	(void)arg;
+	atomic_store(&sis.rc, co_trace_start(&o));
+	sis_signal(NULL);
+	return NULL;
+}
+
+static void sis_in_stop(void *arg)
+{
+	(void)arg;
+	co__fault_on_point(CO__POINT_TRACE_STOPPING, NULL, NULL);
+	assert_int_equal(pthread_create(&sis.th, NULL, sis_main, NULL), 0);
+	while (sem_wait(&sis.sig) < 0)
+		;
+	if (atomic_load(&sis.rc) != 1)
+		fail_msg("a start during a stop returned %d before the stop ended",
+			 atomic_load(&sis.rc));
+}
+
+static void test_start_waits_for_a_stop(void **state)
+{
+	const char *first = tmp_path("stopping.trace");
+	char second[256];
+	co_trace_opts o = { .events = 64, .path = first, .stream = 1 };
+	co_trace_stats st;
+	struct tfile tf;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	snprintf(second, sizeof second, "%s", tmp_path("started.trace"));
+	sis.path = second;
+	atomic_store(&sis.rc, 1); /* not returned */
+	atomic_store(&sis.posted, 0);
+	assert_int_equal(sem_init(&sis.sig, 0, 0), 0);
+	co_init(&f, gen_fn);
+	assert_int_equal(co_trace_start(&o), 0);
+	for (int i = 0; i < 5; i++)
+		co_trace_frame(&f, CO_TRACE_YIELD);
+	co__fault_on_point(CO__POINT_TRACE_START_WAITS, sis_signal, NULL);
+	co__fault_on_point(CO__POINT_TRACE_STOPPING, sis_in_stop, NULL);
+	assert_int_equal(co_trace_stop(), 0);
+	assert_int_equal(pthread_join(sis.th, NULL), 0);
+	co__fault_on_point(CO__POINT_TRACE_START_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&sis.rc), 0);
+	assert_int_equal(tfile_read(first, &tf), 0);
+	assert_int_equal(tf.n, 5);
+	tfile_free(&tf);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recording, 1);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	stop_and_read(second, &tf);
+	assert_int_equal(tf.n, 1);
+	tfile_free(&tf);
+	unlink(first);
+	sem_destroy(&sis.sig);
+}
+
 /* ---- many threads, dumps from another (TSan) ------------------------------ */
 
 struct rec_thread {
@@ -1616,6 +1699,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_allocates_once_per_thread),
 	cmocka_unit_test(test_stream),
 	cmocka_unit_test(test_stream_writer_blocks_signals),
+	cmocka_unit_test(test_start_waits_for_a_stop),
 	cmocka_unit_test(test_threads_and_dumps),
 	cmocka_unit_test(test_scheduler_recorded),
 	cmocka_unit_test(test_follow_recorded),
