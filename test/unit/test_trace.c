@@ -690,6 +690,32 @@ static void test_loop_hook(void **state)
 	tfile_free(&tf);
 }
 
+/* trace.h: co_trace_frame with any other kind, a NULL frame, or no
+ * session records nothing. */
+static void test_frame_hook_misuse(void **state)
+{
+	static const int kinds[] = { 0, CO_TRACE_SPAWN, CO_TRACE_START, CO_TRACE_WAKE,
+				     CO_TRACE_RUN, 99, -1 };
+	co_trace_stats st;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	co_init(&f, gen_fn);
+	co_trace_frame(&f, CO_TRACE_YIELD); /* no session */
+	start(64, NULL);
+	co_trace_frame(NULL, CO_TRACE_RESUME);
+	co_trace_frame(NULL, CO_TRACE_DONE);
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+		co_trace_frame(&f, kinds[i]);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recorded, 0);
+	assert_int_equal(st.lost, 0);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recorded, 1);
+	assert_int_equal(co_trace_stop(), 0);
+}
+
 /* ---- a full buffer -------------------------------------------------------- */
 
 static void test_full_buffer_drops_oldest(void **state)
@@ -1693,6 +1719,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancelled_wait),
 	cmocka_unit_test(test_time_limits),
 	cmocka_unit_test(test_loop_hook),
+	cmocka_unit_test(test_frame_hook_misuse),
 	cmocka_unit_test(test_full_buffer_drops_oldest),
 	cmocka_unit_test(test_no_memory_for_buffer),
 	cmocka_unit_test(test_resized_buffer_not_allocated),
