@@ -523,8 +523,8 @@ static inline int co__sleep_cancel(co_awaiter *a, co_frame *f)
  * Sleep for `ticks` ticks of the loop's clock (0: no suspension). The
  * await's value is 0, or -ECANCELED after co_cancel. Returns what CO_AWAIT
  * takes; NULL (so the await ends with -EINVAL, a trap in debug builds) for
- * a NULL timer or loop, a loop without a clock, or more ticks than half
- * the clock's range.
+ * a NULL timer or loop, a loop without a clock, or half the clock's range
+ * of ticks or more.
  *
  *     CO_AWAIT(f, co_sleep_ticks(&s->t, &loop, 500));
  */
@@ -588,8 +588,8 @@ static inline int co__limit_cancel(co_awaiter *a, co_frame *f)
  * finds the limit due: the limit cuts short only a frame that waits).
  * Returns what CO_AWAIT takes; NULL (-EINVAL, a trap in debug builds) for
  * a NULL argument, an awaiter without a cancel op (a zeroed one, never
- * prepared, included), a loop without a clock or more ticks than half the
- * clock's range.
+ * prepared, included), a loop without a clock or half the clock's range
+ * of ticks or more.
  *
  *     CO_AWAIT(f, co_loop_timeout(&s->t, &loop, co_notify_take(&s->w, &rx), 100));
  *     if (co_result(f) == -ETIME) ...

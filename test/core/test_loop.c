@@ -641,7 +641,7 @@ static void test_timer_errors(void **state)
 	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 0), -EINVAL);
 	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 33), -EINVAL);
 	assert_int_equal(co_loop_set_clock(&loop, fake_clock, 16), 0);
-	/* at most half the clock's range */
+	/* less than half the clock's range */
 	assert_non_null(co_sleep_ticks(&t, &loop, 32767));
 	assert_null(co_sleep_ticks(&t, &loop, 32768));
 	assert_null(co_sleep_ticks(&t, &bare, 1)); /* no clock */
