@@ -185,6 +185,49 @@ static void test_generator(void **state)
 	tfile_free(&tf);
 }
 
+/* A frame a cancel stop finishes without running it: its DONE, with
+ * -ECANCELED, and no START (tracing.md, DONE): on an engine that runs
+ * after the stop, and on a context whose thread never started (the stop
+ * finishes it on the calling thread). */
+static void test_cancelled_before_start(void **state)
+{
+	const char *path = tmp_path("unstarted.trace");
+	struct gen g, h;
+	struct tfile tf;
+	struct tev *ev;
+	co_engine e;
+	co_context c;
+	size_t n;
+	(void)state;
+	NEED_TRACE();
+	start(1024, path);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&g.co, gen_fn);
+	assert_int_equal(co_engine_spawn(&e, &g.co), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_status(&g.co), -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_init(&h.co, gen_fn);
+	assert_int_equal(co_context_spawn(&c, &h.co), 0);
+	assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_status(&h.co), -ECANCELED);
+	assert_int_equal(co_context_destroy(&c), 0);
+	stop_and_read(path, &tf);
+	n = of_frame(&tf, &g.co, &ev);
+	EXPECT(ev, n, SPAWN, DONE);
+	assert_int_equal(ev[1].arg, -ECANCELED);
+	assert_int_equal(ev[1].a, P(gen_fn));
+	free(ev);
+	n = of_frame(&tf, &h.co, &ev);
+	EXPECT(ev, n, SPAWN, DONE);
+	assert_int_equal(ev[1].arg, -ECANCELED);
+	assert_int_equal(ev[1].thread, ev[0].thread); /* the stop's thread: this one */
+	free(ev);
+	tfile_free(&tf);
+}
+
 /* ---- an echo exchange over loopback ------------------------------------- */
 
 struct echo {
@@ -1713,6 +1756,7 @@ static void test_compiled_out(void **state)
 
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_generator),
+	cmocka_unit_test(test_cancelled_before_start),
 	cmocka_unit_test(test_echo_exchange),
 	cmocka_unit_test(test_sqe_and_multishot_recorded),
 	cmocka_unit_test(test_transfer),
