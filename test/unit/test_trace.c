@@ -807,6 +807,28 @@ static void test_full_buffer_drops_oldest(void **state)
 	assert_int_equal(st.recorded, 100);
 }
 
+/* co_trace_start(NULL): 65,536 events per thread (the 65,537th drops the
+ * oldest), and no file. */
+static void test_null_opts_defaults(void **state)
+{
+	co_trace_stats st;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	assert_int_equal(co_trace_start(NULL), 0);
+	co_init(&f, gen_fn);
+	for (unsigned i = 0; i < 65536; i++)
+		co_trace_frame(&f, CO_TRACE_YIELD);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recorded, 65536);
+	assert_int_equal(st.dropped, 0);
+	co_trace_frame(&f, CO_TRACE_YIELD);
+	co_trace_stats_get(&st);
+	assert_int_equal(st.recorded, 65537);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(co_trace_stop(), 0);
+}
+
 /* A thread whose buffer cannot be allocated records nothing, counts what
  * it lost, and goes on. */
 static void test_no_memory_for_buffer(void **state)
@@ -1765,6 +1787,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_loop_hook),
 	cmocka_unit_test(test_frame_hook_misuse),
 	cmocka_unit_test(test_full_buffer_drops_oldest),
+	cmocka_unit_test(test_null_opts_defaults),
 	cmocka_unit_test(test_no_memory_for_buffer),
 	cmocka_unit_test(test_resized_buffer_not_allocated),
 	cmocka_unit_test(test_allocates_once_per_thread),
