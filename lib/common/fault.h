@@ -82,6 +82,8 @@ enum co__fault_point {
 	                             its writer (lib/trace/trace.c) */
 	CO__POINT_TRACE_START_WAITS, /* a start found a stop under way and waits for its
 	                                end (lib/trace/trace.c) */
+	CO__POINT_DESTROY_WAITS, /* another thread's call found an engine's destroy deciding and
+	                            waits for its answer, outside its visit (lib/engine/engine_visit.c) */
 	CO__POINTS
 };
 

@@ -40,6 +40,14 @@
 #define CO__LIVE_STOPPED 0x80000000u
 #define CO__LIVE_COUNT(v) ((v) & ~CO__LIVE_STOPPED)
 
+/* The visitors word: the other threads inside a call on the engine (the
+ * low bits: a destroy waits for them before it decides) and, above them,
+ * those that found a destroy deciding and wait for its answer outside
+ * their visit (a destroy that frees the engine waits for them before it
+ * returns: co__engine_call_begin). */
+#define CO__VISIT_WAITING (1u << 16)
+#define CO__VISIT_INSIDE(v) ((v) & (CO__VISIT_WAITING - 1))
+
 /*
  * The counted invariants' drops (docs/design.md, "The rules (invariants)"): a count
  * never drops below what it holds. In a debug build (CO_DEBUG) a drop that

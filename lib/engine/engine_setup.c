@@ -361,8 +361,9 @@ int co_engine_destroy(co_engine *e)
 		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
 	}
 	/* DYING: no run can start, and calls from other threads that begin
-	 * from now on see it and touch nothing. Let those inside leave. */
-	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
+	 * from now on see it and wait for the answer, outside their visit
+	 * (co__engine_call_begin). Let those inside leave. */
+	while (CO__VISIT_INSIDE(atomic_load_explicit(&e->visitors, memory_order_acquire)) != 0)
 		sched_yield();
 	/* Close the door to spawns unless frames are live (the CAS fails if
 	 * a spawn counted itself meanwhile) or posts are pending. */
@@ -380,7 +381,11 @@ int co_engine_destroy(co_engine *e)
 	co__engine_wake_disarm(e);
 	io_uring_queue_exit(&e->ring);
 	engine_free(e);
-	atomic_store_explicit(&e->state, CO_ENGINE_DEAD, memory_order_release);
+	atomic_store_explicit(&e->state, CO_ENGINE_DEAD, memory_order_seq_cst);
+	/* the calls that waited for the answer see it and leave: the caller
+	 * may free *e once we return */
+	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
+		sched_yield();
 	return 0;
 }
 

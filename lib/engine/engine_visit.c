@@ -64,18 +64,56 @@ void co__engine_visit_push(co_engine *e, int remote, _Atomic(void *) *list, void
 	co__engine_visit_end(e, remote);
 }
 
+/* A call from another thread found e DYING: a destroy decides, once the
+ * visitors inside have left, whether it frees e or finds it busy (and e
+ * goes on as before). Leave the visit for the waiting part of the word
+ * (one add: the word never reads 0 meanwhile) and wait for the answer; a
+ * destroy that frees e waits for the word to read 0 before it returns,
+ * so e outlives the wait. 1: busy after all, the visit begun again; 0: e
+ * is destroyed, and nothing of the call is left. */
+static int destroy_answer(co_engine *e)
+{
+	int s;
+
+	atomic_fetch_add_explicit(&e->visitors, CO__VISIT_WAITING - 1, memory_order_seq_cst);
+	while ((s = atomic_load_explicit(&e->state, memory_order_seq_cst)) == CO_ENGINE_DYING) {
+		co__fault_point(CO__POINT_DESTROY_WAITS); /* tests: the destroy answers now */
+		sched_yield(); /* the answer is short */
+	}
+	if (s == CO_ENGINE_DEAD) {
+		/* release: the last touch of e */
+		atomic_fetch_sub_explicit(&e->visitors, CO__VISIT_WAITING, memory_order_release);
+		return 0;
+	}
+	atomic_fetch_add_explicit(&e->visitors, 1u - CO__VISIT_WAITING, memory_order_seq_cst);
+	co__engine_quiet_clear(e); /* as co__engine_visit_begin */
+	return 1;
+}
+
 /* Begin a call that may come from another thread: the visit, then the
  * check that the engine is set up (inside the visit, so that destroy,
  * which waits for visitors after it marked the engine DYING, never frees
- * it under a call that passed the check). 0, or -EINVAL (no visit left). */
+ * it under a call that passed the check). A destroy deciding meanwhile
+ * is waited out: the call goes on if the engine lives on. 0, or -EINVAL
+ * (no visit left). */
 int co__engine_call_begin(co_engine *e, int *remote)
 {
 	*remote = co__engine_visit_begin(e);
-	if (co__likely(co__engine_alive(e)))
-		return 0;
-	if (*remote)
-		atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
-	return -EINVAL;
+	while (co__unlikely(!co__engine_alive(e))) {
+		int s = atomic_load_explicit(&e->state, memory_order_seq_cst);
+
+		if (s == CO_ENGINE_DYING && *remote) {
+			if (destroy_answer(e))
+				continue;
+			return -EINVAL;
+		}
+		if (s != CO_ENGINE_DEAD && s != CO_ENGINE_DYING)
+			break; /* the destroy answered meanwhile: busy */
+		if (*remote)
+			atomic_fetch_sub_explicit(&e->visitors, 1, memory_order_release);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int co__engine_runner_mark(co_frame *f)
@@ -298,9 +336,12 @@ int co_engine_spawn(co_engine *e, co_frame *f)
 
 int co_engine_park(co_engine *e)
 {
-	if (e == NULL || !co__engine_alive(e))
+	int remote;
+
+	if (e == NULL || co__engine_call_begin(e, &remote) < 0)
 		return -EINVAL;
 	atomic_fetch_add_explicit(&e->parked, 1, memory_order_relaxed);
+	co__engine_visit_end(e, remote);
 	return 0;
 }
 

@@ -1315,6 +1315,134 @@ static void test_destroy_waits_for_visitor(void **state)
 	alarm(0);
 }
 
+/* engine.md, "The threading rule": a call from another thread that comes
+ * while a destroy decides (DYING, waiting for a post held inside its
+ * visit) waits for the answer. The destroy finds the engine busy (a frame
+ * woken, not yet unparked; the post): a spawn, a stop, an unpark and a
+ * park made meanwhile each answer 0 and count, and the run after the
+ * destroy drains it all. Without the wait each answered -EINVAL and did
+ * nothing, on an engine that lived on: the stop was lost, and the lost
+ * unpark left a parked count nothing would drop (the run never ended). */
+static _Thread_local int holds_visit, waits_answer;
+static atomic_int answer_waiters, first_calls_back;
+
+static void hold_visit_here(void *arg)
+{
+	if (holds_visit)
+		hold_visit(arg);
+}
+
+static void count_answer_waiter(void *arg)
+{
+	(void)arg;
+	if (!waits_answer) {
+		waits_answer = 1;
+		atomic_fetch_add(&answer_waiters, 1);
+	}
+}
+
+struct busy_destroy {
+	struct visit_race v;
+	struct co_test_task t;
+	atomic_int spawn_rc, stop_rc, unpark_rc, park_rc, unpark2_rc;
+};
+
+static void *held_post(void *arg)
+{
+	holds_visit = 1;
+	return visit_race_post(arg);
+}
+
+static void *spawn_stop_while_dying(void *arg)
+{
+	struct busy_destroy *b = arg;
+
+	atomic_store(&b->spawn_rc, co_engine_spawn(&b->v.e, &b->t.co));
+	atomic_fetch_add(&first_calls_back, 1);
+	atomic_store(&b->stop_rc, co_engine_stop(&b->v.e, CO_STOP_DRAIN));
+	return NULL;
+}
+
+static void *unpark_while_dying(void *arg)
+{
+	struct busy_destroy *b = arg;
+
+	atomic_store(&b->unpark_rc, co_engine_unpark(&b->v.e));
+	atomic_fetch_add(&first_calls_back, 1);
+	return NULL;
+}
+
+static void *park_while_dying(void *arg)
+{
+	struct busy_destroy *b = arg;
+
+	atomic_store(&b->park_rc, co_engine_park(&b->v.e));
+	atomic_fetch_add(&first_calls_back, 1);
+	atomic_store(&b->unpark2_rc, co_engine_unpark(&b->v.e));
+	return NULL;
+}
+
+static void test_calls_wait_out_a_busy_destroy(void **state)
+{
+	struct busy_destroy b;
+	struct gate g = { .aw = { &gate_ops }, .use_park = 1 };
+	struct waiter w = { .g = &g };
+	atomic_int runs[1] = { 0 };
+	pthread_t poster, destroyer, th[3];
+	void *(*calls[3])(void *) = { spawn_stop_while_dying, unpark_while_dying, park_while_dying };
+	(void)state;
+	alarm(30);
+	memset(&b, 0, sizeof b);
+	b.v.p.fn = count_post;
+	b.t.runs = runs;
+	co_init(&b.t.co, co_test_task_fn);
+	atomic_init(&b.v.post_rc, INT_MIN);
+	atomic_init(&b.v.destroy_rc, INT_MIN);
+	post_count = 0;
+	atomic_store(&visit_inside, 0);
+	atomic_store(&visit_release, 0);
+	atomic_store(&answer_waiters, 0);
+	atomic_store(&first_calls_back, 0);
+	assert_int_equal(co_engine_init(&b.v.e, NULL), 0);
+	co_init(&w.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&b.v.e, &w.co), 0);
+	assert_int_equal(co_engine_tick(&b.v.e), 1); /* parked at the gate */
+	assert_ptr_equal(g.parked, &w.co);
+	co_wake(&w.co); /* its unpark comes while the destroy decides */
+	co__fault_on_point(CO__POINT_VISIT_PUSH, hold_visit_here, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, count_answer_waiter, NULL);
+	assert_int_equal(pthread_create(&poster, NULL, held_post, &b.v), 0);
+	WAIT_UNTIL(atomic_load(&visit_inside));
+	assert_int_equal(pthread_create(&destroyer, NULL, visit_race_destroy, &b.v), 0);
+	WAIT_UNTIL(co_engine_state(&b.v.e) == CO_ENGINE_DYING || atomic_load(&b.v.destroy_rc) != INT_MIN);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, calls[i], &b), 0);
+	/* each first call waits for the answer (or, refused, came back) */
+	WAIT_UNTIL(atomic_load(&answer_waiters) + atomic_load(&first_calls_back) == 3);
+	atomic_store(&visit_release, 1);
+	assert_int_equal(pthread_join(destroyer, NULL), 0);
+	assert_int_equal(pthread_join(poster, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, NULL, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&b.v.destroy_rc), -EBUSY);
+	assert_int_equal(atomic_load(&b.v.post_rc), 0);
+	assert_int_equal(atomic_load(&b.spawn_rc), 0);
+	assert_int_equal(atomic_load(&b.stop_rc), 0);
+	assert_int_equal(atomic_load(&b.unpark_rc), 0);
+	assert_int_equal(atomic_load(&b.park_rc), 0);
+	assert_int_equal(atomic_load(&b.unpark2_rc), 0);
+	assert_int_equal(atomic_load(&answer_waiters), 3);
+	assert_int_equal(co_engine_state(&b.v.e), CO_ENGINE_STOPPED);
+	assert_int_equal(co_engine_run(&b.v.e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(post_count, 1);
+	assert_int_equal(w.passed, 1);
+	assert_int_equal(atomic_load(&runs[0]), 1);
+	assert_int_equal(co_engine_destroy(&b.v.e), 0);
+	alarm(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1339,6 +1467,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_stats_read_from_other_thread),
 		cmocka_unit_test(test_destroy_from_other_thread_under_calls),
 		cmocka_unit_test(test_destroy_waits_for_visitor),
+		cmocka_unit_test(test_calls_wait_out_a_busy_destroy),
 		cmocka_unit_test(test_sqe_helpers_refuse_other_threads),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
