@@ -283,6 +283,10 @@ void co__engine_enqueue(co_engine *e, int visit, co_frame *f);
  * check that e is set up (inside the visit). 0 (end it with
  * co__engine_visit_end), or -EINVAL with no visit left. */
 int co__engine_call_begin(co_engine *e, int *visit);
+/* e is DYING: wait, outside any visit, for the destroy's answer (inside:
+ * the caller is a visitor, and is one again when e lives on). 1: e lives
+ * on; 0: destroyed, and e is not touched again. */
+int co__engine_destroy_answer(co_engine *e, int inside);
 /* Count one more frame on e unless spawns are refused: 1, or 0. */
 int co__engine_live_get(co_engine *e);
 

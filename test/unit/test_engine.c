@@ -1402,6 +1402,7 @@ static void test_calls_wait_out_a_busy_destroy(void **state)
 	atomic_store(&visit_inside, 0);
 	atomic_store(&visit_release, 0);
 	atomic_store(&answer_waiters, 0);
+	waits_answer = 0; /* this thread's, of an earlier case */
 	atomic_store(&first_calls_back, 0);
 	assert_int_equal(co_engine_init(&b.v.e, NULL), 0);
 	co_init(&w.co, waiter_fn);
@@ -1443,6 +1444,82 @@ static void test_calls_wait_out_a_busy_destroy(void **state)
 	alarm(0);
 }
 
+/* The same for the owner's tick and a second destroy, which are no
+ * visits: each waits for the answer of the destroy that decides, then
+ * takes the engine as it would have (the second destroy finds it busy
+ * too, the tick runs the post). Without the wait both answered -EINVAL,
+ * the owner's as if its engine were gone. The owner's wait releases the
+ * held post once both wait (the hook runs on the waiting thread). */
+static atomic_int answer_waiters_release;
+
+static void count_then_release(void *arg)
+{
+	count_answer_waiter(arg);
+	if (atomic_load(&answer_waiters) >= atomic_load(&answer_waiters_release))
+		atomic_store(&visit_release, 1);
+}
+
+static atomic_int second_destroy_rc;
+
+static void *second_destroy(void *arg)
+{
+	struct visit_race *v = arg;
+
+	atomic_store(&second_destroy_rc, co_engine_destroy(&v->e));
+	return NULL;
+}
+
+static void test_owner_and_destroy_wait_out_a_busy_destroy(void **state)
+{
+	struct visit_race v;
+	struct gate g = { .aw = { &gate_ops } };
+	struct waiter w = { .g = &g };
+	pthread_t poster, destroyer, destroyer2;
+	int tick;
+	(void)state;
+	alarm(30);
+	memset(&v, 0, sizeof v);
+	v.p.fn = count_post;
+	atomic_init(&v.post_rc, INT_MIN);
+	atomic_init(&v.destroy_rc, INT_MIN);
+	atomic_store(&second_destroy_rc, INT_MIN);
+	post_count = 0;
+	atomic_store(&visit_inside, 0);
+	atomic_store(&visit_release, 0);
+	atomic_store(&answer_waiters, 0);
+	waits_answer = 0; /* this thread's, of an earlier case */
+	atomic_store(&answer_waiters_release, 2);
+	assert_int_equal(co_engine_init(&v.e, NULL), 0);
+	co_init(&w.co, waiter_fn);
+	assert_int_equal(co_engine_spawn(&v.e, &w.co), 0);
+	assert_int_equal(co_engine_tick(&v.e), 1); /* this thread owns it; w at the gate */
+	co__fault_on_point(CO__POINT_VISIT_PUSH, hold_visit_here, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, count_then_release, NULL);
+	assert_int_equal(pthread_create(&poster, NULL, held_post, &v), 0);
+	WAIT_UNTIL(atomic_load(&visit_inside));
+	assert_int_equal(pthread_create(&destroyer, NULL, visit_race_destroy, &v), 0);
+	WAIT_UNTIL(co_engine_state(&v.e) == CO_ENGINE_DYING || atomic_load(&v.destroy_rc) != INT_MIN);
+	assert_int_equal(pthread_create(&destroyer2, NULL, second_destroy, &v), 0);
+	WAIT_UNTIL(atomic_load(&answer_waiters) == 1 || atomic_load(&second_destroy_rc) != INT_MIN);
+	tick = co_engine_tick(&v.e); /* waits too, and releases the post */
+	atomic_store(&visit_release, 1); /* refused at once: release it here */
+	assert_int_equal(pthread_join(destroyer, NULL), 0);
+	assert_int_equal(pthread_join(destroyer2, NULL), 0);
+	assert_int_equal(pthread_join(poster, NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, NULL, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&v.destroy_rc), -EBUSY);
+	assert_int_equal(atomic_load(&second_destroy_rc), -EBUSY);
+	assert_int_equal(tick, 0); /* the post ran; w still at the gate */
+	assert_int_equal(post_count, 1);
+	assert_int_equal(atomic_load(&answer_waiters), 2);
+	co_wake(g.parked);
+	assert_int_equal(co_engine_run(&v.e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(w.passed, 1);
+	assert_int_equal(co_engine_destroy(&v.e), 0);
+	alarm(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -1468,6 +1545,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_destroy_from_other_thread_under_calls),
 		cmocka_unit_test(test_destroy_waits_for_visitor),
 		cmocka_unit_test(test_calls_wait_out_a_busy_destroy),
+		cmocka_unit_test(test_owner_and_destroy_wait_out_a_busy_destroy),
 		cmocka_unit_test(test_sqe_helpers_refuse_other_threads),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
