@@ -6,6 +6,7 @@
  * the others never call it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <string.h>
 #include <unistd.h>
@@ -263,8 +264,8 @@ int co_engine_init(co_engine *e, const co_engine_opts *opts)
 		if (o.batch == 0)
 			o.batch = 256;
 	}
-	if (o.cq_entries == 0)
-		o.cq_entries = 4 * o.sq_entries;
+	if (o.cq_entries == 0) /* four times the SQ, held at UINT_MAX (CLAMP takes any size) */
+		o.cq_entries = o.sq_entries > UINT_MAX / 4 ? UINT_MAX : 4 * o.sq_entries;
 	if (o.cancel_grace_ns == 0)
 		o.cancel_grace_ns = CO__CANCEL_GRACE_NS;
 	for (unsigned i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++)

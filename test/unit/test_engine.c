@@ -71,6 +71,29 @@ static void test_init_errors(void **state)
 	assert_int_equal(co_engine_destroy(&e), -EINVAL); /* twice */
 }
 
+/* opts.cq_entries 0 is four times the SQ: for an SQ past a quarter of
+ * UINT_MAX too, where the product would wrap below the SQ (and the init
+ * answered -EINVAL, as for cq_entries < sq_entries); IORING_SETUP_CLAMP
+ * takes such sizes down to the kernel's largest. */
+static void test_default_cq_for_any_sq(void **state)
+{
+	co_engine e;
+	co_engine_opts o = { .sq_entries = 1u << 30, .setup_flags = IORING_SETUP_CLAMP };
+	int err;
+	(void)state;
+	err = co_engine_init(&e, &o);
+	if (err == -ENOMEM) {
+		print_message("      no memory for the kernel's largest ring: skipped\n");
+		return;
+	}
+	assert_int_equal(err, 0);
+	assert_true(e.ring.cq.ring_entries >= e.ring.sq.ring_entries);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	o.sq_entries = UINT_MAX;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* The owner thread ends; a thread made after it (which glibc often gives
  * the same pthread_t) is not the owner: -EPERM. */
 struct owner_try {
@@ -1524,6 +1547,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_init_errors),
+		cmocka_unit_test(test_default_cq_for_any_sq),
 		cmocka_unit_test(test_owner_ended_next_thread_refused),
 		cmocka_unit_test(test_uring_unavailable),
 		cmocka_unit_test(test_register_refused),
