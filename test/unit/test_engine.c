@@ -496,6 +496,40 @@ static void test_stopped_tick_forgets_stuck(void **state)
 	assert_int_equal(w.passed, 0);
 }
 
+/* co_engine_stop: a second stop may turn a drain into a cancel, never the
+ * reverse, and a timed stop keeps the earliest time asked for. A frame
+ * sleeps an hour: a cancel stop followed by a drain and a later timed
+ * stop, and a timed stop of 0 followed by one of an hour and a drain,
+ * each end its sleep at the run's first turn (a stop that went back to a
+ * drain, or to the later time, would wait the hour: the alarm). */
+static void test_stop_never_relaxes(void **state)
+{
+	(void)state;
+	alarm(30);
+	for (int k = 0; k < 2; k++) {
+		co_engine e;
+		struct co_test_sleeper sl;
+
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		co_test_sleeper_init(&sl, 3600 * CO_S);
+		assert_int_equal(co_engine_spawn(&e, &sl.co), 0);
+		assert_int_equal(co_engine_tick(&e), 1); /* asleep */
+		if (k == 0) {
+			assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+			assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+			assert_int_equal(co_engine_stop_timed(&e, 3600 * CO_S), 0);
+		} else {
+			assert_int_equal(co_engine_stop_timed(&e, 0), 0);
+			assert_int_equal(co_engine_stop_timed(&e, 3600 * CO_S), 0);
+			assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+		}
+		assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+		assert_int_equal(sl.res, -ECANCELED);
+		assert_int_equal(co_engine_destroy(&e), 0);
+	}
+	alarm(0);
+}
+
 /* Waits until the engine, with the frame parked, has gone to sleep instead
  * of returning (an engine that ignored park counts would find itself idle
  * and return), then wakes the frame and drops the park count, in that
@@ -1557,6 +1591,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
 		cmocka_unit_test(test_deadlock_reported),
 	cmocka_unit_test(test_stopped_tick_forgets_stuck),
+		cmocka_unit_test(test_stop_never_relaxes),
 		cmocka_unit_test(test_parked_frame_keeps_engine_alive),
 		cmocka_unit_test(test_stop_cancels_io),
 		cmocka_unit_test(test_stop_cancels_io_started_later),
