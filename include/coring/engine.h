@@ -301,7 +301,9 @@ CO_API int co_engine_init(co_engine *e, const co_engine_opts *opts);
 /*
  * Release the engine's ring and memory; afterwards the library never
  * touches *e again. Refuses (-EBUSY) while a run is in progress, while
- * spawned frames have not finished, posts have not run, a co_bufring
+ * spawned frames have not finished, posts have not run, an SQE with
+ * an info (co_engine_sqe) is in flight (a tick leaves it so: a drain
+ * stop's run cancels it and runs its callback), a co_bufring
  * (coring/stream.h) is registered or a pool job whose frame a cancel stop
  * finished still runs (coring/pool.h), so nothing is
  * silently abandoned; the one exception is a stopped engine whose last run

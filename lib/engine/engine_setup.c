@@ -371,10 +371,15 @@ int co_engine_destroy(co_engine *e)
 	while (CO__VISIT_INSIDE(atomic_load_explicit(&e->visitors, memory_order_acquire)) != 0)
 		sched_yield();
 	/* Close the door to spawns unless frames are live (the CAS fails if
-	 * a spawn counted itself meanwhile) or posts are pending. */
+	 * a spawn counted itself meanwhile), posts are pending or an SQE
+	 * whose CQE is awaited is in flight (its callback has not run: an
+	 * SQE of the user's own that outlived its frame, after a tick; a run
+	 * returns with none, but on an error of io_uring's). inflight is the
+	 * owner's: no run is in progress, and the take ordered us after the
+	 * last. */
 	live = atomic_load_explicit(&e->live, memory_order_acquire);
 	if ((CO__LIVE_COUNT(live) != 0 && !only_stuck_left(e, live)) || !co__lifo_empty(&e->posts) ||
-	    co__engine_held(e) ||
+	    e->inflight != 0 || co__engine_held(e) ||
 	    !atomic_compare_exchange_strong(&e->live, &live, live | CO__LIVE_STOPPED)) {
 		/* Busy after all. A stop that came meanwhile set the refusal
 		 * bit but could not move the state: STOPPED then. */

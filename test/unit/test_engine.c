@@ -290,6 +290,67 @@ static void test_last_sqe_gone_after_submit(void **state)
 	assert_int_equal(l.after_wait, 0);
 }
 
+/* co_engine_destroy abandons nothing silently: an SQE of the caller's own
+ * with a callback (co_engine_sqe with an info), still in flight after its
+ * frame finished, keeps the engine (-EBUSY) until its callback ran, as a
+ * frame does. A drain stop cancels it (nothing waits for it), the
+ * callback sees -ECANCELED, and the destroy succeeds. */
+struct orphan {
+	co_frame co;
+	co_io_info info;
+	int fd;
+	char buf[8];
+	atomic_int res, calls;
+};
+
+static void orphan_done(co_engine *e, co_io_info *info, int res, unsigned flags, unsigned tag)
+{
+	struct orphan *o = co__container_of(info, struct orphan, info);
+	(void)e, (void)flags, (void)tag;
+	atomic_store(&o->res, res);
+	atomic_fetch_add(&o->calls, 1);
+}
+
+static int orphan_fn(co_frame *f)
+{
+	struct orphan *o = (struct orphan *)f;
+	struct io_uring_sqe *sqe;
+
+	CO_BEGIN(f);
+	o->info.cb = orphan_done;
+	sqe = co_engine_sqe(co_engine_current(), &o->info, 0);
+	assert_non_null(sqe);
+	io_uring_prep_read(sqe, o->fd, o->buf, sizeof o->buf, 0);
+	CO_END(f); /* without waiting for it */
+}
+
+static void test_destroy_keeps_sqe_in_flight(void **state)
+{
+	co_engine e;
+	struct orphan o = { 0 };
+	int p[2];
+	(void)state;
+	alarm(30);
+	assert_int_equal(pipe(p), 0);
+	o.fd = p[0]; /* nobody writes */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_init(&o.co, orphan_fn);
+	assert_int_equal(co_engine_spawn(&e, &o.co), 0);
+	assert_int_equal(co_engine_tick(&e), 1);
+	assert_true(co_done(&o.co));
+	assert_int_equal(e.inflight, 1);
+	assert_int_equal(co_engine_destroy(&e), -EBUSY); /* its callback has not run */
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_READY);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&o.calls), 1);
+	assert_int_equal(atomic_load(&o.res), -ECANCELED);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(p[0]);
+	close(p[1]);
+	alarm(0);
+}
+
 /* ---- the SQE helpers belong to the engine's own thread ------------------------- */
 
 /* Invariant 2: co_engine_sqe, co_engine_sqe_link and co_engine_last_sqe
@@ -1589,6 +1650,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
+		cmocka_unit_test(test_destroy_keeps_sqe_in_flight),
 		cmocka_unit_test(test_deadlock_reported),
 	cmocka_unit_test(test_stopped_tick_forgets_stuck),
 		cmocka_unit_test(test_stop_never_relaxes),
