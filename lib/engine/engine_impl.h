@@ -44,7 +44,7 @@
  * low bits: a destroy waits for them before it decides) and, above them,
  * those that found a destroy deciding and wait for its answer outside
  * their visit (a destroy that frees the engine waits for them before it
- * returns: co__engine_call_begin). */
+ * returns: co__engine_destroy_answer). */
 #define CO__VISIT_WAITING (1u << 16)
 #define CO__VISIT_INSIDE(v) ((v) & (CO__VISIT_WAITING - 1))
 

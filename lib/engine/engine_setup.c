@@ -392,8 +392,9 @@ int co_engine_destroy(co_engine *e)
 	io_uring_queue_exit(&e->ring);
 	engine_free(e);
 	atomic_store_explicit(&e->state, CO_ENGINE_DEAD, memory_order_seq_cst);
-	/* the calls that waited for the answer see it and leave: the caller
-	 * may free *e once we return */
+	/* the calls that waited for the answer see it and leave, and those
+	 * that came meanwhile see DEAD: the caller may free *e once we
+	 * return */
 	while (atomic_load_explicit(&e->visitors, memory_order_acquire) != 0)
 		sched_yield();
 	return 0;
