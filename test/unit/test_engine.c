@@ -220,6 +220,29 @@ static void test_first_enable_refused(void **state)
 	assert_int_equal(co_engine_destroy(&e), 0);
 }
 
+/* co_engine_tick (engine.md): a run or a tick from a thread
+ * other than the owner answers -EBUSY while the owner runs the engine
+ * (it runs already) and -EPERM once it does not. */
+static void test_other_thread_while_owner_runs(void **state)
+{
+	co_engine e;
+	co_test_runner r;
+	(void)state;
+	alarm(30);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(co_engine_state(&e) == CO_ENGINE_RUNNING);
+	assert_int_equal(co_engine_tick(&e), -EBUSY);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EBUSY);
+	assert_int_equal(co_engine_destroy(&e), -EBUSY);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(co_engine_tick(&e), -EPERM);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), -EPERM);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	alarm(0);
+}
+
 static void test_spawn_errors(void **state)
 {
 	co_engine e;
@@ -1648,6 +1671,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_register_refused),
 		cmocka_unit_test(test_first_enable_refused),
 		cmocka_unit_test(test_spawn_errors),
+		cmocka_unit_test(test_other_thread_while_owner_runs),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
 		cmocka_unit_test(test_destroy_keeps_sqe_in_flight),
