@@ -51,7 +51,9 @@ typedef struct co_engine_opts {
 	                          checked again; default 256 */
 	unsigned setup_flags;  /* extra IORING_SETUP_* flags (see
 	                          co_engine_init for those it takes) */
-	int no_fast_flags;     /* nonzero: do not try SINGLE_ISSUER/DEFER_TASKRUN */
+	int no_fast_flags;     /* nonzero: a plain ring: do not try
+	                          SINGLE_ISSUER/DEFER_TASKRUN nor COOP_TASKRUN
+	                          (setup_flags still taken) */
 	uint64_t cancel_grace_ns; /* cancel stop: frames still running this long
 	                          after it are finished for them (status
 	                          -ECANCELED); default 1 s; near UINT64_MAX:

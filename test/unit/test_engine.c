@@ -243,6 +243,34 @@ static void test_other_thread_while_owner_runs(void **state)
 	alarm(0);
 }
 
+/* opts.no_fast_flags: a plain ring, with none of the task-run modes the
+ * engine would try (SINGLE_ISSUER | DEFER_TASKRUN, COOP_TASKRUN, and
+ * TASKRUN_FLAG with either), that runs frames all the same. Flags the
+ * caller asks for in setup_flags are still taken. */
+static void test_no_fast_flags_plain_ring(void **state)
+{
+	const unsigned modes = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+			       IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	co_engine e;
+	co_engine_opts o = { .no_fast_flags = 1 };
+	struct co_test_task t = { 0 };
+	atomic_int runs[1] = { 0 };
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(e.ring.flags & modes, 0);
+	assert_int_equal(e.features & CO_ENGINE_F_SINGLE_ISSUER, 0);
+	t.runs = runs;
+	co_init(&t.co, co_test_task_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&runs[0]), 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	o.setup_flags = IORING_SETUP_COOP_TASKRUN;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	assert_int_equal(e.ring.flags & modes, IORING_SETUP_COOP_TASKRUN);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 static void test_spawn_errors(void **state)
 {
 	co_engine e;
@@ -1671,6 +1699,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_register_refused),
 		cmocka_unit_test(test_first_enable_refused),
 		cmocka_unit_test(test_spawn_errors),
+		cmocka_unit_test(test_no_fast_flags_plain_ring),
 		cmocka_unit_test(test_other_thread_while_owner_runs),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
