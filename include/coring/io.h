@@ -170,10 +170,11 @@ CO_API int co_signals_close(co_signals *s);
  *
  * Given an awaiter that is not I/O, the await ends with -EINVAL (NULL:
  * returns NULL, which CO_AWAIT makes -EINVAL, a debug build traps); applied
- * late (after co_deadline, or after another prep), the operation is
- * cancelled at once and the await ends with -EINVAL, even if it completed
- * (it may have run on descriptor number fd by then: apply it right after
- * the prep). co_read_fixed / co_write_fixed transfer within registered
+ * late (after co_deadline, after another prep, or once the operation
+ * completed), the operation is cancelled at once if still in flight and
+ * the await ends with -EINVAL, even if it completed (it may have run on
+ * descriptor number fd by then: apply it right after the prep). A prep
+ * that failed keeps its error. co_read_fixed / co_write_fixed transfer within registered
  * buffer buf_index ([buf, buf + len) must lie inside it, else -EFAULT).
  */
 CO_API co_awaiter *co_fixed_file(co_awaiter *aw);

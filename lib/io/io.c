@@ -283,6 +283,11 @@ static const co_awaiter_ops io_ops_plain = { NULL, io_suspend, io_resume, io_can
  * maps the CQE's result), the suspend is a plain one's. */
 static const co_awaiter_ops io_ops_parks = { NULL, io_suspend, io_resume, io_cancel,
 					     CO__AW_IO | CO__AW_PARKS, "io" };
+/* A prep that failed (io_fail): io_ops, told apart from an operation that
+ * completed before its await (co_fixed_file keeps the one's error and
+ * refuses the other). */
+static const co_awaiter_ops io_ops_failed = { NULL, io_suspend, io_resume, io_cancel, CO__AW_IO,
+					      "io" };
 
 /* A CQE of io's counted out: the last one wakes the awaiting frame (none
  * yet when the await is still being prepared); one before the last may
@@ -341,7 +346,7 @@ static co_awaiter *io_fail(co_io *io, int err)
 {
 	if (io == NULL)
 		return NULL; /* CO_AWAIT(f, NULL): -EINVAL, or a trap in debug builds */
-	io->aw.ops = &io_ops;
+	io->aw.ops = &io_ops_failed;
 	io->info.cb = io_done;
 	io->frame = NULL;
 	io->res = err;
@@ -782,10 +787,12 @@ co_awaiter *co_fixed_file(co_awaiter *aw)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
 	if (aw->ops == NULL || CO__AW_KIND(aw->ops) != CO__AW_IO)
 		return co__wrong_kind(aw); /* not I/O: -EINVAL */
-	if (io->pending == 0)
+	if (aw->ops == &io_ops_failed)
 		return aw; /* the prep failed: the await ends at once anyway */
-	/* right after the prep only (before co_deadline): its SQE is queued */
-	op = io->kind & K_DEADLINE ? NULL : co_engine_last_sqe(co__tls_engine, &io->info);
+	/* right after the prep only (before co_deadline): its SQE is queued;
+	 * one completed already ran on the plain descriptor */
+	op = io->kind & K_DEADLINE || io->pending == 0 ? NULL
+						       : co_engine_last_sqe(co__tls_engine, &io->info);
 	if (op == NULL) {
 		/* cancelled at once; -EINVAL even if it completed, on the
 		 * plain descriptor of that number */

@@ -631,6 +631,47 @@ static void test_await_after_completion(void **state)
 	close(a.p[1]);
 }
 
+/* io.h: co_fixed_file applied late ends the await with -EINVAL "even if
+ * it completed": its operation went in on the plain descriptor of that
+ * number. Applied after a read of a pipe with data has completed (a prep,
+ * then yields until its CQE is in; no table is registered), the await
+ * ends with -EINVAL, not with the bytes the plain descriptor gave. */
+static int fixed_late_fn(co_frame *f)
+{
+	struct after *a = (struct after *)f;
+	CO_BEGIN(f);
+	co_read(&a->io, a->p[0], a->buf, sizeof a->buf, (uint64_t)-1);
+	for (a->yields = 0; a->io.pending != 0 && a->yields < 1000; a->yields++)
+		CO_YIELD(f);
+	CO_AWAIT(f, co_fixed_file(&a->io.aw));
+	a->r[0] = co_result(f);
+	/* a prep that failed keeps its own error (no SQE: -EFAULT) */
+	CO_AWAIT(f, co_fixed_file(co_openat(&a->io, AT_FDCWD, NULL, 0, 0)));
+	a->r[1] = co_result(f);
+	/* right after the prep: the fixed-file flag is taken (no table: -EBADF
+	 * or -ENXIO, the kernel's) */
+	CO_AWAIT(f, co_fixed_file(co_read(&a->io, 0, a->buf, sizeof a->buf, (uint64_t)-1)));
+	a->r[2] = co_result(f);
+	CO_END(f);
+}
+
+static void test_fixed_file_after_completion(void **state)
+{
+	struct after a;
+	(void)state;
+	memset(&a, 0, sizeof a);
+	assert_int_equal(pipe(a.p), 0);
+	assert_int_equal(write(a.p[1], "ok", 2), 2);
+	co_init(&a.co, fixed_late_fn);
+	co_test_run1(&a.co);
+	assert_true(a.yields < 1000);
+	assert_int_equal(a.r[0], -EINVAL);
+	assert_int_equal(a.r[1], -EFAULT);
+	assert_true(a.r[2] == -EBADF || a.r[2] == -ENXIO);
+	close(a.p[0]);
+	close(a.p[1]);
+}
+
 /* A frame asked to cancel before it awaits an operation that would wait
  * (a read of an empty pipe): the operation is submitted and cancelled at
  * once, the await ends with -ECANCELED; under co_shield it would wait, so
@@ -1043,6 +1084,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipe_ops),
 		cmocka_unit_test(test_await_after_completion),
+		cmocka_unit_test(test_fixed_file_after_completion),
 		cmocka_unit_test(test_file_ops),
 		cmocka_unit_test(test_socketpair_ops),
 		cmocka_unit_test(test_sleep_and_deadline),
