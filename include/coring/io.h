@@ -184,7 +184,8 @@ CO_API co_awaiter *co_write_fixed(co_io *io, int fd, const void *buf, unsigned l
 				  unsigned buf_index);
 
 /* Any operation the library has no helper for: prep fills the SQE (any
- * io_uring_prep_* call, or fields by hand) and must leave user_data alone;
+ * io_uring_prep_* call, or fields by hand: it is handed every field 0 but
+ * user_data) and must leave user_data alone;
  * link flags are cleared (co_deadline links its own timeout). Deadlines,
  * co_timeout and cancellation apply as to any I/O. The await's value is
  * the CQE's res, or -EOPNOTSUPP when the kernel lacks the opcode, or

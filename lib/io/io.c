@@ -816,6 +816,10 @@ co_awaiter *co_sqe(co_io *io, void (*prep)(struct io_uring_sqe *sqe, void *arg),
 	if (sqe == NULL)
 		return io ? &io->aw : NULL;
 	data = sqe->user_data;
+	/* a clean SQE, whatever the slot's last operation left in it: a prep
+	 * that fills fields by hand leaves the others 0, as the kernel wants */
+	memset(sqe, 0, sizeof *sqe << co__tls_engine->sqe_shift);
+	sqe->user_data = data;
 	prep(sqe, arg);
 	/* the completion is ours, and so is the link chain a deadline adds */
 	sqe->user_data = data;

@@ -548,6 +548,68 @@ static void test_any_sqe(void **state)
 	close(o.q[1]);
 }
 
+/* io.md, "Operations" (any SQE): the prep may fill the SQE by hand, field
+ * by field. It is handed a clean SQE (every byte 0 but the library's user_data), not
+ * what the slot's last operation left: a send with MSG_NOSIGNAL leaves its
+ * flags in the union a nop reads as its own flags, which the kernel
+ * refuses (-EINVAL). An engine of 4 SQ slots, two sends and then a nop
+ * whose prep sets only the opcode, 16 times: every slot comes round again,
+ * and each nop's slot was a send's. Without the clean SQE, 15 nops end
+ * with -EINVAL. */
+struct by_hand {
+	co_frame co;
+	co_io io;
+	int sv[2], i, dirty, r[16];
+	char c;
+};
+
+static void prep_nop_by_hand(struct io_uring_sqe *sqe, void *arg)
+{
+	struct by_hand *h = arg;
+	struct io_uring_sqe clean;
+
+	memset(&clean, 0, sizeof clean);
+	clean.user_data = sqe->user_data;
+	if (memcmp(sqe, &clean, sizeof clean) != 0)
+		h->dirty++;
+	sqe->opcode = IORING_OP_NOP;
+}
+
+static int by_hand_fn(co_frame *f)
+{
+	struct by_hand *h = (struct by_hand *)f;
+	CO_BEGIN(f);
+	for (h->i = 0; h->i < 16; h->i++) {
+		CO_AWAIT(f, co_send(&h->io, h->sv[0], "x", 1, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_send(&h->io, h->sv[0], "y", 1, MSG_NOSIGNAL));
+		CO_AWAIT(f, co_sqe(&h->io, prep_nop_by_hand, h));
+		h->r[h->i] = co_result(f);
+	}
+	CO_END(f);
+}
+
+static void test_any_sqe_by_hand(void **state)
+{
+	co_engine e;
+	co_engine_opts opts = { 0 };
+	struct by_hand h;
+	(void)state;
+	memset(&h, 0, sizeof h);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, h.sv), 0);
+	opts.sq_entries = 4;
+	assert_int_equal(co_engine_init(&e, &opts), 0);
+	co_init(&h.co, by_hand_fn);
+	assert_int_equal(co_engine_spawn(&e, &h.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(h.i, 16);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(h.r[i], 0);
+	assert_int_equal(h.dirty, 0);
+	close(h.sv[0]);
+	close(h.sv[1]);
+}
+
 /* IOSQE_IO_DRAIN would wait for every operation submitted before it on the
  * engine's ring, its own wake-up read included, which is always in
  * flight: it is refused (-EINVAL, the SQE runs as a nop), so that no
@@ -1362,6 +1424,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_send_zc_stop_waits_for_buffer),
 	cmocka_unit_test(test_udp_sendto_recvfrom),
 	cmocka_unit_test(test_any_sqe),
+	cmocka_unit_test(test_any_sqe_by_hand),
 	cmocka_unit_test(test_sqe_drain_refused),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
