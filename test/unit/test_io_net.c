@@ -442,6 +442,88 @@ static void test_all_nonblocking_waits(void **state)
 	close(p[1]);
 }
 
+/* ---- the acceptor re-armed -------------------------------------------------- */
+
+/* io.md, "Multishot accept": "The kernel ending the multishot after a
+ * success re-arms it". A CQ of 2 entries and 16 connections waiting in
+ * the backlog when the acceptor starts: the kernel accepts until the CQ is
+ * full, then ends the multishot with a descriptor (no IORING_CQE_F_MORE),
+ * again and again. Every connection reaches on_conn, then the frame stops
+ * the acceptor: its last call is -ECANCELED. Without the re-arm the
+ * acceptor stays stopped after the first full CQ and the count stops
+ * short (the frame gives up after 5 s). */
+enum { REARM_CONNS = 16 };
+
+struct rearm {
+	co_frame co;
+	co_io io;
+	co_acceptor acc;
+	int lfd, fds, cancelled, other, start, stop, polls;
+};
+
+static void rearm_conn(co_acceptor *a, int fd)
+{
+	struct rearm *r = a->user;
+
+	if (fd >= 0) {
+		r->fds++;
+		close(fd);
+	} else if (fd == -ECANCELED) {
+		r->cancelled++;
+	} else {
+		r->other++;
+	}
+}
+
+static int rearm_fn(co_frame *f)
+{
+	struct rearm *r = (struct rearm *)f;
+	CO_BEGIN(f);
+	r->start = co_acceptor_start(&r->acc, r->lfd, SOCK_CLOEXEC, rearm_conn, r);
+	for (r->polls = 0; r->fds < REARM_CONNS && r->polls < 5000; r->polls++)
+		CO_AWAIT(f, co_sleep(&r->io, CO_MS));
+	r->stop = co_acceptor_stop(&r->acc);
+	while (r->cancelled == 0 && r->polls++ < 10000)
+		CO_AWAIT(f, co_sleep(&r->io, CO_MS));
+	CO_END(f);
+}
+
+static void test_acceptor_rearmed_after_success(void **state)
+{
+	co_engine e;
+	co_engine_opts opts = { 0 };
+	struct rearm r;
+	uint16_t port;
+	int c[REARM_CONNS];
+	(void)state;
+	memset(&r, 0, sizeof r);
+	r.lfd = co_test_listen(&port);
+	for (int i = 0; i < REARM_CONNS; i++) {
+		struct sockaddr_in a = co_test_loopback(port);
+		c[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(c[i] >= 0);
+		assert_int_equal(connect(c[i], (struct sockaddr *)&a, sizeof a), 0);
+	}
+	opts.sq_entries = 2;
+	opts.cq_entries = 2;
+	assert_int_equal(co_engine_init(&e, &opts), 0);
+	co_init(&r.co, rearm_fn);
+	r.acc.user = &r;
+	assert_int_equal(co_engine_spawn(&e, &r.co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(r.start, 0);
+	assert_int_equal(r.stop, 0);
+	assert_int_equal(r.fds, REARM_CONNS);
+	assert_int_equal(r.acc.accepted, REARM_CONNS);
+	assert_int_equal(r.cancelled, 1);
+	assert_int_equal(r.other, 0);
+	assert_int_equal(r.acc.armed, 0);
+	for (int i = 0; i < REARM_CONNS; i++)
+		close(c[i]);
+	close(r.lfd);
+}
+
 /* ---- the acceptor's errors ---------------------------------------------- */
 
 struct acc_probe {
@@ -850,6 +932,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_all_nonblocking_waits),
 		cmocka_unit_test(test_all_write_without_progress),
 		cmocka_unit_test(test_acceptor_errors),
+		cmocka_unit_test(test_acceptor_rearmed_after_success),
 		cmocka_unit_test(test_acceptor_armed_on_another_engine),
 		cmocka_unit_test(test_echo_10000_coroutines),
 		cmocka_unit_test(test_echo_random_sizes_to_64k),
