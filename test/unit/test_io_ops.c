@@ -610,6 +610,53 @@ static void test_any_sqe_by_hand(void **state)
 	close(h.sv[1]);
 }
 
+/* io.md, "Operations" (any SQE): the library keeps the SQE's user_data and
+ * link flags for itself, a prep that sets them corrected. A nop's prep
+ * sets IOSQE_IO_HARDLINK and IOSQE_CQE_SKIP_SUCCESS: the SQE queued has
+ * neither (a skipped success would post no CQE, and the await would wait
+ * for good: the test takes them off itself, noting it, so that it fails
+ * rather than hangs) and the await ends with 0. */
+struct sqe_flags {
+	co_frame co;
+	co_io io;
+	co_awaiter *a;
+	int kept, r;
+};
+
+static void prep_nop_flags(struct io_uring_sqe *sqe, void *arg)
+{
+	(void)arg;
+	io_uring_prep_nop(sqe);
+	sqe->flags |= IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS;
+}
+
+static int sqe_flags_fn(co_frame *f)
+{
+	struct sqe_flags *t = (struct sqe_flags *)f;
+	struct io_uring_sqe *sqe;
+	CO_BEGIN(f);
+	t->a = co_sqe(&t->io, prep_nop_flags, NULL);
+	sqe = co_engine_last_sqe(co_engine_current(), &t->io.info);
+	t->kept = sqe ? (int)(sqe->flags & (IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS)) : -1;
+	if (sqe)
+		sqe->flags &= (uint8_t) ~(IOSQE_IO_HARDLINK | IOSQE_CQE_SKIP_SUCCESS);
+	CO_AWAIT(f, t->a);
+	t->r = co_result(f);
+	CO_END(f);
+}
+
+static void test_any_sqe_flags_corrected(void **state)
+{
+	struct sqe_flags t;
+	(void)state;
+	memset(&t, 0, sizeof t);
+	t.r = 1;
+	co_init(&t.co, sqe_flags_fn);
+	co_test_run1(&t.co);
+	assert_int_equal(t.kept, 0);
+	assert_int_equal(t.r, 0);
+}
+
 /* IOSQE_IO_DRAIN would wait for every operation submitted before it on the
  * engine's ring, its own wake-up read included, which is always in
  * flight: it is refused (-EINVAL, the SQE runs as a nop), so that no
@@ -1425,6 +1472,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_udp_sendto_recvfrom),
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_any_sqe_by_hand),
+	cmocka_unit_test(test_any_sqe_flags_corrected),
 	cmocka_unit_test(test_sqe_drain_refused),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
