@@ -657,6 +657,63 @@ static void test_any_sqe_flags_corrected(void **state)
 	assert_int_equal(t.r, 0);
 }
 
+/* io.md's errors "before the kernel": the await ends with the error and
+ * no SQE was taken (the engine's count of operations does not move). The
+ * kernel would refuse most of them with the same errno, so only the count
+ * tells that the library did: fallocate's offset and length past off_t,
+ * ftruncate's length past INT64_MAX, a NULL info for waitid, NULL paths. */
+struct before_kernel {
+	co_frame co;
+	co_io io;
+	siginfo_t info;
+	struct statx stx;
+	int r[9];
+	uint64_t moved;
+};
+
+static int before_kernel_fn(co_frame *f)
+{
+	struct before_kernel *b = (struct before_kernel *)f;
+	CO_BEGIN(f);
+	b->moved = co_engine_current()->stats.ops;
+	CO_AWAIT(f, co_fallocate(&b->io, 0, 0, (uint64_t)1 << 63, 1));
+	b->r[0] = co_result(f);
+	CO_AWAIT(f, co_fallocate(&b->io, 0, 0, 0, (uint64_t)1 << 63));
+	b->r[1] = co_result(f);
+	CO_AWAIT(f, co_ftruncate(&b->io, 0, (uint64_t)1 << 63));
+	b->r[2] = co_result(f);
+	CO_AWAIT(f, co_waitid(&b->io, P_ALL, 0, NULL, WEXITED));
+	b->r[3] = co_result(f);
+	CO_AWAIT(f, co_openat(&b->io, AT_FDCWD, NULL, 0, 0));
+	b->r[4] = co_result(f);
+	CO_AWAIT(f, co_statx(&b->io, AT_FDCWD, "/", 0, STATX_SIZE, NULL));
+	b->r[5] = co_result(f);
+	CO_AWAIT(f, co_unlinkat(&b->io, AT_FDCWD, NULL, 0));
+	b->r[6] = co_result(f);
+	CO_AWAIT(f, co_linkat(&b->io, AT_FDCWD, "/", AT_FDCWD, NULL, 0));
+	b->r[7] = co_result(f);
+	CO_AWAIT(f, co_symlinkat(&b->io, NULL, AT_FDCWD, "/"));
+	b->r[8] = co_result(f);
+	b->moved = co_engine_current()->stats.ops - b->moved;
+	CO_END(f);
+}
+
+static void test_errors_before_the_kernel(void **state)
+{
+	struct before_kernel b;
+	(void)state;
+	memset(&b, 0, sizeof b);
+	co_init(&b.co, before_kernel_fn);
+	co_test_run1(&b.co);
+	assert_int_equal(b.r[0], -EINVAL);
+	assert_int_equal(b.r[1], -EINVAL);
+	assert_int_equal(b.r[2], -EINVAL);
+	assert_int_equal(b.r[3], -EFAULT);
+	for (int i = 4; i < 9; i++)
+		assert_int_equal(b.r[i], -EFAULT);
+	assert_int_equal(b.moved, 0);
+}
+
 /* IOSQE_IO_DRAIN would wait for every operation submitted before it on the
  * engine's ring, its own wake-up read included, which is always in
  * flight: it is refused (-EINVAL, the SQE runs as a nop), so that no
@@ -1473,6 +1530,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_any_sqe),
 	cmocka_unit_test(test_any_sqe_by_hand),
 	cmocka_unit_test(test_any_sqe_flags_corrected),
+	cmocka_unit_test(test_errors_before_the_kernel),
 	cmocka_unit_test(test_sqe_drain_refused),
 	cmocka_unit_test(test_operation_the_kernel_lacks),
 	cmocka_unit_test(test_clocks_and_period),
