@@ -84,6 +84,8 @@ CO_API int co_context_spawn(co_context *c, co_frame *f);
 CO_API int co_context_stop(co_context *c, int mode);
 
 /* Wait for the thread; returns the engine's result (0, -EDEADLK, ...).
+ * A join that comes while another thread's co_context_start is making the
+ * thread waits for that start, then joins the thread it made.
  * -EINVAL (NULL, never started, joined already, or another thread's join
  * has it: one join at a time), -EDEADLK (called on the context's own
  * thread, from one of its frames or an on_done: as pthread_join, nothing

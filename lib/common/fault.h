@@ -84,6 +84,8 @@ enum co__fault_point {
 	                                end (lib/trace/trace.c) */
 	CO__POINT_DESTROY_WAITS, /* another thread's call found an engine's destroy deciding and
 	                            waits for its answer, outside its visit (lib/engine/engine_visit.c) */
+	CO__POINT_CONTEXT_STARTING, /* a context's start claimed it and has not created its
+	                               thread yet (lib/context/context.c) */
 	CO__POINTS
 };
 

@@ -77,7 +77,10 @@ static void *context_main(void *arg)
 		drain = co_engine_run(&c->engine, CO_RUN_UNTIL_STOP);
 	c->ret = ret < 0 ? ret : drain;
 	co__ctx_current = NULL;
-	atomic_store_explicit(&c->state, CO_CONTEXT_ENDED, memory_order_release);
+	/* ENDED only once the start that made this thread has marked it
+	 * RUNNING (it is STARTING until pthread_create returned there) */
+	while (!context_move(c, CO_CONTEXT_RUNNING, CO_CONTEXT_ENDED))
+		sched_yield();
 	co__fault_point(CO__POINT_CONTEXT_ENDING);
 	co__context_ended(c);
 	return NULL;
@@ -94,13 +97,16 @@ int co_context_start(co_context *c, int mode)
 		return s == CO_CONTEXT_DEAD ? -EINVAL : -EALREADY;
 	}
 	c->mode = mode;
-	/* RUNNING before the thread exists: the thread sets ENDED. */
-	atomic_store_explicit(&c->state, CO_CONTEXT_RUNNING, memory_order_release);
+	/* STARTING until c->thread is set: a join or a destroy that comes
+	 * meanwhile waits for the start (there is no thread to join yet). */
+	co__fault_point(CO__POINT_CONTEXT_STARTING); /* tests: a join or a destroy comes now */
 	err = co__thread_create(&c->thread, context_main, c);
 	if (err) {
 		atomic_store_explicit(&c->state, CO_CONTEXT_NEW, memory_order_release);
 		return -err;
 	}
+	/* release: c->thread; the thread sets ENDED only after this store */
+	atomic_store_explicit(&c->state, CO_CONTEXT_RUNNING, memory_order_release);
 	return 0;
 }
 
@@ -189,7 +195,8 @@ int co_context_join(co_context *c)
 
 	if (c == NULL)
 		return -EINVAL;
-	s = co_context_state(c);
+	while ((s = co_context_state(c)) == CO_CONTEXT_STARTING)
+		sched_yield(); /* a start is making the thread: wait for its handle */
 	if (c->manual || (s != CO_CONTEXT_RUNNING && s != CO_CONTEXT_ENDED))
 		return -EINVAL;
 	if (co__ctx_current == c)

@@ -461,6 +461,105 @@ static void test_destroy_racing_start(void **state)
 	alarm(0);
 }
 
+/*
+ * context.h: co_context_join waits for the thread; a co_context_start that
+ * races a destroy of a never-started context makes a thread that the
+ * destroy joins before it returns 0. Here the join, and the destroy, come
+ * while the start is held after it claimed the context and before it
+ * created the thread (CO__POINT_CONTEXT_STARTING): there is no thread to
+ * join yet. The join waits for the start, then joins the thread it made
+ * (the engine's result, 0). The destroy (held at CO__POINT_CONTEXT_DESTROY
+ * until another thread's start reached the point) destroys the engine,
+ * then waits for the start too: it joins the thread, which finds the
+ * engine destroyed and ends at once, or, when the thread could not be
+ * created (-EAGAIN), marks the context DEAD. The hold lasts until the call
+ * returned, or 100 ms: a call that returns during the hold did so with no
+ * thread made (the pass does not depend on the time; alarm: a hang guard).
+ */
+enum { HELD_JOIN, HELD_DESTROY, HELD_DESTROY_FAILED_START };
+
+static co_context *held_ctx;
+static int held_mode;
+static atomic_int held_at_point, held_call_done, held_early;
+static int held_start_rc, held_join_rc;
+static pthread_t held_thread;
+
+static void *held_join(void *arg)
+{
+	(void)arg;
+	held_join_rc = co_context_join(held_ctx);
+	atomic_store(&held_call_done, 1);
+	return NULL;
+}
+
+/* On the starting thread, before its thread is created. */
+static void hold_start(void *arg)
+{
+	(void)arg;
+	if (held_mode == HELD_JOIN)
+		assert_int_equal(pthread_create(&held_thread, NULL, held_join, NULL), 0);
+	atomic_store(&held_at_point, 1);
+	for (int i = 0; i < 100 && !atomic_load(&held_call_done); i++)
+		usleep(1000);
+	atomic_store(&held_early, atomic_load(&held_call_done));
+}
+
+static void *held_start(void *arg)
+{
+	(void)arg;
+	held_start_rc = co_context_start(held_ctx, CO_RUN_UNTIL_IDLE);
+	return NULL;
+}
+
+/* Inside the destroy, the context still NEW: another thread starts it. */
+static void start_elsewhere(void *arg)
+{
+	(void)arg;
+	assert_int_equal(pthread_create(&held_thread, NULL, held_start, NULL), 0);
+	WAIT_UNTIL(atomic_load(&held_at_point));
+}
+
+static void test_join_and_destroy_during_start(void **state)
+{
+	(void)state;
+	alarm(60);
+	co__fault_on_point(CO__POINT_CONTEXT_STARTING, hold_start, NULL);
+	for (held_mode = HELD_JOIN; held_mode <= HELD_DESTROY_FAILED_START; held_mode++) {
+		co_context c;
+		int rc;
+
+		assert_int_equal(co_context_init(&c, NULL), 0);
+		held_ctx = &c;
+		held_start_rc = held_join_rc = 1;
+		atomic_store(&held_at_point, 0);
+		atomic_store(&held_call_done, 0);
+		atomic_store(&held_early, 0);
+		if (held_mode == HELD_JOIN) {
+			assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), 0);
+			assert_int_equal(pthread_join(held_thread, NULL), 0);
+			assert_int_equal(held_join_rc, 0);
+			assert_int_equal(co_context_state(&c), CO_CONTEXT_JOINED);
+			assert_int_equal(co_context_destroy(&c), 0);
+		} else {
+			if (held_mode == HELD_DESTROY_FAILED_START)
+				co__fault_arm(CO__FAULT_THREAD, 1, EAGAIN);
+			co__fault_on_point(CO__POINT_CONTEXT_DESTROY, start_elsewhere, NULL);
+			rc = co_context_destroy(&c);
+			atomic_store(&held_call_done, 1);
+			co__fault_on_point(CO__POINT_CONTEXT_DESTROY, NULL, NULL);
+			assert_int_equal(pthread_join(held_thread, NULL), 0);
+			assert_int_equal(rc, 0);
+			assert_int_equal(held_start_rc,
+					 held_mode == HELD_DESTROY ? 0 : -EAGAIN);
+			assert_int_equal(co_context_state(&c), CO_CONTEXT_DEAD);
+		}
+		if (atomic_load(&held_early))
+			fail_msg("mode %d: the call returned before the start made its thread", held_mode);
+	}
+	co__fault_on_point(CO__POINT_CONTEXT_STARTING, NULL, NULL);
+	alarm(0);
+}
+
 /* Moves to a context that refuses it, then waits on an event. */
 struct refused {
 	co_frame co;
@@ -2133,6 +2232,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_transfer_across_schedulers),
 		cmocka_unit_test(test_context_misuse),
 		cmocka_unit_test(test_destroy_racing_start),
+		cmocka_unit_test(test_join_and_destroy_during_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
 		cmocka_unit_test(test_stealing_takes_io_woken_frames),
