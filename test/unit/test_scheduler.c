@@ -389,6 +389,42 @@ static void test_context_misuse(void **state)
 	assert_int_equal(co_context_state(&c), CO_CONTEXT_DEAD);
 }
 
+/*
+ * context.h, co_context_join: "-EINVAL (... another thread's join has it:
+ * one join at a time)". A thread joins a running context (it blocks there
+ * until the context is stopped); meanwhile a second join answers -EINVAL,
+ * nothing changed (without the claim it would join the same thread twice:
+ * it blocks, and the alarm fails the case). Once stopped, the first join
+ * returns the engine's result and the destroy goes through.
+ */
+static void *join_thread(void *arg)
+{
+	return (void *)(intptr_t)co_context_join(arg);
+}
+
+static void test_one_join_at_a_time(void **state)
+{
+	co_context c;
+	pthread_t t;
+	void *rc;
+	(void)state;
+	alarm(60);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(pthread_create(&t, NULL, join_thread, &c), 0);
+	WAIT_UNTIL(atomic_load(&c.joining)); /* the first join has it */
+	assert_int_equal(co_context_join(&c), -EINVAL);
+	assert_int_equal(co_context_destroy(&c), -EBUSY);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_RUNNING);
+	assert_int_equal(co_context_stop(&c, CO_STOP_DRAIN), 0);
+	assert_int_equal(pthread_join(t, &rc), 0);
+	assert_int_equal((int)(intptr_t)rc, 0);
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_JOINED);
+	assert_int_equal(co_context_join(&c), -EINVAL); /* joined already */
+	assert_int_equal(co_context_destroy(&c), 0);
+	alarm(0);
+}
+
 /* A start that comes while a destroy of the never-started context is
  * under way (held at the point before the destroy takes the engine: the
  * hook starts the context from there, and every other round waits there
@@ -2231,6 +2267,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_transfer_errors),
 		cmocka_unit_test(test_transfer_across_schedulers),
 		cmocka_unit_test(test_context_misuse),
+		cmocka_unit_test(test_one_join_at_a_time),
 		cmocka_unit_test(test_destroy_racing_start),
 		cmocka_unit_test(test_join_and_destroy_during_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
