@@ -132,7 +132,9 @@ CO_API co_context *co_context_current(void);
  * -EINVAL (NULL, or the frame does not run on an engine), -ENXIO (no
  * engine on this thread), -EBUSY (inside a child awaited under a time
  * limit, which pins the frame to its engine: coring/timeout.h).
- * Transferring to the current context is a yield.
+ * Transferring to the current context is a yield for its next turn: 0,
+ * or -ECANCELED if the frame was asked to cancel by then (unshielded).
+ * A frame asked to cancel is refused a move even under co_shield.
  */
 typedef struct co_transfer {
 	co_awaiter aw;               /* private: first */

@@ -258,6 +258,9 @@ int co_context_destroy(co_context *c)
 
 /* ---- transfer ------------------------------------------------------------ */
 
+/* co_transfer.res while a transfer to the frame's own context waits */
+#define TRANSFER_YIELD 1
+
 static int transfer_suspend(co_awaiter *a, co_frame *f)
 {
 	co_transfer *t = (co_transfer *)a;
@@ -274,9 +277,10 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 		t->res = -EINVAL;
 		return 0;
 	}
-	/* To the engine it is on: a yield, for its next turn. */
+	/* To the engine it is on: a yield, for its next turn, whose value is
+	 * -ECANCELED if a cancel was asked by then (transfer_resume). */
 	if (&t->target->engine == from) {
-		t->res = 0;
+		t->res = TRANSFER_YIELD;
 		if (co__wake_root(root))
 			co__engine_later(from, root);
 		return 1;
@@ -298,15 +302,21 @@ static int transfer_suspend(co_awaiter *a, co_frame *f)
 	return 0;
 }
 
+/* A transfer to the context the frame is on: as co_next_turn, it ends
+ * with -ECANCELED when the frame was asked to cancel before or while it
+ * waited (a cancel stop included: the engine marks what it resumes). */
 static int transfer_resume(co_awaiter *a, co_frame *f)
 {
-	(void)f;
-	return ((co_transfer *)a)->res;
+	int res = ((co_transfer *)a)->res;
+
+	if (res == TRANSFER_YIELD)
+		return co_await_cancelled(f) ? -ECANCELED : 0;
+	return res;
 }
 
 /* co_cancel during the hop: nothing to cut short (the frame is already
- * queued on the target, or is about to run again here); it sees
- * co_cancelled() once it resumes. */
+ * queued on the target, or is about to run again here); a move sees
+ * co_cancelled() once it resumes, a yield ends with -ECANCELED. */
 static int transfer_cancel(co_awaiter *a, co_frame *f)
 {
 	(void)a;

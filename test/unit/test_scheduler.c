@@ -252,6 +252,89 @@ static void test_transfer_errors(void **state)
 	assert_int_equal(co_context_join(&b), -EINVAL); /* never started */
 }
 
+/*
+ * scheduler.md, Transfer: a frame asked to cancel is refused (-ECANCELED)
+ * and continues where it was; a transfer to the current context waits for
+ * the next turn as co_next_turn does, whose value is -ECANCELED when the
+ * frame is cancelled (co.h: a suspend ends the await with -ECANCELED when
+ * co_await_cancelled). A task on context 1 of a worker group asks its own
+ * cancel, then transfers to its own context (-ECANCELED) and to context 2
+ * (-ECANCELED, it stays on 1). Under co_shield the request is held back
+ * for the wait on its own context (0), not for the move: a frame asked to
+ * cancel never changes engines (-ECANCELED, it stays). On the manual
+ * context 0, a task transfers to it (a wait for the next tick) and the
+ * test, between two ticks, asks its cancel: the next tick resumes it with
+ * -ECANCELED. Before, both transfers to the current context gave 0.
+ */
+struct asked {
+	co_frame co;
+	co_transfer tr;
+	co_context *other;
+	int shield, self_res, other_res, where;
+	atomic_int yielded;
+};
+
+static int asked_fn(co_frame *f)
+{
+	struct asked *a = (struct asked *)f;
+	CO_BEGIN(f);
+	if (a->other == NULL) { /* on the manual context: cancelled from outside */
+		atomic_store(&a->yielded, 1);
+		CO_AWAIT(f, co_transfer_to(&a->tr, co_context_current()));
+		a->self_res = co_result(f);
+		CO_RETURN(f, 0);
+	}
+	if (a->shield)
+		co_shield(f);
+	co_cancel(f);
+	CO_AWAIT(f, co_transfer_to(&a->tr, co_context_current()));
+	a->self_res = co_result(f);
+	CO_AWAIT(f, co_transfer_to(&a->tr, a->other));
+	a->other_res = co_result(f);
+	a->where = (int)co_context_current()->index;
+	CO_END(f);
+}
+
+static void test_transfer_asked_to_cancel(void **state)
+{
+	static const co_sched_group g[2] = { { .manual = 1 }, { .contexts = 2 } };
+	co_sched s;
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	struct asked a[2], m;
+	(void)state;
+	alarm(60);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int i = 0; i < 2; i++) {
+		memset(&a[i], 0, sizeof a[i]);
+		a[i].other = &s.ctx[2];
+		a[i].shield = i;
+		a[i].self_res = a[i].other_res = 1;
+		co_init(&a[i].co, asked_fn);
+		assert_int_equal(co_sched_spawn_to(&s, 1, &a[i].co), 0);
+	}
+	memset(&m, 0, sizeof m);
+	m.self_res = 1;
+	co_init(&m.co, asked_fn);
+	assert_int_equal(co_sched_spawn_to(&s, 0, &m.co), 0);
+	assert_true(co_context_tick(&s.ctx[0]) >= 0); /* m runs, waits for the next tick */
+	assert_int_equal(atomic_load(&m.yielded), 1);
+	assert_false(co_done(&m.co));
+	assert_int_equal(co_cancel(&m.co), 0);
+	assert_true(co_context_tick(&s.ctx[0]) >= 0);
+	assert_true(co_done(&m.co));
+	assert_int_equal(m.self_res, -ECANCELED);
+	while (co_sched_poll(&s) == -EAGAIN) /* this thread ticks: no co_sched_run */
+		usleep(100);
+	assert_int_equal(a[0].self_res, -ECANCELED);
+	assert_int_equal(a[0].other_res, -ECANCELED);
+	assert_int_equal(a[0].where, 1);
+	assert_int_equal(a[1].self_res, 0); /* shielded */
+	assert_int_equal(a[1].other_res, -ECANCELED);
+	assert_int_equal(a[1].where, 1);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 /* context.h, co_transfer_to: "-EXDEV (ctx belongs to another scheduler
  * than the frame's context, or one of the two is a scheduler's and the
  * other is not) ... the frame stays where it was"; "-EINVAL (NULL ...)".
@@ -2265,6 +2348,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawns_race_end_of_run),
 		cmocka_unit_test(test_transfer),
 		cmocka_unit_test(test_transfer_errors),
+		cmocka_unit_test(test_transfer_asked_to_cancel),
 		cmocka_unit_test(test_transfer_across_schedulers),
 		cmocka_unit_test(test_context_misuse),
 		cmocka_unit_test(test_one_join_at_a_time),
