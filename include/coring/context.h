@@ -80,7 +80,10 @@ CO_API int co_context_spawn(co_context *c, co_frame *f);
  * a cancel stop finishes the queued frames at once, on the calling thread (their on_done sees
  * -ECANCELED), unless its engine was run or ticked by hand: then that
  * engine's owner finishes them at its next run or tick, as on any engine
- * (frames it started may be among them). -EINVAL for NULL or a bad mode. */
+ * (frames it started may be among them). A cancel stop that comes while
+ * another thread's co_context_start makes the thread waits for that start:
+ * if the thread could not be made, the frames are finished here. -EINVAL
+ * for NULL or a bad mode. */
 CO_API int co_context_stop(co_context *c, int mode);
 
 /* Wait for the thread; returns the engine's result (0, -EDEADLK, ...).

@@ -179,6 +179,10 @@ int co_context_stop(co_context *c, int mode)
 	if (c == NULL)
 		return -EINVAL;
 	err = co_engine_stop(&c->engine, mode);
+	/* A start making the thread now: whether it exists decides who
+	 * finishes the frames (a start that fails leaves them queued). */
+	while (err == 0 && mode == CO_STOP_CANCEL && co_context_state(c) == CO_CONTEXT_STARTING)
+		sched_yield();
 	/* Nothing runs the frames of a context whose thread never started, or
 	 * of a manual one never ticked (its ticks may never come): finish them
 	 * here. -EBUSY: a start or a first tick raced us; it runs them. */

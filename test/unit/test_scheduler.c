@@ -595,7 +595,7 @@ static void test_destroy_racing_start(void **state)
  * returned, or 100 ms: a call that returns during the hold did so with no
  * thread made (the pass does not depend on the time; alarm: a hang guard).
  */
-enum { HELD_JOIN, HELD_DESTROY, HELD_DESTROY_FAILED_START };
+enum { HELD_JOIN, HELD_DESTROY, HELD_DESTROY_FAILED_START, HELD_STOP };
 
 static co_context *held_ctx;
 static int held_mode;
@@ -611,12 +611,21 @@ static void *held_join(void *arg)
 	return NULL;
 }
 
+static void *held_stop(void *arg)
+{
+	(void)arg;
+	held_join_rc = co_context_stop(held_ctx, CO_STOP_CANCEL);
+	atomic_store(&held_call_done, 1);
+	return NULL;
+}
+
 /* On the starting thread, before its thread is created. */
 static void hold_start(void *arg)
 {
 	(void)arg;
-	if (held_mode == HELD_JOIN)
-		assert_int_equal(pthread_create(&held_thread, NULL, held_join, NULL), 0);
+	if (held_mode == HELD_JOIN || held_mode == HELD_STOP)
+		assert_int_equal(pthread_create(&held_thread, NULL,
+						held_mode == HELD_JOIN ? held_join : held_stop, NULL), 0);
 	atomic_store(&held_at_point, 1);
 	for (int i = 0; i < 100 && !atomic_load(&held_call_done); i++)
 		usleep(1000);
@@ -676,6 +685,61 @@ static void test_join_and_destroy_during_start(void **state)
 			fail_msg("mode %d: the call returned before the start made its thread", held_mode);
 	}
 	co__fault_on_point(CO__POINT_CONTEXT_STARTING, NULL, NULL);
+	alarm(0);
+}
+
+/*
+ * design.md, Context: a failed start leaves the frames queued, "start
+ * again, or a cancel stop finishes them with -ECANCELED on the calling
+ * thread". Here the cancel stop comes (from another thread) while the
+ * start is held before it creates the thread (CO__POINT_CONTEXT_STARTING),
+ * and the creation then fails (-EAGAIN): the stop waits for the start,
+ * finds the context NEW and finishes the queued frame (-ECANCELED, never
+ * run); the destroy then goes through. Before, the stop saw the start
+ * under way, left the frame to a thread that never came, and the context
+ * kept it (destroy -EBUSY) although it had been cancel-stopped.
+ */
+struct never_runs {
+	co_frame co;
+	int ran;
+};
+
+static int never_runs_fn(co_frame *f)
+{
+	struct never_runs *n = (struct never_runs *)f;
+	CO_BEGIN(f);
+	n->ran = 1;
+	CO_END(f);
+}
+
+static void test_cancel_stop_during_failing_start(void **state)
+{
+	co_context c;
+	struct never_runs n = { .ran = 0 };
+	(void)state;
+	alarm(60);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_init(&n.co, never_runs_fn);
+	assert_int_equal(co_context_spawn(&c, &n.co), 0);
+	held_ctx = &c;
+	held_mode = HELD_STOP;
+	held_join_rc = 1;
+	atomic_store(&held_at_point, 0);
+	atomic_store(&held_call_done, 0);
+	atomic_store(&held_early, 0);
+	co__fault_on_point(CO__POINT_CONTEXT_STARTING, hold_start, NULL);
+	co__fault_arm(CO__FAULT_THREAD, 1, EAGAIN);
+	assert_int_equal(co_context_start(&c, CO_RUN_UNTIL_IDLE), -EAGAIN);
+	co__fault_on_point(CO__POINT_CONTEXT_STARTING, NULL, NULL);
+	assert_int_equal(pthread_join(held_thread, NULL), 0);
+	assert_int_equal(held_join_rc, 0);
+	if (atomic_load(&held_early))
+		fail_msg("the stop returned before the start ended");
+	assert_int_equal(co_context_state(&c), CO_CONTEXT_NEW);
+	assert_true(co_done(&n.co));
+	assert_int_equal(co_status(&n.co), -ECANCELED);
+	assert_int_equal(n.ran, 0);
+	assert_int_equal(co_context_destroy(&c), 0);
 	alarm(0);
 }
 
@@ -2354,6 +2418,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_one_join_at_a_time),
 		cmocka_unit_test(test_destroy_racing_start),
 		cmocka_unit_test(test_join_and_destroy_during_start),
+		cmocka_unit_test(test_cancel_stop_during_failing_start),
 		cmocka_unit_test(test_transfer_refused_leaves_frame_as_it_was),
 		cmocka_unit_test(test_stealing_spreads_work),
 		cmocka_unit_test(test_stealing_takes_io_woken_frames),
