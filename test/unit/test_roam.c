@@ -445,6 +445,84 @@ static void test_stopped_waker_takes_nothing(void **state)
 	assert_ptr_equal(x.after, eng(1));
 }
 
+/* ---- a waker outside the frame's group ---------------------------------------------- */
+
+/*
+ * scheduler.md: a roaming frame stays where it waits when "the waker is not
+ * a frame of a context of the same group". Two stealing groups of two
+ * contexts: a roaming frame parked on context 0 (group 0) is woken by a
+ * frame of context 2 (group 1), and another by the test's own thread; each
+ * resumes on a context of group 0 (stealing stays inside a group), never
+ * on the waker's.
+ */
+struct grouped {
+	co_frame co;
+	co_waiter w;
+	co_event *ev;
+	unsigned kind;
+};
+
+static int grouped_fn(co_frame *f)
+{
+	struct grouped *g = (struct grouped *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_event_wait(&g->w, g->ev));
+	g->kind = co_context_current()->kind;
+	CO_END(f);
+}
+
+struct setter {
+	co_frame co;
+	co_event *ev;
+};
+
+static int setter_fn(co_frame *f)
+{
+	struct setter *x = (struct setter *)f;
+	CO_BEGIN(f);
+	co_event_set(x->ev);
+	CO_END(f);
+}
+
+static void test_stays_in_its_group(void **state)
+{
+	static const co_sched_group g[2] = {
+		{ .contexts = 2, .steal = 1, .engine = { .no_spin = 1 } },
+		{ .contexts = 2, .steal = 1, .engine = { .no_spin = 1 } },
+	};
+	co_sched_opts o = { .groups = g, .ngroups = 2 };
+	static struct grouped a, b;
+	static struct setter x;
+	co_event ea, eb;
+	(void)state;
+	need_view();
+	alarm(60);
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	engines[0] = &s.ctx[0].engine;
+	engines[1] = &s.ctx[1].engine;
+	assert_int_equal(co_event_init(&ea, 0), 0);
+	assert_int_equal(co_event_init(&eb, 0), 0);
+	a = (struct grouped){ .ev = &ea, .kind = 99 };
+	b = (struct grouped){ .ev = &eb, .kind = 99 };
+	spawn_to(0, &a.co, grouped_fn, 1);
+	spawn_to(0, &b.co, grouped_fn, 1);
+	/* parked on context 0, or on 1 if it stole one */
+	while (!parked_on(0, &a.co, "event") && !parked_on(1, &a.co, "event"))
+		usleep(100);
+	while (!parked_on(0, &b.co, "event") && !parked_on(1, &b.co, "event"))
+		usleep(100);
+	x = (struct setter){ .ev = &ea };
+	spawn_to(2, &x.co, setter_fn, 0); /* a frame of group 1 wakes a */
+	assert_int_equal(co_event_set(&eb), 0); /* this thread wakes b */
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(a.kind, 0);
+	assert_int_equal(b.kind, 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_event_destroy(&ea), 0);
+	assert_int_equal(co_event_destroy(&eb), 0);
+	alarm(0);
+}
+
 /* ---- co_spawn_on and when: the awaiting frame follows the child's end ---------- */
 
 struct kid {
@@ -952,6 +1030,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stays_without_roam),
 	cmocka_unit_test(test_roam_turned_off),
 	cmocka_unit_test(test_stays_without_steal),
+	cmocka_unit_test(test_stays_in_its_group),
 	cmocka_unit_test(test_timed_wait_stays),
 	cmocka_unit_test(test_pinned_stays),
 	cmocka_unit_test(test_cancel_asked_stays),
