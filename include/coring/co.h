@@ -659,7 +659,9 @@ static inline int co_await_cancelled(const co_frame *f)
  *     }
  *
  * While shielded, co_cancel() only records its request: awaits begun
- * under the shield run to their end, and co_cancelled() still tells. Once
+ * under the shield run to their end (but for a move to another context:
+ * co_transfer_to refuses a frame asked to cancel, -ECANCELED, since such a
+ * frame never changes engines), and co_cancelled() still tells. Once
  * co_unshield() is called, a recorded request cancels the next await as
  * usual. A time limit (coring/timeout.h) still applies under a shield.
  * Call both from the frame's own body; they do not nest (one unshield
