@@ -799,6 +799,49 @@ static void test_sched_run_waiters_and_stops(void **state)
 	world_free(&wd);
 }
 
+/* A drain stop rises to a cancel when one is asked after it, in both
+ * states a stop leaves the engine in (docs/design.md, "Engine": "mode may
+ * rise"): STOPPING, with a frame asleep for an hour (the cancel ends its
+ * sleep and the run), and STOPPED, with a frame that never started (the
+ * run finishes it unrun). A drain that stayed a drain would sleep the
+ * hour, or run the frame. */
+static void test_drain_rises_to_cancel(void **state)
+{
+	co_engine e;
+	co_test_runner r;
+	struct world wd;
+	struct blocked b;
+	(void)state;
+	alarm(30);
+	world_init(&wd);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	blocked_init(&b, &wd, W_SLEEP); /* an hour */
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&wd.parked) == 1);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_STOPPING);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(b.res, -ECANCELED);
+	assert_int_equal(atomic_load(&b.done), 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	blocked_init(&b, &wd, W_SLEEP);
+	assert_int_equal(co_engine_spawn(&e, &b.co), 0);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_engine_state(&e), CO_ENGINE_STOPPED);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_STOP), 0);
+	assert_int_equal(atomic_load(&wd.parked), 1); /* it never ran */
+	assert_int_equal(co_status(&b.co), -ECANCELED);
+	assert_int_equal(atomic_load(&b.done), 1);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	world_free(&wd);
+	alarm(0);
+}
+
 /* A cancel request for a frame of an engine that is not running waits for
  * its next run; and a cancel stop stays one when a drain is asked after. */
 static void test_cancel_while_not_running(void **state)
@@ -1455,6 +1498,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cross_thread_cancel_at_finish),
 	cmocka_unit_test(test_sched_run_waiters_and_stops),
 	cmocka_unit_test(test_cancel_while_not_running),
+	cmocka_unit_test(test_drain_rises_to_cancel),
 	cmocka_unit_test(test_timed_stop_saturates),
 	cmocka_unit_test(test_grace_saturates),
 	cmocka_unit_test(test_blocked_send_ends_in_grace),
