@@ -110,8 +110,14 @@ static int register_check(co_engine *e)
 {
 	int state;
 
-	if (e == NULL || !co__engine_alive(e))
+	if (e == NULL)
 		return -EINVAL;
+	while (!co__engine_alive(e)) { /* a destroy deciding: its answer */
+		int s = atomic_load_explicit(&e->state, memory_order_seq_cst);
+
+		if (s != CO_ENGINE_DYING || !co__engine_destroy_answer(e, 0))
+			return -EINVAL;
+	}
 	if (co__tls_engine == e)
 		return 0;
 	state = atomic_load_explicit(&e->state, memory_order_acquire);
@@ -192,12 +198,12 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
  * refusal (-EBUSY: it runs elsewhere, -EPERM: another thread owns it). */
 static int buf_ring_drop(co_engine *e, int err)
 {
-	int visit = co__engine_visit_begin(e);
+	int visit;
 
-	if (!co__engine_alive(e))
-		err = -EINVAL;
-	else if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_STOPPED &&
-		 co__engine_live(e) == 0) {
+	if (co__engine_call_begin(e, &visit) < 0) /* a busy destroy is waited out */
+		return -EINVAL;
+	if (atomic_load_explicit(&e->state, memory_order_acquire) == CO_ENGINE_STOPPED &&
+	    co__engine_live(e) == 0) {
 		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
 		err = 0;
 	}

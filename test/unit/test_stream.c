@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -1222,6 +1223,101 @@ static int ring_task(co_sched *s, unsigned ctx, co_bufring *b, int make)
 	return t.res;
 }
 
+/* A ring's destroy that races a destroy of its engine, which the ring
+ * makes busy: while the engine's destroy waits for a visitor (a post held
+ * inside its visit, before its push), the engine is DYING, and another
+ * thread destroys the ring. The engine's destroy answers -EBUSY (the ring
+ * is registered, the post pending): the ring's destroy waits for that
+ * answer (CO__POINT_DESTROY_WAITS) and then unregisters the ring (0), so the
+ * engine can be destroyed next. Without the wait it answered -EINVAL
+ * ("destroyed") and left the ring registered: the engine's destroy then
+ * answered -EBUSY for good. */
+struct ring_race {
+	co_engine e;
+	co_bufring b;
+	co_post p;
+	atomic_int inside, release, waiting, ring_rc, destroy_rc, posts;
+};
+
+static struct ring_race *rr;
+
+static void rr_hold(void *arg) /* the post, inside its visit */
+{
+	(void)arg;
+	atomic_store(&rr->inside, 1);
+	WAIT_UNTIL(atomic_load(&rr->release));
+}
+
+static void rr_waits(void *arg)
+{
+	(void)arg;
+	atomic_store(&rr->waiting, 1);
+}
+
+static void rr_post_fn(co_post *p)
+{
+	(void)p;
+	atomic_fetch_add(&rr->posts, 1);
+}
+
+static void *rr_poster(void *arg)
+{
+	(void)arg;
+	assert_int_equal(co_engine_post(&rr->e, &rr->p), 0);
+	return NULL;
+}
+
+static void *rr_engine_destroyer(void *arg)
+{
+	(void)arg;
+	atomic_store(&rr->destroy_rc, co_engine_destroy(&rr->e));
+	return NULL;
+}
+
+static void *rr_ring_destroyer(void *arg)
+{
+	(void)arg;
+	atomic_store(&rr->ring_rc, co_bufring_destroy(&rr->b));
+	return NULL;
+}
+
+static void test_bufring_destroy_racing_busy_engine_destroy(void **state)
+{
+	pthread_t poster, destroyer, ringer;
+	(void)state;
+	alarm(30);
+	rr = calloc(1, sizeof *rr);
+	assert_non_null(rr);
+	atomic_init(&rr->ring_rc, INT_MIN);
+	atomic_init(&rr->destroy_rc, INT_MIN);
+	rr->p.fn = rr_post_fn;
+	assert_int_equal(co_engine_init(&rr->e, NULL), 0);
+	memset(&rr->b, 0, sizeof rr->b);
+	assert_int_equal(co_bufring_init(&rr->b, &rr->e, 4, 64), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, rr_hold, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, rr_waits, NULL);
+	assert_int_equal(pthread_create(&poster, NULL, rr_poster, NULL), 0);
+	WAIT_UNTIL(atomic_load(&rr->inside));
+	assert_int_equal(pthread_create(&destroyer, NULL, rr_engine_destroyer, NULL), 0);
+	WAIT_UNTIL(co_engine_state(&rr->e) == CO_ENGINE_DYING);
+	assert_int_equal(pthread_create(&ringer, NULL, rr_ring_destroyer, NULL), 0);
+	WAIT_UNTIL(atomic_load(&rr->waiting) || atomic_load(&rr->ring_rc) != INT_MIN);
+	atomic_store(&rr->release, 1);
+	assert_int_equal(pthread_join(destroyer, NULL), 0);
+	assert_int_equal(pthread_join(ringer, NULL), 0);
+	assert_int_equal(pthread_join(poster, NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, NULL, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&rr->destroy_rc), -EBUSY); /* the ring, the post */
+	assert_int_equal(atomic_load(&rr->ring_rc), 0);
+	assert_int_equal(co_bufring_destroy(&rr->b), -EINVAL); /* destroyed */
+	assert_int_equal(co_engine_run(&rr->e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&rr->posts), 1);
+	assert_int_equal(co_engine_destroy(&rr->e), 0);
+	free(rr);
+	alarm(0);
+}
+
 /* A ring registered with a context's engine: co_sched_destroy answers
  * -EBUSY and changes nothing while it is, whether the scheduler runs or
  * has stopped. While it runs, a frame on that context destroys the ring
@@ -1787,6 +1883,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_misuse_errors),
 	cmocka_unit_test(test_bufring_errors),
 	cmocka_unit_test(test_bufring_on_a_scheduler),
+	cmocka_unit_test(test_bufring_destroy_racing_busy_engine_destroy),
 	cmocka_unit_test(test_bufring_destroy_other_thread_refused),
 	cmocka_unit_test(test_allocation_fails),
 	cmocka_unit_test(test_echo_many_connections),
