@@ -124,9 +124,10 @@ enum co__transition {
 /* Apply t; returns the state it was applied to, or -1 (nothing changed). */
 int co__engine_transition(co_engine *e, enum co__transition t);
 /* co__engine_transition(e, t) for a run or a tick (CO__T_RUN) or a
- * destroy (CO__T_DESTROY), waiting out a thread that borrows e: the state
- * e was in, or -1 if a run holds e, e cannot make t, or the calling
- * thread holds e borrowed. */
+ * destroy (CO__T_DESTROY), waiting out a thread that borrows e and a
+ * destroy that decides (co__engine_destroy_answer): the state e was in;
+ * -EINVAL if e is not set up or was destroyed meanwhile; -EBUSY if a run
+ * holds e, e cannot make t, or the calling thread holds e borrowed. */
 int co__engine_take(co_engine *e, enum co__transition t);
 /* Take e as a run would while it runs nowhere, for a moment (a view's
  * answer, co__engine_cancel_unstarted, co__engine_cancel_unrun), waiting

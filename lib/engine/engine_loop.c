@@ -470,14 +470,9 @@ static int enter(co_engine *e)
 		return -EINVAL; /* DYING: the take below waits for the answer */
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
-	while (co__engine_take(e, CO__T_RUN) < 0) {
-		int s = atomic_load_explicit(&e->state, memory_order_seq_cst);
-
-		/* a destroy deciding: its answer, then the take again */
-		if (s == CO_ENGINE_DYING && co__engine_destroy_answer(e, 0))
-			continue;
-		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
-	}
+	ret = co__engine_take(e, CO__T_RUN);
+	if (ret < 0)
+		return ret;
 	/* Only one thread gets here at a time: owner is safe to read. */
 	if (e->has_owner && e->owner != co__thread_id()) {
 		co__engine_transition(e, CO__T_RUN_END);

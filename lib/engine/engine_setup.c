@@ -363,14 +363,9 @@ int co_engine_destroy(co_engine *e)
 	if (e == NULL)
 		return -EINVAL;
 	/* a borrower does not make it busy */
-	while ((was = co__engine_take(e, CO__T_DESTROY)) < 0) {
-		int s = atomic_load_explicit(&e->state, memory_order_seq_cst);
-
-		/* another destroy deciding: its answer, then the take again */
-		if (s == CO_ENGINE_DYING && co__engine_destroy_answer(e, 0))
-			continue;
-		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
-	}
+	was = co__engine_take(e, CO__T_DESTROY); /* another destroy deciding: its answer */
+	if (was < 0)
+		return was;
 	/* DYING: no run can start, and calls from other threads that begin
 	 * from now on see it and wait for the answer, outside their visit
 	 * (co__engine_call_begin). Let those inside leave. */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine's state word (docs/design.md, "Engine"): every transition in
- * one table, the calls that take the engine as a run does, and which
- * engine runs on the calling thread. The bottom of the engine's files:
- * it calls none of the others.
+ * one table, the calls that take the engine as a run does, the wait of a
+ * call that finds a destroy deciding, and which engine runs on the calling
+ * thread. The bottom of the engine's files: it calls none of the others.
  */
 
 #include <errno.h>
@@ -98,9 +98,46 @@ static int take(co_engine *e, enum co__transition t, unsigned mine)
 	}
 }
 
+/* A call found e DYING: a destroy decides, once the visitors inside have
+ * left, whether it frees e or finds it busy (and e goes on as before).
+ * Wait for the answer in the waiting part of the word (a visitor leaves
+ * its visit for it in one add: the word never reads 0 meanwhile); a
+ * destroy that frees e waits for the word to read 0 before it returns,
+ * so e outlives the wait. */
+int co__engine_destroy_answer(co_engine *e, int inside)
+{
+	int s;
+
+	atomic_fetch_add_explicit(&e->visitors, CO__VISIT_WAITING - (unsigned)inside, memory_order_seq_cst);
+	while ((s = atomic_load_explicit(&e->state, memory_order_seq_cst)) == CO_ENGINE_DYING) {
+		co__fault_point(CO__POINT_DESTROY_WAITS); /* tests: the destroy answers now */
+		sched_yield(); /* the answer is short */
+	}
+	if (s == CO_ENGINE_DEAD) {
+		/* release: the last touch of e */
+		atomic_fetch_sub_explicit(&e->visitors, CO__VISIT_WAITING, memory_order_release);
+		return 0;
+	}
+	atomic_fetch_add_explicit(&e->visitors, (unsigned)inside - CO__VISIT_WAITING, memory_order_seq_cst);
+	if (inside)
+		co__engine_quiet_clear(e); /* as co__engine_visit_begin */
+	return 1;
+}
+
 int co__engine_take(co_engine *e, enum co__transition t)
 {
-	return take(e, t, 0);
+	for (;;) {
+		int s = take(e, t, 0);
+
+		if (s >= 0)
+			return s;
+		s = atomic_load_explicit(&e->state, memory_order_seq_cst);
+		/* a destroy deciding: its answer (0: e is gone, not touched
+		 * again), then the take again */
+		if (s == CO_ENGINE_DYING && co__engine_destroy_answer(e, 0))
+			continue;
+		return s == CO_ENGINE_DEAD || s == CO_ENGINE_DYING ? -EINVAL : -EBUSY;
+	}
 }
 
 /* One borrower fewer inside, one more left: a single add. */

@@ -64,32 +64,6 @@ void co__engine_visit_push(co_engine *e, int remote, _Atomic(void *) *list, void
 	co__engine_visit_end(e, remote);
 }
 
-/* A call found e DYING: a destroy decides, once the visitors inside have
- * left, whether it frees e or finds it busy (and e goes on as before).
- * Wait for the answer in the waiting part of the word (a visitor leaves
- * its visit for it in one add: the word never reads 0 meanwhile); a
- * destroy that frees e waits for the word to read 0 before it returns,
- * so e outlives the wait. */
-int co__engine_destroy_answer(co_engine *e, int inside)
-{
-	int s;
-
-	atomic_fetch_add_explicit(&e->visitors, CO__VISIT_WAITING - (unsigned)inside, memory_order_seq_cst);
-	while ((s = atomic_load_explicit(&e->state, memory_order_seq_cst)) == CO_ENGINE_DYING) {
-		co__fault_point(CO__POINT_DESTROY_WAITS); /* tests: the destroy answers now */
-		sched_yield(); /* the answer is short */
-	}
-	if (s == CO_ENGINE_DEAD) {
-		/* release: the last touch of e */
-		atomic_fetch_sub_explicit(&e->visitors, CO__VISIT_WAITING, memory_order_release);
-		return 0;
-	}
-	atomic_fetch_add_explicit(&e->visitors, (unsigned)inside - CO__VISIT_WAITING, memory_order_seq_cst);
-	if (inside)
-		co__engine_quiet_clear(e); /* as co__engine_visit_begin */
-	return 1;
-}
-
 /* Begin a call that may come from another thread: the visit, then the
  * check that the engine is set up (inside the visit, so that destroy,
  * which waits for visitors after it marked the engine DYING, never frees
