@@ -37,15 +37,20 @@ static inline uint64_t co__now_coarse_ns(void)
 /*
  * Stamps: the cheapest reading of a clock that runs on (lib/common/clock.c), for
  * the engine's note of when each loop turn began (the view of the
- * coroutines reads them). The CPU's counter where the kernel's own clock
- * runs on it (x86-64 with the tsc clocksource; arm64's virtual counter):
- * one instruction; elsewhere CLOCK_MONOTONIC_COARSE. co__stamp_init
- * decides, once; co__stamp_ns turns a stamp into CLOCK_MONOTONIC ns.
+ * coroutines reads them). The CPU's counter where it keeps time (x86-64:
+ * the kernel's clocksource is the tsc, or the CPU's flags say its counter
+ * is invariant and known reliable, as a hypervisor's kvm-clock guest's do;
+ * arm64's virtual counter): one instruction; elsewhere
+ * CLOCK_MONOTONIC_COARSE. co__stamp_init decides, once (co__stamp_pick);
+ * co__stamp_ns turns a stamp into CLOCK_MONOTONIC ns.
  */
 enum { CO__STAMP_COARSE = 0, CO__STAMP_TSC = 1, CO__STAMP_CNTVCT = 2 };
 extern int co__stamp_kind;
 void co__stamp_init(void);
 uint64_t co__stamp_ns(uint64_t stamp);
+/* x86-64's choice from the current clocksource's name and the first
+ * "flags" line of /proc/cpuinfo (either may be NULL: not readable). */
+int co__stamp_pick(const char *clocksource, const char *cpu_flags);
 
 static inline uint64_t co__stamp(void)
 {

@@ -30,6 +30,7 @@
 #include "common/fault.h"
 #include "helpers.h"
 #include "view/view_internal.h"
+#include "common/clock.h"
 
 /* A library built without the view (meson -Dview=false) answers
  * -EOPNOTSUPP: packaging.sh checks that build; here the cases skip. */
@@ -1325,6 +1326,55 @@ static void test_since_is_last_run(void **state)
 	co_event_destroy(&ev);
 }
 
+/* The turn's stamp is the CPU's counter where it keeps time: on x86-64 a
+ * kernel whose clocksource is the tsc, or a CPU whose flags say its counter
+ * is invariant and reliable (a kvm-clock guest's); else the coarse clock.
+ * The engine's choice on this machine is the one its files give. */
+static void test_stamp_counter_choice(void **state)
+{
+	static const char reliable[] = "fpu tsc msr constant_tsc rep_good nopl nonstop_tsc "
+				       "cpuid tsc_known_freq tsc_reliable pni\n";
+	(void)state;
+	assert_int_equal(co__stamp_pick("tsc\n", NULL), CO__STAMP_TSC);
+	assert_int_equal(co__stamp_pick("kvm-clock\n", reliable), CO__STAMP_TSC);
+	assert_int_equal(co__stamp_pick(NULL, reliable), CO__STAMP_TSC);
+	/* one of the three missing, or a word that only contains one */
+	assert_int_equal(co__stamp_pick("kvm-clock\n", "flags : constant_tsc nonstop_tsc\n"),
+			 CO__STAMP_COARSE);
+	assert_int_equal(co__stamp_pick("kvm-clock\n", "constant_tsc tsc_reliable\n"),
+			 CO__STAMP_COARSE);
+	assert_int_equal(co__stamp_pick("hpet\n", "xconstant_tsc nonstop_tsc tsc_reliable\n"),
+			 CO__STAMP_COARSE);
+	assert_int_equal(co__stamp_pick("hpet\n", "constant_tsc nonstop_tsc tsc_reliablex\n"),
+			 CO__STAMP_COARSE);
+	assert_int_equal(co__stamp_pick("tsc", NULL), CO__STAMP_COARSE); /* not the whole line */
+	assert_int_equal(co__stamp_pick(NULL, NULL), CO__STAMP_COARSE);
+#if defined(__x86_64__)
+	{
+		char name[64] = "", flags[4096] = "";
+		int have_name = 0, have_flags = 0;
+		FILE *fp = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+
+		if (fp) {
+			have_name = fgets(name, sizeof name, fp) != NULL;
+			fclose(fp);
+		}
+		fp = fopen("/proc/cpuinfo", "r");
+		if (fp) {
+			while (fgets(flags, sizeof flags, fp))
+				if (strncmp(flags, "flags", 5) == 0) {
+					have_flags = 1;
+					break;
+				}
+			fclose(fp);
+		}
+		co__stamp_init();
+		assert_int_equal(co__stamp_kind, co__stamp_pick(have_name ? name : NULL,
+								 have_flags ? flags : NULL));
+	}
+#endif
+}
+
 /* The step that keeps one record per frame: the first one, in order. */
 static void test_twice_seen_frames_kept_once(void **state)
 {
@@ -1500,6 +1550,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unlisted_when_list_cannot_grow),
 		cmocka_unit_test(test_finished_frames_leave_the_list),
 		cmocka_unit_test(test_since_is_last_run),
+		cmocka_unit_test(test_stamp_counter_choice),
 		cmocka_unit_test(test_twice_seen_frames_kept_once),
 		cmocka_unit_test(test_view_races_destroy_and_init),
 		cmocka_unit_test(test_destroy_waits_for_a_view),
