@@ -86,6 +86,9 @@ enum co__fault_point {
 	                            waits for its answer, outside its visit (lib/engine/engine_visit.c) */
 	CO__POINT_CONTEXT_STARTING, /* a context's start claimed it and has not created its
 	                               thread yet (lib/context/context.c) */
+	CO__POINT_REGISTER,    /* a register of files, buffers or a buffer ring from off the engine's
+	                          thread holds the engine borrowed, checks passed, and has not
+	                          asked the kernel yet (lib/engine/engine_setup.c) */
 	CO__POINTS
 };
 

@@ -105,69 +105,109 @@ int co_engine_supports(const co_engine *e, unsigned opcode)
 
 /* Registering with the kernel is for the ring's own thread: from a frame of
  * the engine, or while it does not run, by the thread that ran it (any
- * thread before its first run). */
-static int register_check(co_engine *e)
-{
-	int state;
+ * thread before its first run). Off the engine's thread the caller holds
+ * it borrowed from the check to the kernel's answer: a run (the first one
+ * too) that comes meanwhile waits, so the owner fields it reads are not
+ * changing, and the ring is not enabled for another thread between the
+ * check and the call (docs/engine.md, "The threading rule").
+ * 0 (end it with register_end), or the refusal with nothing held. */
+struct reg_hold {
+	co_engine *prev;
+	int borrowed;
+};
 
+static int register_begin(co_engine *e, struct reg_hold *h)
+{
+	h->borrowed = 0;
 	if (e == NULL)
 		return -EINVAL;
-	while (!co__engine_alive(e)) { /* a destroy deciding: its answer */
+	for (;;) {
 		int s = atomic_load_explicit(&e->state, memory_order_seq_cst);
 
-		if (s != CO_ENGINE_DYING || !co__engine_destroy_answer(e, 0))
+		if (s == CO_ENGINE_DYING) { /* a destroy deciding: its answer */
+			if (!co__engine_destroy_answer(e, 0))
+				return -EINVAL;
+			continue;
+		}
+		if (s == CO_ENGINE_DEAD)
 			return -EINVAL;
+		if (co__tls_engine == e)
+			return 0;
+		if (co__engine_borrow(e, &h->prev) == 0)
+			break;
+		s = atomic_load_explicit(&e->state, memory_order_seq_cst);
+		if (s == CO_ENGINE_RUNNING || s == CO_ENGINE_STOPPING)
+			return -EBUSY; /* a run is in progress (STOPPING: a stopped one) */
+		/* the run ended or a destroy came since the refusal: again */
 	}
-	if (co__tls_engine == e)
-		return 0;
-	state = atomic_load_explicit(&e->state, memory_order_acquire);
-	if (state == CO_ENGINE_RUNNING || state == CO_ENGINE_STOPPING)
-		return -EBUSY; /* a run is in progress (STOPPING: a stopped one) */
-	if (e->has_owner && e->owner != co__thread_id())
+	h->borrowed = 1;
+	if (e->has_owner && e->owner != co__thread_id()) {
+		co__engine_unborrow(e, h->prev);
 		return -EPERM;
+	}
+	co__fault_point(CO__POINT_REGISTER); /* tests: a first run comes now */
 	return 0;
+}
+
+static void register_end(co_engine *e, struct reg_hold *h)
+{
+	if (h->borrowed)
+		co__engine_unborrow(e, h->prev);
 }
 
 int co_engine_register_files(co_engine *e, const int *fds, unsigned n)
 {
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
 	if (err)
 		return err;
-	if (fds == NULL || n == 0)
-		return -EINVAL;
-	return io_uring_register_files(&e->ring, fds, n);
+	err = fds == NULL || n == 0 ? -EINVAL : io_uring_register_files(&e->ring, fds, n);
+	register_end(e, &h);
+	return err;
 }
 
 int co_engine_unregister_files(co_engine *e)
 {
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
-	return err ? err : io_uring_unregister_files(&e->ring);
+	if (err)
+		return err;
+	err = io_uring_unregister_files(&e->ring);
+	register_end(e, &h);
+	return err;
 }
 
 int co_engine_register_buffers(co_engine *e, const struct iovec *iov, unsigned n)
 {
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
 	if (err)
 		return err;
-	if (iov == NULL || n == 0)
-		return -EINVAL;
-	return io_uring_register_buffers(&e->ring, iov, n);
+	err = iov == NULL || n == 0 ? -EINVAL : io_uring_register_buffers(&e->ring, iov, n);
+	register_end(e, &h);
+	return err;
 }
 
 int co_engine_unregister_buffers(co_engine *e)
 {
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
-	return err ? err : io_uring_unregister_buffers(&e->ring);
+	if (err)
+		return err;
+	err = io_uring_unregister_buffers(&e->ring);
+	register_end(e, &h);
+	return err;
 }
 
 int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid)
 {
 	struct io_uring_buf_reg reg;
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
 	if (err)
 		return err;
@@ -187,6 +227,7 @@ int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, uns
 		*bgid = reg.bgid;
 		atomic_fetch_add_explicit(&e->bufrings, 1, memory_order_release);
 	}
+	register_end(e, &h);
 	return err;
 }
 
@@ -213,14 +254,17 @@ static int buf_ring_drop(co_engine *e, int err)
 
 int co__engine_buf_ring_unregister(co_engine *e, unsigned short bgid)
 {
-	int err = register_check(e);
+	struct reg_hold h;
+	int err = register_begin(e, &h);
 
 	if (err == -EPERM || err == -EBUSY)
 		return buf_ring_drop(e, err);
-	if (err == 0)
-		err = io_uring_unregister_buf_ring(&e->ring, bgid);
+	if (err)
+		return err;
+	err = io_uring_unregister_buf_ring(&e->ring, bgid);
 	if (err == 0)
 		atomic_fetch_sub_explicit(&e->bufrings, 1, memory_order_release);
+	register_end(e, &h);
 	return err;
 }
 

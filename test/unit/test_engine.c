@@ -243,6 +243,82 @@ static void test_other_thread_while_owner_runs(void **state)
 	alarm(0);
 }
 
+/* engine.md, "The threading rule": a register from another
+ * thread that comes as the engine's first run starts holds the engine
+ * from its check to the kernel's answer, and the run waits for it. Held
+ * at CO__POINT_REGISTER (checks passed, the kernel not asked yet) until
+ * the run has come: the run is refused once (it waits), the register
+ * answers 0 as before a first run, and the table is the run's thread's
+ * afterwards. Without the hold, the run enabled the ring for its thread
+ * meanwhile and the kernel refused the register (-EEXIST, a
+ * SINGLE_ISSUER ring), or the register went through on a ring another
+ * thread had run. */
+static atomic_int reg_held, reg_run_refused, reg_run_returned;
+
+static void reg_waits_for_run(void *arg)
+{
+	(void)arg;
+	atomic_store(&reg_held, 1);
+	while (!atomic_load(&reg_run_refused) && !atomic_load(&reg_run_returned))
+		sched_yield();
+}
+
+static void reg_note_refused(void *arg)
+{
+	(void)arg;
+	atomic_store(&reg_run_refused, 1);
+}
+
+struct reg_race {
+	co_engine e;
+	int fds[2];
+	atomic_int rc;
+};
+
+static void *reg_race_register(void *arg)
+{
+	struct reg_race *r = arg;
+
+	atomic_store(&r->rc, co_engine_register_files(&r->e, r->fds, 2));
+	return NULL;
+}
+
+static void test_register_while_first_run_starts(void **state)
+{
+	struct reg_race r;
+	pthread_t t;
+	(void)state;
+	alarm(30);
+	atomic_store(&reg_held, 0);
+	atomic_store(&reg_run_refused, 0);
+	atomic_store(&reg_run_returned, 0);
+	atomic_init(&r.rc, INT_MIN);
+	assert_int_equal(pipe(r.fds), 0);
+	assert_int_equal(co_engine_init(&r.e, NULL), 0);
+	co__fault_on_point(CO__POINT_REGISTER, reg_waits_for_run, NULL);
+	co__fault_on_point(CO__POINT_TAKE_REFUSED, reg_note_refused, NULL);
+	assert_int_equal(pthread_create(&t, NULL, reg_race_register, &r), 0);
+	WAIT_UNTIL(atomic_load(&reg_held) || atomic_load(&r.rc) != INT_MIN);
+	assert_int_equal(co_engine_run(&r.e, CO_RUN_UNTIL_IDLE), 0); /* the first */
+	atomic_store(&reg_run_returned, 1);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	co__fault_on_point(CO__POINT_REGISTER, NULL, NULL);
+	co__fault_on_point(CO__POINT_TAKE_REFUSED, NULL, NULL);
+	assert_int_equal(atomic_load(&reg_held), 1);
+	assert_int_equal(atomic_load(&r.rc), 0);
+	assert_int_equal(atomic_load(&reg_run_refused), 1); /* the run waited for it */
+	/* another thread now: -EPERM; the owner: the table is there */
+	assert_int_equal(pthread_create(&t, NULL, reg_race_register, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(atomic_load(&r.rc), -EPERM);
+	assert_int_equal(co_engine_unregister_files(&r.e), 0);
+	assert_int_equal(co_engine_unregister_files(&r.e), -ENXIO);
+	assert_int_equal(co_engine_destroy(&r.e), 0);
+	close(r.fds[0]);
+	close(r.fds[1]);
+	alarm(0);
+}
+
 /* opts.no_fast_flags: a plain ring, with none of the task-run modes the
  * engine would try (SINGLE_ISSUER | DEFER_TASKRUN, COOP_TASKRUN, and
  * TASKRUN_FLAG with either), that runs frames all the same. Flags the
@@ -1701,6 +1777,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spawn_errors),
 		cmocka_unit_test(test_no_fast_flags_plain_ring),
 		cmocka_unit_test(test_other_thread_while_owner_runs),
+		cmocka_unit_test(test_register_while_first_run_starts),
 		cmocka_unit_test(test_misuse_errors),
 		cmocka_unit_test(test_last_sqe_gone_after_submit),
 		cmocka_unit_test(test_destroy_keeps_sqe_in_flight),
