@@ -244,8 +244,10 @@ static inline void co__view_del(co_engine *e, co_frame *f)
  * end waits until deadline (CLOCK_MONOTONIC): 0, fn ran; -ETIMEDOUT, no
  * answer in time, and fn will not run; -EINPROGRESS, no answer in time,
  * and e has the request: fn runs later, then drop(arg) frees arg (the
- * caller must not); -EINVAL, e not set up (fn will not run). begin: 0,
- * -EINVAL, -ENOMEM. A destroy of e waits until end returns. */
+ * caller must not); -EINVAL, e destroyed meanwhile (fn will not run).
+ * begin: 0, -EINVAL (not set up, destroyed), -ENOMEM. A destroy of e that
+ * decides meanwhile is waited out in either: if e lives on, the view goes
+ * on. A destroy of e waits until end returns. */
 struct co__view_req;
 int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), void (*drop)(void *arg),
 			  void *arg, struct co__view_req **r);

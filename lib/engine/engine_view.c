@@ -127,23 +127,43 @@ static int publish(co_engine *e, struct co__view_req *r)
  * It waits outside any visit (a cancel stop that holds e borrowed waits for
  * the visitors to leave), so a destroy that comes meanwhile waits for the
  * viewers instead (co__view_fini, lib/engine/engine_frames.c): each sees e
- * dying within a slice and takes its request back. The count is taken
- * inside a visit that saw e alive, so a destroy that waited for the
- * visitors sees it. */
+ * dying within a slice, takes its request back and waits for the
+ * destroy's answer as a call does (viewer_await_destroy). The count is
+ * taken inside a visit that saw e alive (a destroy deciding meanwhile is
+ * waited out: co__engine_call_begin), so a destroy that waited for the
+ * visitors sees it. 0: e was destroyed, or never set up. */
 static int viewer_enter(co_engine *e)
 {
-	int visit = co__engine_visit_begin(e), alive = co__engine_alive(e);
+	int visit;
 
-	if (alive)
-		atomic_fetch_add_explicit(&e->viewers, 1, memory_order_seq_cst);
+	if (co__engine_call_begin(e, &visit) < 0)
+		return 0;
+	atomic_fetch_add_explicit(&e->viewers, 1, memory_order_seq_cst);
 	co__engine_visit_end(e, visit);
-	return alive;
+	return 1;
 }
 
 /* The viewer's last touch of e: from here e may be destroyed. */
 static void viewer_leave(co_engine *e)
 {
 	atomic_fetch_sub_explicit(&e->viewers, 1, memory_order_release);
+}
+
+/* A viewer (its request not in e) found a destroy deciding. It becomes a
+ * visitor before it stops being a viewer (so e outlives it: the destroy
+ * that frees e waits for the viewers, then for the visitors), and waits
+ * for the answer outside the visit. 1: e lives on, and the caller is a
+ * viewer again; 0: e was destroyed, and is not touched again. */
+static int viewer_await_destroy(co_engine *e)
+{
+	int visit = co__engine_visit_begin(e);
+
+	viewer_leave(e);
+	if (!co__engine_destroy_answer(e, visit))
+		return 0;
+	atomic_fetch_add_explicit(&e->viewers, 1, memory_order_seq_cst);
+	co__engine_visit_end(e, visit);
+	return 1;
 }
 
 static struct co__view_req *req_new(co_engine *e, void (*fn)(co_engine *e, void *arg),
@@ -190,7 +210,7 @@ int co__engine_view_begin(co_engine *e, void (*fn)(co_engine *e, void *arg), voi
 			  void *arg, struct co__view_req **out)
 {
 	*out = NULL;
-	if (e == NULL || !co__engine_alive(e))
+	if (e == NULL)
 		return -EINVAL;
 	/* Its own thread (a frame, a post, an on_done), or a thread that holds
 	 * it borrowed (an on_done a cancel stop runs there: its own borrow
@@ -230,8 +250,13 @@ static int give_up(co_engine *e, struct co__view_req *r, int err)
 	return -EINPROGRESS;
 }
 
+/* Wait for r's answer, as a viewer of e: the answer (0), or the caller
+ * gives up (-ETIMEDOUT, -EINPROGRESS; a destroy freed e: -EINVAL). The
+ * viewer has left e when it returns. */
 static int view_wait(co_engine *e, struct co__view_req *r, uint64_t deadline)
 {
+	int err;
+
 	for (;;) {
 		if (!r->published && !publish(e, r)) {
 			if (co__engine_alive(e) && co__now_ns() < deadline) {
@@ -242,27 +267,38 @@ static int view_wait(co_engine *e, struct co__view_req *r, uint64_t deadline)
 			co__fault_point(CO__POINT_VIEW_WAITS); /* tests: a destroy comes now */
 			if (borrow_answer(e, r) || wait_answer(r, deadline)) {
 				req_free(r);
-				return 0;
+				err = 0;
+				break;
 			}
 		}
-		if (!co__engine_alive(e))
-			return give_up(e, r, -EINVAL);
-		if (co__now_ns() >= deadline)
-			return give_up(e, r, -ETIMEDOUT);
+		if (!co__engine_alive(e)) {
+			/* A destroy deciding: no run starts meanwhile, so a
+			 * request e took is answered already. Taken back, it
+			 * waits for the answer; e lives on: published again. */
+			if (r->published && !take_back(e, r)) {
+				err = give_up(e, r, -EINVAL);
+				break;
+			}
+			r->published = 0;
+			if (viewer_await_destroy(e))
+				continue;
+			req_free(r);
+			return -EINVAL; /* destroyed: no viewer left */
+		}
+		if (co__now_ns() >= deadline) {
+			err = give_up(e, r, -ETIMEDOUT);
+			break;
+		}
 	}
+	viewer_leave(e);
+	return err;
 }
 
 int co__engine_view_end(struct co__view_req *r, uint64_t deadline)
 {
-	co_engine *e;
-	int err;
-
 	if (r == NULL)
 		return 0; /* answered at once */
-	e = r->e;
-	err = view_wait(e, r, deadline);
-	viewer_leave(e);
-	return err;
+	return view_wait(r->e, r, deadline);
 }
 
 #else /* without the view: no request */

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1530,6 +1531,159 @@ static void test_destroy_waits_for_a_view(void **state)
 	assert_int_equal(co_engine_destroy(&dv.e), 0);
 }
 
+/*
+ * view.md, "How it is taken": a view of an engine whose destroy decides
+ * (DYING, held open by a post from another thread held inside its visit,
+ * at CO__POINT_VISIT_PUSH) waits for the destroy's answer, as every other
+ * call from another thread does (engine.md, "The threading rule"). The
+ * destroy finds the post pending (-EBUSY) and the engine lives on: the
+ * view goes on and lists its frame. The view's wait at
+ * CO__POINT_DESTROY_WAITS releases the post. Either the view is asked
+ * while the destroy decides (asked_while_dying), or it waits for an
+ * answer (held at CO__POINT_VIEW_WAITS) when the destroy comes. Both
+ * answered -EINVAL on an engine that lived on.
+ */
+static struct {
+	co_engine e;
+	co_post p;
+	co_view v;
+	atomic_int view_rc, destroy_rc, post_rc;
+	atomic_int inside, release, view_waits, answer_waits, posts_run;
+} bd;
+
+static _Thread_local int bd_poster, bd_viewer;
+
+static void bd_hold_post(void *arg)
+{
+	(void)arg;
+	if (!bd_poster)
+		return;
+	atomic_store(&bd.inside, 1);
+	while (!atomic_load(&bd.release))
+		sched_yield();
+}
+
+/* The viewer waits for the destroy's answer: the post may go on. */
+static void bd_answer_waits(void *arg)
+{
+	(void)arg;
+	if (!bd_viewer)
+		return;
+	atomic_fetch_add(&bd.answer_waits, 1);
+	atomic_store(&bd.release, 1);
+}
+
+/* The viewer's first wait for its answer: until the destroy decides. */
+static void bd_view_waits(void *arg)
+{
+	(void)arg;
+	if (atomic_exchange(&bd.view_waits, 1))
+		return;
+	while (co_engine_state(&bd.e) != CO_ENGINE_DYING && atomic_load(&bd.destroy_rc) == INT_MIN)
+		sched_yield();
+}
+
+static void bd_post_fn(co_post *p)
+{
+	(void)p;
+	atomic_fetch_add(&bd.posts_run, 1);
+}
+
+static void *bd_post(void *arg)
+{
+	(void)arg;
+	bd_poster = 1;
+	atomic_store(&bd.post_rc, co_engine_post(&bd.e, &bd.p));
+	return NULL;
+}
+
+static void *bd_destroy(void *arg)
+{
+	(void)arg;
+	atomic_store(&bd.destroy_rc, co_engine_destroy(&bd.e));
+	return NULL;
+}
+
+static void *bd_view(void *arg)
+{
+	(void)arg;
+	bd_viewer = 1;
+	atomic_store(&bd.view_rc, co_view_engine(&bd.v, &bd.e, CO_VIEW_WAIT));
+	return NULL;
+}
+
+static void view_and_busy_destroy(int asked_while_dying)
+{
+	struct co_test_idler d;
+	co_event ev;
+	pthread_t poster, destroyer, viewer;
+
+	alarm(30);
+	memset(&bd, 0, sizeof bd);
+	bd.p.fn = bd_post_fn;
+	atomic_init(&bd.view_rc, INT_MIN);
+	atomic_init(&bd.destroy_rc, INT_MIN);
+	atomic_init(&bd.post_rc, INT_MIN);
+	co_event_init(&ev, 0);
+	assert_int_equal(co_engine_init(&bd.e, NULL), 0);
+	co_test_idler_init(&d, &ev);
+	assert_int_equal(co_engine_spawn(&bd.e, &d.co), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, bd_hold_post, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, bd_answer_waits, NULL);
+	if (!asked_while_dying) {
+		co__fault_on_point(CO__POINT_VIEW_WAITS, bd_view_waits, NULL);
+		assert_int_equal(pthread_create(&viewer, NULL, bd_view, NULL), 0);
+		WAIT_UNTIL(atomic_load(&bd.view_waits) || atomic_load(&bd.view_rc) != INT_MIN);
+	}
+	assert_int_equal(pthread_create(&poster, NULL, bd_post, NULL), 0);
+	WAIT_UNTIL(atomic_load(&bd.inside));
+	assert_int_equal(pthread_create(&destroyer, NULL, bd_destroy, NULL), 0);
+	WAIT_UNTIL(co_engine_state(&bd.e) == CO_ENGINE_DYING || atomic_load(&bd.destroy_rc) != INT_MIN);
+	if (asked_while_dying)
+		assert_int_equal(pthread_create(&viewer, NULL, bd_view, NULL), 0);
+	/* the view waits for the answer (and releases the post), or came back */
+	WAIT_UNTIL(atomic_load(&bd.answer_waits) || atomic_load(&bd.view_rc) != INT_MIN);
+	atomic_store(&bd.release, 1);
+	assert_int_equal(pthread_join(viewer, NULL), 0);
+	assert_int_equal(pthread_join(destroyer, NULL), 0);
+	assert_int_equal(pthread_join(poster, NULL), 0);
+	co__fault_on_point(CO__POINT_VISIT_PUSH, NULL, NULL);
+	co__fault_on_point(CO__POINT_DESTROY_WAITS, NULL, NULL);
+	co__fault_on_point(CO__POINT_VIEW_WAITS, NULL, NULL);
+	assert_int_equal(atomic_load(&bd.post_rc), 0);
+	assert_int_equal(atomic_load(&bd.destroy_rc), -EBUSY); /* the post, the frame */
+	assert_int_equal(atomic_load(&bd.view_rc), 0);
+	assert_true(atomic_load(&bd.answer_waits) >= 1);
+	assert_int_equal(bd.v.contexts, 1);
+	assert_int_equal(bd.v.unanswered, 0);
+	assert_int_equal(bd.v.n, 1);
+	assert_ptr_equal(bd.v.frames[0].frame, &d.co);
+	assert_int_equal(bd.v.frames[0].state, CO_VIEW_READY);
+	co_view_free(&bd.v);
+	/* the engine lived on: the post and the frame run, then it goes */
+	co_event_set(&ev);
+	assert_int_equal(co_engine_run(&bd.e, CO_RUN_UNTIL_IDLE), 0);
+	assert_int_equal(atomic_load(&bd.posts_run), 1);
+	assert_true(co_done(&d.co));
+	assert_int_equal(co_engine_destroy(&bd.e), 0);
+	co_event_destroy(&ev);
+	alarm(0);
+}
+
+static void test_view_asked_while_busy_destroy_decides(void **state)
+{
+	(void)state;
+	NEED_VIEW();
+	view_and_busy_destroy(1);
+}
+
+static void test_view_waiting_outlives_busy_destroy(void **state)
+{
+	(void)state;
+	NEED_VIEW();
+	view_and_busy_destroy(0);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct CMUnitTest tests[] = {
@@ -1554,6 +1708,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_twice_seen_frames_kept_once),
 		cmocka_unit_test(test_view_races_destroy_and_init),
 		cmocka_unit_test(test_destroy_waits_for_a_view),
+		cmocka_unit_test(test_view_asked_while_busy_destroy_decides),
+		cmocka_unit_test(test_view_waiting_outlives_busy_destroy),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
