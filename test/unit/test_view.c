@@ -806,6 +806,141 @@ static void test_limits_named_by_their_wait(void **state)
 	close(sv[1]);
 }
 
+/* ---- the other waits: each named as view.md's table says ------------------------------ */
+
+/* view.md, "What a view holds", the `wait` table: a bare co_sleep is
+ * "sleep"; a latch, a wait group, a channel send are named by their kind
+ * with the primitive as object; when_all, when_any and spawn_on by theirs,
+ * spawn_on with the child's engine as object; an awaiter of the user's by
+ * its ops' name, "await" when that is NULL. */
+enum { N_SLEEP, N_LATCH, N_GROUP, N_SEND, N_ALL, N_ANY, N_ON, N_MINE, N_ANON, NAMED };
+
+struct named {
+	co_frame co;
+	int how;
+	co_io io;
+	co_waiter w;
+	co_when when;
+	co_awaiter mine;
+	struct limited_kid kid[2];
+	co_frame *kids[2];
+	co_engine *other;
+	co_latch *latch;
+	co_waitgroup *wg;
+	co_chan *chan;
+	co_event *ev;
+	int item;
+};
+
+static const co_awaiter_ops anon_ops = { NULL, mine_suspend, NULL, mine_cancel, 0, NULL };
+
+static int named_fn(co_frame *f)
+{
+	struct named *n = (struct named *)f;
+	CO_BEGIN(f);
+	for (int i = 0; i < 2; i++) {
+		n->kid[i].ev = n->ev;
+		co_init(&n->kid[i].co, limited_kid_fn);
+		n->kids[i] = &n->kid[i].co;
+	}
+	if (n->how == N_SLEEP) {
+		CO_AWAIT(f, co_sleep(&n->io, 3600 * CO_S));
+	} else if (n->how == N_LATCH) {
+		CO_AWAIT(f, co_latch_wait(&n->w, n->latch));
+	} else if (n->how == N_GROUP) {
+		CO_AWAIT(f, co_waitgroup_wait(&n->w, n->wg));
+	} else if (n->how == N_SEND) {
+		CO_AWAIT(f, co_chan_send(&n->w, n->chan, &n->item));
+	} else if (n->how == N_ALL) {
+		CO_AWAIT(f, co_when_all(&n->when, n->kids, 2));
+	} else if (n->how == N_ANY) {
+		CO_AWAIT(f, co_when_any(&n->when, n->kids, 2));
+	} else if (n->how == N_ON) {
+		CO_AWAIT(f, co_spawn_on(&n->when, n->other, n->kids[0]));
+	} else {
+		n->mine.ops = n->how == N_MINE ? &mine_ops : &anon_ops;
+		CO_AWAIT(f, &n->mine);
+	}
+	CO_END(f);
+}
+
+static void test_other_waits_named(void **state)
+{
+	static const char *const wait[NAMED] = { "sleep", "latch", "wait group", "channel send",
+						 "when_all", "when_any", "spawn_on", "mine", "await" };
+	struct named n[NAMED];
+	co_engine e, other;
+	co_event ev;
+	co_latch latch;
+	co_waitgroup wg;
+	co_chan chan;
+	int buf[1], got, full = 7;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_latch_init(&latch, 1), 0);
+	assert_int_equal(co_waitgroup_init(&wg), 0);
+	assert_int_equal(co_waitgroup_add(&wg, 1), 0);
+	assert_int_equal(co_chan_init(&chan, sizeof(int), 1, buf), 0);
+	assert_int_equal(co_chan_try_send(&chan, &full), 0); /* full: a send waits */
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_init(&other, NULL), 0); /* never runs */
+	memset(n, 0, sizeof n);
+	for (int i = 0; i < NAMED; i++) {
+		n[i].how = i;
+		n[i].ev = &ev;
+		n[i].latch = &latch;
+		n[i].wg = &wg;
+		n[i].chan = &chan;
+		n[i].other = &other;
+		co_init(&n[i].co, named_fn);
+		assert_int_equal(co_engine_spawn(&e, &n[i].co), 0);
+	}
+	assert_true(co_engine_tick(&e) >= NAMED); /* each parks (a tick never waits) */
+	assert_true(co_engine_tick(&e) >= 0);     /* and the when's children too */
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	for (int k = 0; k < NAMED; k++) {
+		const co_view_frame *r = NULL;
+
+		for (size_t i = 0; i < v.n; i++)
+			if (v.frames[i].frame == &n[k].co)
+				r = &v.frames[i];
+		assert_non_null(r);
+		assert_int_equal(r->state, CO_VIEW_WAITING);
+		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
+			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+		assert_null(r->inner);
+		if (k == N_LATCH)
+			assert_ptr_equal(r->object, &latch);
+		else if (k == N_GROUP)
+			assert_ptr_equal(r->object, &wg);
+		else if (k == N_SEND)
+			assert_ptr_equal(r->object, &chan);
+		else if (k == N_ON)
+			assert_ptr_equal(r->object, &other);
+	}
+	co_view_free(&v);
+	/* let every wait end */
+	assert_int_equal(co_event_set(&ev), 0);
+	assert_int_equal(co_latch_count_down(&latch, 1), 0);
+	assert_int_equal(co_waitgroup_done(&wg), 0);
+	assert_int_equal(co_chan_try_recv(&chan, &got), 0);
+	assert_int_equal(co_cancel(&n[N_SLEEP].co), 0);
+	assert_int_equal(co_cancel(&n[N_ON].co), 0); /* its child never started: finished for it */
+	assert_int_equal(co_cancel(&n[N_MINE].co), 0);
+	assert_int_equal(co_cancel(&n[N_ANON].co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	for (int i = 0; i < NAMED; i++)
+		assert_true(co_done(&n[i].co));
+	assert_int_equal(co_engine_destroy(&e), 0);
+	assert_int_equal(co_engine_destroy(&other), 0);
+	co_chan_destroy(&chan);
+	co_waitgroup_destroy(&wg);
+	co_latch_destroy(&latch);
+	assert_int_equal(co_event_destroy(&ev), 0);
+}
+
 /* ---- the text ------------------------------------------------------------------------ */
 
 static char *read_all(int fd)
@@ -1695,6 +1830,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_given_up_after_taken),
 		cmocka_unit_test(test_view_lone_engine),
 	cmocka_unit_test(test_limits_named_by_their_wait),
+		cmocka_unit_test(test_other_waits_named),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_text_line_per_context),
 		cmocka_unit_test(test_view_engine_of_a_context),
