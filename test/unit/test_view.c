@@ -661,6 +661,7 @@ static void test_view_lone_engine(void **state)
 		assert_int_equal(v.frames[i].state, CO_VIEW_READY);
 		assert_int_equal(v.frames[i].at_label, 0);
 		assert_int_equal(v.frames[i].context, -1);
+		assert_int_equal(v.frames[i].kind, 0);
 	}
 	co_view_free(&v);
 	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
@@ -681,6 +682,31 @@ static void test_view_lone_engine(void **state)
 	assert_int_equal(co_test_runner_join(&r), 0);
 	assert_int_equal(co_engine_destroy(&e), 0);
 	assert_int_equal(co_view_engine(&v, &e, 0), -EINVAL); /* destroyed */
+	co_event_destroy(&ev);
+}
+
+/* view.md, "What a view holds": a lone context (of no scheduler) is an
+ * engine of no scheduler too: its frames' context is -1, their kind 0. */
+static void test_view_lone_context(void **state)
+{
+	co_context c;
+	struct co_test_idler d;
+	co_event ev;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	co_event_init(&ev, 0);
+	assert_int_equal(co_context_init(&c, NULL), 0);
+	co_test_idler_init(&d, &ev);
+	assert_int_equal(co_context_spawn(&c, &d.co), 0);
+	assert_int_equal(co_view_engine(&v, &c.engine, 0), 0);
+	assert_int_equal(v.n, 1);
+	assert_ptr_equal(v.frames[0].frame, &d.co);
+	assert_int_equal(v.frames[0].context, -1);
+	assert_int_equal(v.frames[0].kind, 0);
+	co_view_free(&v);
+	assert_int_equal(co_context_stop(&c, CO_STOP_CANCEL), 0);
+	assert_int_equal(co_context_destroy(&c), 0);
 	co_event_destroy(&ev);
 }
 
@@ -1829,6 +1855,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_unanswered),
 		cmocka_unit_test(test_view_given_up_after_taken),
 		cmocka_unit_test(test_view_lone_engine),
+		cmocka_unit_test(test_view_lone_context),
 	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_other_waits_named),
 		cmocka_unit_test(test_text_groups_and_counts),
