@@ -145,12 +145,14 @@ CO_API int co_graph_succeed(co_graph_node *a, co_graph_node *b);
  * that named no kind start on kind (co_graph_spawn: kind 0). From any
  * thread; co_sched_run(s) (now or later) runs it to the end, and several
  * graphs may share one run; or poll co_graph_done, or await co_graph_wait.
- * 0; -EINVAL with nothing started (NULL; kind, or a node's kind, not a
+ * 0; -EINVAL with nothing started (NULL; s destroyed or never set up,
+ * test_graph dead_scheduler_refused; kind, or a node's kind, not a
  * kind of s: kind >= s->ngroups, which a negative kind converted, INT_MAX
  * and UINT_MAX are for any scheduler; a frame already started, spawned or
  * finished; one frame in two nodes; the graph is running); -ELOOP (the
  * edges contain a cycle: nothing was started). A node whose submit the
- * scheduler refuses (-ESHUTDOWN) counts as failed: see the failure rule;
+ * scheduler refuses (-ESHUTDOWN; -EINVAL once a destroy racing the spawn
+ * has finished) counts as failed: see the failure rule;
  * it is SKIPPED, and the spawn still answers 0 when every root is refused
  * (a stopped scheduler): the graph's error says -ESHUTDOWN
  * (test_graph refused_submit_fails_node).

@@ -304,6 +304,11 @@ int co_graph_spawn_kind(co_graph *g, co_sched *s, unsigned kind)
 		return -EINVAL;
 	if (running(g))
 		return -EINVAL; /* still running */
+	/* destroyed or never set up: refused as co_sched_spawn refuses it,
+	 * before anything is marked (a destroy that comes later fails the
+	 * nodes it refuses: the failure rule) */
+	if (co_sched_state(s) == CO_SCHED_DEAD)
+		return -EINVAL;
 	if (!kinds_valid(g, s, kind))
 		return -EINVAL; /* before anything is marked or submitted */
 	/* Each frame fresh, and in one node only: mark them as we go (they

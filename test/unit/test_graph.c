@@ -722,6 +722,53 @@ static void test_refused_submit_fails_node(void **state)
 }
 
 /*
+ * graph.h, co_graph_spawn: a scheduler destroyed (or never set up) is
+ * "-EINVAL with nothing started", as co_sched_spawn answers for one. The
+ * graph is left not spawned (co_graph_done: -EINVAL), its frames fresh:
+ * each still spawns and runs once on a live scheduler. co_graph_run says
+ * the same.
+ */
+static void test_dead_scheduler_refused(void **state)
+{
+	co_sched s, zero;
+	co_graph g;
+	co_graph_node n[2];
+	struct job j[2];
+	(void)state;
+
+	memset(&zero, 0, sizeof zero); /* never set up */
+	sched_start(&s);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		job_init(&j[i], i, 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	assert_int_equal(co_graph_spawn(&g, &s), -EINVAL);
+	assert_int_equal(co_graph_spawn_kind(&g, &s, 0), -EINVAL);
+	assert_int_equal(co_graph_run(&g, &s), -EINVAL);
+	assert_int_equal(co_graph_spawn(&g, &zero), -EINVAL);
+	assert_int_equal(co_graph_run(&g, &zero), -EINVAL);
+	assert_int_equal(co_graph_done(&g), -EINVAL); /* never spawned */
+	assert_int_equal(atomic_load(&g.error), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(atomic_load(&n[i].state), CO_NODE_IDLE);
+		assert_null(j[i].co.on_done);
+	}
+	assert_int_equal(co_graph_destroy(&g), 0);
+
+	/* the frames are fresh: a live scheduler runs each once */
+	sched_start(&s);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(co_sched_spawn(&s, &j[i].co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/*
  * graph.h, co_graph_spawn: a node's kind out of range is "-EINVAL with
  * nothing started". Beyond the run counts test_kind_errors looks at, the
  * frames must be left as they were: fresh (no spawn mark, no on_done or
@@ -1353,6 +1400,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_kinds_respected),
 		cmocka_unit_test(test_kind_errors),
 		cmocka_unit_test(test_refused_submit_fails_node),
+		cmocka_unit_test(test_dead_scheduler_refused),
 		cmocka_unit_test(test_bad_node_kind_leaves_frames_spawnable),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_manual_context_awaits),
