@@ -32,7 +32,9 @@
  *     (set, unlock, release, close ...) has returned, coring does not touch
  *     it again, even while the released frames' timers are being removed
  *     on their engines. Its destroy function checks that no frame waits
- *     (-EBUSY otherwise) and makes every later call answer -EINVAL.
+ *     and that no such call still waits for an engine's look at a frame
+ *     it released (-EBUSY otherwise), and makes every later call answer
+ *     -EINVAL: after a 0 any thread may free it (docs/sync.md).
  *   - Waiting frames are served in FIFO order by every primitive.
  */
 #ifndef CORING_SYNC_H

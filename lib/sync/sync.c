@@ -68,12 +68,19 @@ static int try_take(atomic_uint *lk, int (*take)(void *obj), void *obj, int busy
 	return took == TAKE_DONE ? 0 : took == TAKE_WAIT ? busy : -EINVAL;
 }
 
+/* A primitive's dead word, under its lock: DEAD once destroyed, plus
+ * RELEASING for each release that waits for an engine's look at a frame
+ * it released (unlock_wake). A mutex's holds DEAD only (its releases are
+ * seen by destroy otherwise: invited, or held for the frame handed it). */
+#define DEAD 1
+#define RELEASING 2
+
 /* Take the lock of a primitive that has not been destroyed: 0, or -EINVAL
  * (destroyed; the lock is not held then). */
 static int lock_alive(atomic_uint *lk, const int *dead)
 {
 	co__spin_lock(lk);
-	if (!*dead)
+	if (!(*dead & DEAD))
 		return 0;
 	co__spin_unlock(lk);
 	return -EINVAL;
@@ -81,23 +88,56 @@ static int lock_alive(atomic_uint *lk, const int *dead)
 
 /*
  * Destroy, under the lock: refused while a frame waits on q (or, for a
- * mutex, while it is held); otherwise every later call answers -EINVAL.
- * Frames it released earlier are never a reason to wait: nothing touches
- * the object after the call that released them returned.
+ * mutex, while it is held), or while a release waits for an engine's look
+ * at a frame it released (that look may still take the lock); otherwise
+ * every later call answers -EINVAL. Frames released earlier are never a
+ * reason to wait: once their release stopped counting itself nothing
+ * touches the object for them.
  */
 static int destroy(atomic_uint *lk, int *dead, const co_waitq *q, const int *held)
 {
 	int err = 0;
 
 	co__spin_lock(lk);
-	if (*dead)
+	if (*dead & DEAD)
 		err = -EINVAL;
-	else if (q->head || (held && *held))
+	else if (q->head || (held && *held) || *dead >= RELEASING)
 		err = -EBUSY;
 	else
-		*dead = 1;
+		*dead = DEAD;
 	co__spin_unlock(lk);
 	return err;
+}
+
+/*
+ * The end of a release (a set, a count down, a semaphore's release, a
+ * notify), its lock lk held and the waiters it claimed on l: unlock, and
+ * wake them. While an engine's look at one of them may still take lk
+ * (co__wake_wait_looks), the release counts itself in dead, so that a
+ * destroy from another thread answers -EBUSY and the primitive is not
+ * freed under the look (docs/sync.md, "Freeing a primitive"). The count
+ * is dropped before the first wake: a woken frame may destroy the
+ * primitive at once, and nothing touches it after.
+ */
+static void unlock_wake(atomic_uint *lk, int *dead, co__wake_list *l)
+{
+	int looks = 0;
+
+	/* seq_cst, after the claims: the look co__wake_wait_looks waits for
+	 * (a look that begins later sees the claim, and leaves lk alone) */
+	for (co_waiter *w = l->head; w && !looks; w = w->next)
+		looks = atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst) != 0;
+
+	if (looks)
+		*dead += RELEASING;
+	co__spin_unlock(lk);
+	if (looks) {
+		co__wake_wait_looks(l);
+		co__spin_lock(lk);
+		*dead -= RELEASING;
+		co__spin_unlock(lk);
+	}
+	co__wake_all(l);
 }
 
 /* ---- mutex ----------------------------------------------------------------------- */
@@ -507,8 +547,7 @@ int co_event_set(co_event *ev)
 		return -EINVAL;
 	ev->set = 1;
 	claim_all(&ev->q, 0, &l);
-	co__unlock(ev);
-	co__wake_all(&l);
+	unlock_wake(&ev->lock, &ev->dead, &l);
 	return 0;
 }
 
@@ -525,7 +564,7 @@ static int event_take(void *obj)
 {
 	co_event *ev = obj;
 
-	return ev->dead ? TAKE_DEAD : ev->set ? TAKE_DONE : TAKE_WAIT;
+	return (ev->dead & DEAD) ? TAKE_DEAD : ev->set ? TAKE_DONE : TAKE_WAIT;
 }
 
 SIMPLE_OPS(event_wait_ops, "event", co_event, event_take);
@@ -576,8 +615,7 @@ int co_latch_count_down(co_latch *l, unsigned n)
 	l->count -= n;
 	if (l->count == 0)
 		claim_all(&l->q, 0, &wl);
-	co__unlock(l);
-	co__wake_all(&wl);
+	unlock_wake(&l->lock, &l->dead, &wl);
 	return 0;
 }
 
@@ -585,7 +623,7 @@ static int count_take(void *obj)
 {
 	co_latch *l = obj;
 
-	return l->dead ? TAKE_DEAD : l->count == 0 ? TAKE_DONE : TAKE_WAIT;
+	return (l->dead & DEAD) ? TAKE_DEAD : l->count == 0 ? TAKE_DONE : TAKE_WAIT;
 }
 
 SIMPLE_OPS(count_wait_ops, "latch", co_latch, count_take);
@@ -661,7 +699,7 @@ static int sem_take(void *obj)
 {
 	co_sem *s = obj;
 
-	if (s->dead)
+	if (s->dead & DEAD)
 		return TAKE_DEAD;
 	if (s->count == 0)
 		return TAKE_WAIT;
@@ -696,8 +734,7 @@ int co_sem_release(co_sem *s, unsigned n)
 	for (; n && s->q.head; n--)
 		co__wait_claim(s->q.head, 0, &l);
 	s->count += n; /* waiters exist only while count is 0: no overflow */
-	co__unlock(s);
-	co__wake_all(&l);
+	unlock_wake(&s->lock, &s->dead, &l);
 	return 0;
 }
 
@@ -808,8 +845,7 @@ static int cond_notify(co_cond *c, int all)
 		claim_all(&c->q, 0, &l);
 	else if (c->q.head)
 		co__wait_claim(c->q.head, 0, &l);
-	co__unlock(c);
-	co__wake_all(&l); /* each re-locks the mutex (cond_deliver) */
+	unlock_wake(&c->lock, &c->dead, &l); /* each re-locks the mutex (cond_deliver) */
 	return 0;
 }
 

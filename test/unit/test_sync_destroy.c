@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Destroying the sync primitives: refused (-EBUSY) while a frame waits on
- * one (or a mutex is held), nothing changed by the refusal; afterwards
+ * one (or a mutex is held), or while a release waits for an engine's look
+ * at a frame it released, nothing changed by the refusal; afterwards
  * every call answers -EINVAL, and destroying twice too.
  */
 #include <setjmp.h>
@@ -10,12 +11,15 @@
 #include <stdint.h>
 #include <string.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <cmocka.h>
 
 #include <coring/loop.h>
 #include <coring/sync.h>
 #include <coring/channel.h>
 #include "helpers.h"
+#include "common/fault.h"
 
 enum prim { P_MUTEX, P_EVENT, P_LATCH, P_WAITGROUP, P_SEM, P_COND, P_CHAN, P_PRIMS };
 
@@ -322,10 +326,136 @@ static void test_cond_mutex_destroyed_under_wait(void **state)
 	assert_int_equal(co_cond_destroy(&t.c), 0);
 }
 
+/*
+ * sync.md, "Freeing a primitive": a release (an unlock, a set, a count
+ * down, a semaphore's release, a notify) claimed a frame parked on e while
+ * e's look at that frame (a cancel, held open at CO__POINT_WAIT_VISIT) may
+ * still take the primitive's lock; the release waits for that look before
+ * it wakes anything (CO__POINT_WAKE_LOOK). A destroy from a third thread
+ * meanwhile answers -EBUSY and changes nothing (after a 0 the primitive
+ * could be freed under the look). Once the release returned, the frame
+ * has its result from the release (claimed before the cancel's look) and
+ * destroy answers 0. The channel's close has its own (test_channel
+ * destroy_while_close_waits_for_look).
+ */
+struct look_hold {
+	struct objs *o;
+	enum prim p;
+	atomic_int go, point_done, release_res;
+	atomic_int destroy_res;
+};
+
+/* On e's thread: its look at the parked frame saw it waiting. */
+static void look_hold_visit(void *arg)
+{
+	struct look_hold *k = arg;
+
+	co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL); /* once */
+	atomic_store(&k->go, 1);
+	WAIT_UNTIL(atomic_load(&k->point_done)); /* the release waits for this look */
+}
+
+/* On the releasing thread: the release found the look open. The destroy
+ * stands for a third thread's: this thread is inside the release. */
+static void look_hold_point(void *arg)
+{
+	struct look_hold *k = arg;
+
+	co__fault_on_point(CO__POINT_WAKE_LOOK, NULL, NULL); /* once */
+	atomic_store(&k->destroy_res, destroy(k->o, k->p));
+	atomic_store(&k->point_done, 1);
+}
+
+static void *look_hold_release(void *arg)
+{
+	struct look_hold *k = arg;
+	struct objs *o = k->o;
+	int r;
+
+	WAIT_UNTIL(atomic_load(&k->go));
+	switch (k->p) {
+	case P_MUTEX: r = co_mutex_unlock(&o->m); break;
+	case P_EVENT: r = co_event_set(&o->ev); break;
+	case P_LATCH: r = co_latch_count_down(&o->l, 1); break;
+	case P_WAITGROUP: r = co_waitgroup_done(&o->wg); break;
+	case P_SEM: r = co_sem_release(&o->s, 1); break;
+	default: r = co_cond_signal(&o->c); break;
+	}
+	atomic_store(&k->release_res, r);
+	return NULL;
+}
+
+struct look_canceller {
+	co_frame co;
+	co_frame *target;
+};
+
+static int look_canceller_fn(co_frame *f)
+{
+	struct look_canceller *c = (struct look_canceller *)f;
+	CO_BEGIN(f);
+	co_cancel(c->target);
+	CO_END(f);
+}
+
+static void test_destroy_while_release_waits_for_look(void **state)
+{
+	(void)state;
+	for (int p = 0; p < P_CHAN; p++) {
+		struct objs o;
+		struct look_hold k = { .o = &o, .p = (enum prim)p, .release_res = 1,
+				       .destroy_res = 1 };
+		struct waiter w = { .o = &o, .p = (enum prim)p, .res = 1 };
+		struct look_canceller c = { .target = &w.co };
+		co_engine e;
+		co_loop loop;
+		pthread_t th;
+
+		objs_init(&o);
+		assert_int_equal(co_engine_init(&e, NULL), 0);
+		e.spin_max = e.spin_cur = 0; /* it parks at once */
+		co_init(&w.co, waiter_fn);
+		assert_int_equal(co_engine_spawn(&e, &w.co), 0);
+		assert_int_equal(co_engine_tick(&e), 1); /* parked; this thread owns e */
+		assert_int_equal(w.res, 1);
+		assert_int_equal(pthread_create(&th, NULL, look_hold_release, &k), 0);
+		co__fault_on_point(CO__POINT_WAIT_VISIT, look_hold_visit, &k);
+		co__fault_on_point(CO__POINT_WAKE_LOOK, look_hold_point, &k);
+		co_init(&c.co, look_canceller_fn);
+		assert_int_equal(co_engine_spawn(&e, &c.co), 0);
+		assert_true(co_engine_tick(&e) >= 1); /* the look held open */
+		assert_int_equal(pthread_join(th, NULL), 0);
+		co__fault_on_point(CO__POINT_WAIT_VISIT, NULL, NULL);
+		co__fault_on_point(CO__POINT_WAKE_LOOK, NULL, NULL);
+		assert_int_equal(atomic_load(&k.release_res), 0);
+		assert_int_equal(atomic_load(&k.point_done), 1); /* the window was held */
+		if (atomic_load(&k.destroy_res) != -EBUSY)
+			fail_msg("%s: destroy answered %d while its release waited for a look",
+				 names[p], atomic_load(&k.destroy_res));
+		while (w.res == 1)
+			assert_true(co_engine_tick(&e) >= 0);
+		if (w.res != 0) /* claimed by the release before the cancel's look */
+			fail_msg("%s: the waiter got %d", names[p], w.res);
+		if (p == P_MUTEX) /* the waiter took it */
+			assert_int_equal(co_mutex_unlock(&o.m), 0);
+		assert_int_equal(destroy(&o, (enum prim)p), 0);
+		assert_int_equal(co_engine_destroy(&e), 0);
+		co_loop_init(&loop);
+		check_dead(&o, (enum prim)p, &loop);
+		if (p != P_MUTEX)
+			assert_int_equal(co_mutex_unlock(&o.m), 0); /* objs_init held it */
+		for (int q = 0; q < P_PRIMS; q++)
+			if (q != p)
+				assert_int_equal(destroy(&o, (enum prim)q), 0);
+		assert_int_equal(co_mutex_destroy(&o.cm), 0);
+	}
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_rules),
 	cmocka_unit_test(test_cond_mutex_destroyed_under_wait),
 	cmocka_unit_test(test_every_wait_on_destroyed),
+	cmocka_unit_test(test_destroy_while_release_waits_for_look),
 };
 
 CO_TEST_MAIN(tests, 1)
