@@ -123,8 +123,9 @@ typedef struct co_sched {
 	unsigned spinners;             /* read-only: how many may at once */
 	unsigned spin_peak;            /* read-only: the most that polled at
 	                                  once (a high-water mark), counted
-	                                  only with more contexts than
-	                                  spinners (else it stays 0) */
+	                                  only with more contexts with a
+	                                  thread (manual ones never poll)
+	                                  than spinners (else it stays 0) */
 } co_sched;
 
 /* Set up the contexts and start their threads (manual ones have none);

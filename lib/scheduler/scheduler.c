@@ -206,17 +206,17 @@ static void sched_backlog(co_engine *e, void *arg)
 }
 
 /* Polling for work before a sleep costs a CPU: at most s->spinners of the
- * contexts poll at once. With no more contexts than that the cap cannot
- * bind, and nothing is counted: the count is a cache line every context
- * would write twice per hand-off. */
+ * contexts poll at once. Only a context with a thread of its own polls (a
+ * manual one's ticks never sleep, so it never polls): with no more of
+ * those than s->spinners the cap cannot bind, and the contexts get hooks
+ * without this one (sched_hooks): nothing is counted, as the count is a
+ * cache line every context would write twice per hand-off. */
 static int sched_spin(co_engine *e, void *arg, int begin)
 {
 	co_sched *s = arg;
 	unsigned n;
 
 	(void)e;
-	if (s->n <= s->spinners)
-		return 1;
 	if (!begin) {
 		atomic_fetch_sub_explicit(&s->spinning, 1, memory_order_relaxed);
 		return 0;
@@ -247,13 +247,35 @@ static const struct co__engine_hooks hooks_stealing = {
 	.spin = sched_spin,
 };
 
+/* The same where the cap on pollers cannot bind: no count. */
+static const struct co__engine_hooks hooks_plain_uncapped = {
+	.task_done = sched_task_done,
+	.quiet = sched_quiet,
+};
+
+static const struct co__engine_hooks hooks_stealing_uncapped = {
+	.task_done = sched_task_done,
+	.steal = sched_steal,
+	.backlog = sched_backlog,
+	.quiet = sched_quiet,
+};
+
+/* The hooks of a context: stealing or not, pollers counted or not. */
+static const struct co__engine_hooks *sched_hooks(int stealing, int capped)
+{
+	if (stealing)
+		return capped ? &hooks_stealing : &hooks_stealing_uncapped;
+	return capped ? &hooks_plain : &hooks_plain_uncapped;
+}
+
 /* Only a scheduler sets these hooks, on its contexts' engines: an engine
  * with one of them is a co_context's (its first member). */
 int co__sched_context_of(const co_engine *e, int *index, int *kind)
 {
 	const co_context *c;
 
-	if (e->hooks != &hooks_plain && e->hooks != &hooks_stealing)
+	if (e->hooks != &hooks_plain && e->hooks != &hooks_stealing &&
+	    e->hooks != &hooks_plain_uncapped && e->hooks != &hooks_stealing_uncapped)
 		return 0;
 	c = (const co_context *)(const void *)((const char *)e - offsetof(co_context, engine));
 	*index = (int)c->index;
@@ -369,8 +391,8 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	co_sched_opts o = { 0 };
 	co_sched_group one;
 	const co_sched_group *gs;
-	unsigned i = 0, started = 0, ng, n;
-	int err = 0;
+	unsigned i = 0, started = 0, ng, n, threads = 0;
+	int err = 0, capped;
 
 	if (s == NULL)
 		return -EINVAL;
@@ -384,6 +406,10 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 	s->n = n;
 	s->spinners = o.spinners ? o.spinners : default_spinners();
 	s->ngroups = ng;
+	for (unsigned k = 0; k < ng; k++) /* the contexts that may poll */
+		if (!gs[k].manual)
+			threads += gs[k].contexts ? gs[k].contexts : 1;
+	capped = threads > s->spinners;
 	/* co_context holds a co_engine, whose words written by other
 	 * threads start a cache line of their own: calloc's 16 bytes would
 	 * put them across two lines, beside the owner's */
@@ -419,8 +445,8 @@ int co_sched_init(co_sched *s, const co_sched_opts *opts)
 			c->sched = s;
 			co__context_on_end(c, context_ended);
 			c->manual = g->manual;
-			co__engine_set_hooks(&c->engine, g->steal && sg->n > 1 ? &hooks_stealing
-									  : &hooks_plain, s);
+			co__engine_set_hooks(&c->engine, sched_hooks(g->steal && sg->n > 1, capped),
+					     s);
 			if (g->steal && sg->n > 1) /* frames that roam move within the group */
 				co__engine_set_roam(&c->engine, sg);
 		}

@@ -323,6 +323,40 @@ static void test_sched_uncapped_counts_nothing(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* A manual context never polls (its ticks never wait): it does not count
+ * towards the cap. Two threaded contexts and a manual one, spinners 2:
+ * the cap cannot bind, and nothing is counted (spin_peak stays 0). */
+static void test_sched_manual_not_a_poller(void **state)
+{
+	static const co_sched_group groups[2] = { { .manual = 1 }, { .contexts = 2 } };
+	co_sched s;
+	struct pp ping, pong;
+	co_chan ch[2];
+	cpu_set_t all;
+	uint64_t spins = 0;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .groups = groups, .ngroups = 2,
+							    .spinners = 2 }),
+			 0);
+	assert_int_equal(s.n, 3);
+	ping_pong(&s, 1, 2, ROUND_TRIPS / 2, &ping, &pong, ch);
+	assert_int_equal(co_sched_run(&s), 0);
+	pp_check(&ping, &pong, ch, ROUND_TRIPS / 2);
+	for (unsigned i = 0; i < s.n; i++) {
+		co_engine *e = &s.ctx[i].engine;
+
+		spins += __atomic_load_n(&e->stats.spins, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&e->stats.polls, __ATOMIC_RELAXED);
+	}
+	if (CPU_COUNT(&all) > 1)
+		assert_true(spins > 0); /* they polled (not on one CPU) */
+	assert_int_equal(s.spin_peak, 0);
+	assert_int_equal(atomic_load(&s.spinning), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- a channel end polls before it parks -------------------------------------------- */
 
 #define TAKES 40
@@ -1024,6 +1058,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_spin_options),
 		cmocka_unit_test(test_sched_caps_pollers),
 		cmocka_unit_test(test_sched_uncapped_counts_nothing),
+		cmocka_unit_test(test_sched_manual_not_a_poller),
 		cmocka_unit_test(test_broadcast_wakes_in_one_visit),
 		cmocka_unit_test(test_release_wakes_in_one_visit),
 		cmocka_unit_test(test_quiet_only_after_poll),
