@@ -74,7 +74,10 @@ struct co_pool_job {
 };
 
 /* Start `threads` worker threads (1 to 1024). Returns 0, -EINVAL, -ENOMEM,
- * or -EAGAIN when a thread cannot be created (none is left running). */
+ * or -EAGAIN when a thread cannot be created (none is left running). p
+ * need not be zeroed first, and so init cannot tell a pool that is set up
+ * from memory never set up: on a live pool (not destroyed) it is undefined
+ * (its workers, jobs and lock are lost under it); co_pool_destroy it first. */
 CO_API int co_pool_init(co_pool *p, unsigned threads);
 
 /* Stop the workers and free the pool. -EBUSY (and nothing changes) while a
