@@ -452,6 +452,114 @@ static void test_cancel_without_cancel_op(void **state)
 	assert_true(co_cancelled(&c.co));
 }
 
+/* A mailbox that a producer keeps filling: its await takes an item when one
+ * is there (ready), else parks; a cancel ends a park with -ECANCELED. */
+struct mailbox {
+	co_awaiter aw;
+	int items, cancelled;
+	co_frame *waiter;
+};
+
+static int mailbox_ready(co_awaiter *a, co_frame *f)
+{
+	(void)f;
+	return ((struct mailbox *)a)->items > 0;
+}
+
+static int mailbox_suspend(co_awaiter *a, co_frame *f)
+{
+	struct mailbox *m = (struct mailbox *)a;
+
+	if (co_await_cancelled(f)) {
+		m->cancelled = 1;
+		return 0;
+	}
+	m->waiter = f;
+	return 1;
+}
+
+static int mailbox_resume(co_awaiter *a, co_frame *f)
+{
+	struct mailbox *m = (struct mailbox *)a;
+	(void)f;
+	if (m->cancelled) {
+		m->cancelled = 0;
+		return -ECANCELED;
+	}
+	m->items--;
+	return 1;
+}
+
+static int mailbox_cancel(co_awaiter *a, co_frame *f)
+{
+	struct mailbox *m = (struct mailbox *)a;
+
+	m->waiter = NULL;
+	m->cancelled = 1;
+	co_wake(f);
+	return 0;
+}
+
+static const co_awaiter_ops mailbox_ops = { mailbox_ready, mailbox_suspend, mailbox_resume,
+					    mailbox_cancel, 0, "mailbox" };
+
+/* A consumer that takes an item, then yields (one a tick); checks says
+ * whether its loop tests co_cancelled() besides the await's value. */
+struct mb_consumer {
+	co_frame co;
+	struct mailbox *m;
+	int checks, taken;
+};
+
+static int mb_consumer_fn(co_frame *f)
+{
+	struct mb_consumer *c = (struct mb_consumer *)f;
+	CO_BEGIN(f);
+	while (!(c->checks && co_cancelled(f))) {
+		CO_AWAIT(f, &c->m->aw);
+		if (co_result(f) < 0)
+			break;
+		c->taken++;
+		CO_YIELD(f);
+	}
+	CO_END(f);
+}
+
+/* core.md, rule 9: a loop that keeps awaiting after co_cancel() must test
+ * co_cancelled(), since an await whose value is already there takes it: fed
+ * faster than it eats, a loop that looks only at the values never ends. */
+static void test_cancelled_consumer_must_check(void **state)
+{
+	struct mailbox m = { .aw = { &mailbox_ops } };
+	struct mb_consumer plain = { .m = &m }, checking = { .m = &m, .checks = 1 };
+	(void)state;
+	co_init(&plain.co, mb_consumer_fn);
+	co_init(&checking.co, mb_consumer_fn);
+	m.items = 1;
+	assert_int_equal(co_resume(&plain.co), CO_YIELDED);
+	m.items = 1;
+	assert_int_equal(co_resume(&checking.co), CO_YIELDED);
+	assert_int_equal(co_cancel(&plain.co), 0);
+	assert_int_equal(co_cancel(&checking.co), 0);
+	for (int i = 0; i < 100; i++) { /* the producer stays ahead */
+		m.items = 1;
+		assert_int_equal(co_resume(&plain.co), CO_YIELDED);
+	}
+	assert_true(co_cancelled(&plain.co));
+	assert_int_equal(plain.taken, 101); /* each await took its item */
+	assert_int_equal(m.items, 0);
+	m.items = 1;
+	assert_int_equal(co_resume(&checking.co), CO_DONE); /* its test ends it */
+	assert_int_equal(checking.taken, 1);
+	assert_int_equal(m.items, 1);
+	/* an await that has to wait ends with -ECANCELED: once the producer
+	 * stops, the plain loop ends too */
+	m.items = 0;
+	assert_int_equal(co_resume(&plain.co), CO_DONE);
+	assert_int_equal(plain.taken, 101);
+	assert_null(m.waiter);
+}
+
 /* ---- child await ------------------------------------------------------- */
 
 struct child {
@@ -1783,6 +1891,7 @@ int main(void)
 		cmocka_unit_test(test_await_until),
 		cmocka_unit_test(test_cancel_waiting_await),
 		cmocka_unit_test(test_cancel_without_cancel_op),
+		cmocka_unit_test(test_cancelled_consumer_must_check),
 		cmocka_unit_test(test_child_results_and_errors),
 		cmocka_unit_test(test_child_suspends_and_transfers_back),
 		cmocka_unit_test(test_child_already_done),
