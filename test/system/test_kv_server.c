@@ -313,6 +313,12 @@ static void test_strings_and_counters(void **state)
 	EXPECT(c, "*2 $save $", "CONFIG", "GET", "save");
 	EXPECT(c, "*2 $appendonly $no", "CONFIG", "GET", "appendonly");
 	EXPECT(c, "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.", "CONFIG", "FOO");
+	/* CONFIG GET as Redis 7.0: a pattern at least, several in one, each
+	 * parameter answered once, save before appendonly */
+	EXPECT(c, "-ERR wrong number of arguments for 'config|get' command", "CONFIG", "GET");
+	EXPECT(c, "*4 $save $ $appendonly $no", "CONFIG", "GET", "appendonly", "save");
+	EXPECT(c, "*2 $save $", "CONFIG", "GET", "save", "save", "nothing");
+	EXPECT(c, "*0", "CONFIG", "GET", "nothing", "else");
 	EXPECT(c, "*0", "COMMAND", "DOCS");
 	EXPECT(c, "-ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' ", "FOO",
 	       "bar", "baz");

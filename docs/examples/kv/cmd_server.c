@@ -40,20 +40,36 @@ static int quit_begin(struct conn *c)
 	return 1;
 }
 
-/* CONFIG GET save / appendonly: what redis-benchmark asks; nothing else. */
+/* CONFIG GET pattern [pattern ...]: save and appendonly, what
+ * redis-benchmark asks, each once and in Redis's order (save first) however
+ * they are named; nothing else. */
 static int config_begin(struct conn *c)
 {
-	if (!arg_is(c, 1, "GET") || c->argc != 3) {
+	int save = 0, aof = 0;
+
+	if (!arg_is(c, 1, "GET")) {
 		reply_error(c, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.", (int)arg_n(c, 1),
 			    arg_p(c, 1));
 		return 1;
 	}
-	if (arg_is(c, 2, "save") || arg_is(c, 2, "appendonly")) {
-		out_num(c, '*', 2);
-		reply_bulk(c, arg_p(c, 2), arg_n(c, 2));
-		reply_bulk(c, arg_is(c, 2, "save") ? "" : "no", arg_is(c, 2, "save") ? 0 : 2);
-	} else {
-		out_add(c, "*0\r\n", 4);
+	if (c->argc < 3) {
+		reply_error(c, "ERR wrong number of arguments for 'config|get' command");
+		return 1;
+	}
+	for (unsigned i = 2; i < c->argc; i++) {
+		if (!save && arg_is(c, i, "save"))
+			save = (int)i;
+		else if (!aof && arg_is(c, i, "appendonly"))
+			aof = (int)i;
+	}
+	out_num(c, '*', 2 * ((save != 0) + (aof != 0)));
+	if (save) {
+		reply_bulk(c, arg_p(c, (unsigned)save), arg_n(c, (unsigned)save));
+		reply_bulk(c, "", 0);
+	}
+	if (aof) {
+		reply_bulk(c, arg_p(c, (unsigned)aof), arg_n(c, (unsigned)aof));
+		reply_bulk(c, "no", 2);
 	}
 	return 1;
 }
