@@ -6,7 +6,8 @@
  * ten cut short by a random disconnect (RST or FIN in mid-message, then a
  * fresh connection). Every byte of every completed exchange is checked; the
  * server must keep serving, end every connection it accepted (its descriptor
- * count returns to where it started), and exit 0 on SIGTERM.
+ * count returns to where it started), and exit 0 on SIGTERM (on SIGINT too,
+ * a connection open: sigint_stops_it).
  *
  *   test_load /path/to/echo_server
  */
@@ -229,6 +230,31 @@ static void test_10000_connections(void **state)
 	free(cl);
 }
 
+/* echo_server.c's header: SIGINT stops it cleanly too, with a connection
+ * open: the connection ends (the client reads its end) and the exit status
+ * is 0. */
+static void test_sigint_stops_it(void **state)
+{
+	char buf[8];
+	int fd, status;
+
+	(void)state;
+	server_start();
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&server_addr, sizeof server_addr), 0);
+	assert_int_equal(send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+	assert_int_equal(recv(fd, buf, 4, MSG_WAITALL), 4); /* served: the connection is up */
+	assert_memory_equal(buf, "ping", 4);
+	assert_int_equal(kill(server_pid, SIGINT), 0);
+	assert_int_equal(waitpid(server_pid, &status, 0), server_pid);
+	server_pid = 0;
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(recv(fd, buf, sizeof buf, 0), 0); /* its end, not a reset */
+	close(fd);
+}
+
 /* After a failed assertion too: the server must not outlive the test (it
  * holds the test runner's output pipe). */
 static int server_kill(void **state)
@@ -246,6 +272,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_10000_connections, server_kill),
+		cmocka_unit_test_teardown(test_sigint_stops_it, server_kill),
 	};
 	server_path = getenv("CORING_ECHO_SERVER");
 	if (server_path == NULL) {
