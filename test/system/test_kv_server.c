@@ -2633,6 +2633,34 @@ static void test_wrongtype(void **state)
 }
 
 /* HELLO, TIME, INFO, SELECT, and what is out of scope */
+/* --bind ADDR: the listeners take that address alone (127.0.0.2, on
+ * loopback too; the default, 127.0.0.1, refuses), on every context. */
+static void test_bind_address(void **state)
+{
+	struct server s = server_start("--threads", "2", "--bind", "127.0.0.2", NULL);
+	struct sockaddr_in a = co_test_loopback((uint16_t)s.port);
+	struct client *c;
+	int fd;
+
+	(void)state;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), -1);
+	assert_int_equal(errno, ECONNREFUSED);
+	close(fd);
+	for (int i = 0; i < 4; i++) { /* whichever context's listener takes each */
+		c = calloc(1, sizeof *c);
+		assert_non_null(c);
+		a.sin_addr.s_addr = htonl(0x7f000002);
+		c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(c->fd >= 0);
+		assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof a), 0);
+		EXPECT(c, "+PONG", "PING");
+		client_close(c);
+	}
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
 static void test_server_commands(void **state)
 {
 	struct server s = server_start("--threads", "2", NULL);
@@ -3033,6 +3061,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_keys_many_stars),
 	cmocka_unit_test(test_wrongtype),
 	cmocka_unit_test(test_server_commands),
+	cmocka_unit_test(test_bind_address),
 	cmocka_unit_test(test_blocking_pops_served),
 	cmocka_unit_test(test_blocking_pops_raced),
 	cmocka_unit_test(test_blocking_pops_and_stop),
