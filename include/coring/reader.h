@@ -104,9 +104,12 @@ typedef struct co_reader {
  * o->size bytes here (o NULL: the defaults); the buffer grows, up to
  * o->max, when a read needs more. The reader does not own fd (it never
  * closes it). Errors: -EINVAL (NULL r, a negative fd, size or max above
- * CO_READER_MAX, size above max), -ENOMEM, -EBUSY (r is set up and not
- * destroyed: co_reader_destroy it first; nothing changes). r need not be
- * zeroed before its first set-up.
+ * CO_READER_MAX, size above max), -ENOMEM. r need not be zeroed first, and
+ * so init cannot tell a reader that is set up from memory never set up
+ * (reading its mark would read memory not yet written): on a live reader
+ * (not destroyed) it is undefined (its buffer and a read in progress are
+ * lost under it); co_reader_destroy it first. The same for
+ * co_reader_init_stream.
  */
 CO_API int co_reader_init(co_reader *r, int fd, const co_reader_opts *o);
 
@@ -114,8 +117,7 @@ CO_API int co_reader_init(co_reader *r, int fd, const co_reader_opts *o);
  * Set up r to read the open stream s: every receive of s is the reader's
  * from now on (buffers s holds already are read first). Calls on r follow
  * the stream's rule: from a frame of its ring's engine. Errors: -EINVAL
- * (NULL, s not open, sizes as above), -ENOMEM, -EBUSY (as co_reader_init).
- * r does not close s.
+ * (NULL, s not open, sizes as above), -ENOMEM. r does not close s.
  */
 CO_API int co_reader_init_stream(co_reader *r, co_stream *s, const co_reader_opts *o);
 

@@ -54,10 +54,6 @@ static int reader_setup(co_reader *r, const co_reader_opts *o)
 	size = o->size ? o->size : max < DEFAULT_SIZE ? max : DEFAULT_SIZE;
 	if (size > max)
 		return -EINVAL;
-	/* set up and not destroyed (destroy clears the mark): its buffer, and
-	 * a read in progress, would be lost under a second set-up */
-	if (r->magic == READER_MAGIC)
-		return -EBUSY;
 	memset(r, 0, sizeof *r);
 	r->buf = co__malloc(size);
 	if (r->buf == NULL)

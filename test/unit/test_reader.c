@@ -1061,74 +1061,6 @@ static void test_destroy_gives_up_handed_out_read(void **state)
 	assert_int_equal(co_reader_destroy(&r), -EINVAL); /* destroyed */
 }
 
-/* reader.h, co_reader_init: on a reader set up and not destroyed it is
- * -EBUSY and nothing changes: with a read handed out (in progress), which
- * then reads its line, and idle, the next read going on where the last
- * one ended (a second set-up would drop the buffer, and the read in
- * progress with it). Once destroyed, it may be set up again. */
-struct live_init {
-	co_frame co;
-	co_reader *r;
-	co_frame *rf;
-	int fd, at_call_done, busy_reading, busy_idle, res1, res2;
-	char line1[8], line2[8];
-};
-
-static int live_init_fn(co_frame *f)
-{
-	struct live_init *h = (struct live_init *)f;
-
-	CO_BEGIN(f);
-	h->rf = co_reader_until(h->r, "\n", 1); /* nothing in the reader: waits */
-	h->at_call_done = co_done(h->rf);
-	h->busy_reading = co_reader_init(h->r, h->fd, NULL);
-	CO_AWAIT(f, h->rf);
-	h->res1 = co_result(f);
-	if (h->res1 > 0 && h->res1 < (int)sizeof h->line1)
-		memcpy(h->line1, h->r->data, (size_t)h->res1);
-	h->busy_idle = co_reader_init(h->r, h->fd, &(co_reader_opts){ .size = 16 });
-	CO_AWAIT(f, co_reader_until(h->r, "\n", 1));
-	h->res2 = co_result(f);
-	if (h->res2 > 0 && h->res2 < (int)sizeof h->line2)
-		memcpy(h->line2, h->r->data, (size_t)h->res2);
-	CO_END(f);
-}
-
-static void test_init_on_live_reader(void **state)
-{
-	struct live_init h;
-	co_engine e;
-	co_reader r;
-	int sv[2];
-
-	(void)state;
-	memset(&h, 0, sizeof h);
-	co_test_tcp_pair(sv);
-	assert_int_equal(co_engine_init(&e, NULL), 0);
-	assert_int_equal(co_reader_init(&r, sv[0], NULL), 0);
-	assert_int_equal(write(sv[1], "one\ntwo\n", 8), 8); /* in the socket, not the reader */
-	h.r = &r;
-	h.fd = sv[0];
-	co_init(&h.co, live_init_fn);
-	assert_int_equal(co_engine_spawn(&e, &h.co), 0);
-	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
-	assert_false(h.at_call_done);
-	assert_int_equal(h.busy_reading, -EBUSY);
-	assert_int_equal(h.res1, 4);
-	assert_memory_equal(h.line1, "one\n", 4);
-	assert_int_equal(h.busy_idle, -EBUSY);
-	assert_int_equal(r.cap, 4096); /* the set-up it refused changed nothing */
-	assert_int_equal(h.res2, 4);
-	assert_memory_equal(h.line2, "two\n", 4);
-	assert_int_equal(co_reader_destroy(&r), 0);
-	assert_int_equal(co_reader_init(&r, sv[0], &(co_reader_opts){ .size = 16 }), 0);
-	assert_int_equal(r.cap, 16);
-	assert_int_equal(co_reader_destroy(&r), 0);
-	assert_int_equal(co_engine_destroy(&e), 0);
-	close(sv[0]);
-	close(sv[1]);
-}
-
 /* A read from a frame that no engine runs: co_recv's -ENXIO, and the
  * reader is as it was. */
 struct by_hand {
@@ -1691,7 +1623,6 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_and_busy),
 	cmocka_unit_test(test_handed_out_read_refuses_a_second),
 	cmocka_unit_test(test_destroy_gives_up_handed_out_read),
-	cmocka_unit_test(test_init_on_live_reader),
 	cmocka_unit_test(test_no_engine),
 	cmocka_unit_test(test_misuse_errors),
 	cmocka_unit_test(test_allocation_fails),
