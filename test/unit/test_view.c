@@ -592,6 +592,61 @@ static void test_view_unanswered(void **state)
 	co_event_destroy(&ev);
 }
 
+/* view.md, "How it is taken": every engine is asked before any answer is
+ * awaited. Each of two contexts runs a frame that holds its thread until
+ * its engine holds a view's request, and then until the other frame saw
+ * its own (or the view is over): only a view that asked both engines
+ * before it waited for either gets both answers. One that waited for the
+ * first before it asked the second would find the first unanswered at its
+ * deadline. */
+struct both_asked {
+	co_frame co;
+	co_engine *e;
+	atomic_int *seen, *other_seen, *over, *in;
+};
+
+static int both_asked_fn(co_frame *f)
+{
+	struct both_asked *b = (struct both_asked *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(b->in, 1);
+	while (!atomic_load(b->over) &&
+	       !(atomic_load(b->seen) && atomic_load(b->other_seen))) {
+		if (atomic_load(&b->e->view_req) != NULL)
+			atomic_store(b->seen, 1);
+		usleep(100); /* holds its context's thread */
+	}
+	CO_END(f);
+}
+
+static void test_every_engine_asked_first(void **state)
+{
+	co_sched s;
+	struct both_asked b[2];
+	atomic_int over = 0, in = 0, seen[2] = { 0, 0 };
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	alarm(60);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	for (int i = 0; i < 2; i++) {
+		b[i] = (struct both_asked){ .e = &s.ctx[i].engine, .seen = &seen[i],
+					    .other_seen = &seen[1 - i], .over = &over, .in = &in };
+		co_init(&b[i].co, both_asked_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i, &b[i].co), 0);
+	}
+	WAIT_UNTIL(atomic_load(&in) == 2); /* both hold their threads */
+	assert_int_equal(co_view_sched(&v, &s, 5 * CO_S), 0);
+	atomic_store(&over, 1);
+	assert_int_equal(v.contexts, 2);
+	assert_int_equal(v.unanswered, 0);
+	co_view_free(&v);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 /* The engine took the request but the deadline came before its answer:
  * the view goes without it, and the engine frees the request when it
  * answers (the window held open at CO__POINT_VIEW_TAKEN). */
@@ -1853,6 +1908,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_from_a_frame),
 		cmocka_unit_test(test_view_manual_context),
 		cmocka_unit_test(test_view_unanswered),
+		cmocka_unit_test(test_every_engine_asked_first),
 		cmocka_unit_test(test_view_given_up_after_taken),
 		cmocka_unit_test(test_view_lone_engine),
 		cmocka_unit_test(test_view_lone_context),
