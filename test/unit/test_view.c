@@ -1465,6 +1465,7 @@ static void test_finished_frames_leave_the_list(void **state)
 {
 	co_engine e;
 	co_view v;
+	unsigned cap = 0;
 	(void)state;
 	NEED_VIEW();
 	assert_int_equal(co_engine_init(&e, NULL), 0);
@@ -1481,11 +1482,18 @@ static void test_finished_frames_leave_the_list(void **state)
 		for (unsigned i = 1; i < e.view_n; i++)
 			assert_null(e.view[i].f);
 		assert_true(e.view_n <= 51); /* freed slots were taken again */
+		/* the list keeps its highest size, with no frame live */
+		if (round == 0)
+			cap = e.view_cap;
+		assert_true(cap >= 51);
+		assert_int_equal(e.view_cap, cap);
 		assert_int_equal(co_view_engine(&v, &e, 0), 0);
 		assert_int_equal(v.n + v.unlisted, 0);
 		co_view_free(&v);
 	}
 	assert_int_equal(co_engine_destroy(&e), 0);
+	if (sizeof(void *) == 8)
+		assert_int_equal(sizeof(struct co__view_slot), 16); /* per frame live at once */
 }
 
 struct napper {
