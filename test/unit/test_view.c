@@ -435,6 +435,69 @@ static void test_view_from_a_frame(void **state)
 	co_event_destroy(&ev);
 }
 
+/* view.md, "How it is taken": two frames of two contexts taking views at
+ * once each wait for the other until their wait_ns. Both frames meet
+ * (each holds its thread until the other came), then take a view of the
+ * scheduler with a wait of 20 ms: each reads its own context (RUNNING),
+ * neither lists the other frame (held in its view, or finished), the
+ * first to give up counts the other context unanswered, and both return. */
+struct cross_viewer {
+	co_frame co;
+	co_sched *s;
+	atomic_int *met;
+	co_view v;
+	int err;
+};
+
+static int cross_viewer_fn(co_frame *f)
+{
+	struct cross_viewer *w = (struct cross_viewer *)f;
+	CO_BEGIN(f);
+	atomic_fetch_add(w->met, 1);
+	while (atomic_load(w->met) < 2)
+		usleep(100); /* holds its thread until the other came */
+	w->err = co_view_sched(&w->v, w->s, 20 * CO_MS);
+	CO_END(f);
+}
+
+static void test_views_from_two_contexts_at_once(void **state)
+{
+	co_sched s;
+	struct cross_viewer w[2];
+	atomic_int met = 0;
+	unsigned unanswered = 0;
+	(void)state;
+	NEED_VIEW();
+	alarm(60);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .contexts = 2 }), 0);
+	for (int i = 0; i < 2; i++) {
+		memset(&w[i], 0, sizeof w[i]);
+		w[i].s = &s;
+		w[i].met = &met;
+		co_init(&w[i].co, cross_viewer_fn);
+		assert_int_equal(co_sched_spawn_to(&s, (unsigned)i, &w[i].co), 0);
+	}
+	assert_int_equal(co_sched_run(&s), 0); /* both views returned */
+	for (int i = 0; i < 2; i++) {
+		assert_true(co_done(&w[i].co));
+		assert_int_equal(w[i].err, 0);
+		assert_int_equal(w[i].v.contexts, 2);
+		assert_int_equal(w[i].v.n, 1); /* itself: the other is held or gone */
+		assert_ptr_equal(w[i].v.frames[0].frame, &w[i].co);
+		assert_int_equal(w[i].v.frames[0].state, CO_VIEW_RUNNING);
+		assert_int_equal(w[i].v.frames[0].context, i);
+		unanswered += w[i].v.unanswered;
+		co_view_free(&w[i].v);
+	}
+	/* the first to give up counts the other unanswered; the other may
+	 * then get its answer from a context whose frame has finished */
+	assert_true(unanswered >= 1);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 /* ---- a manual context: between ticks, and while another thread ticks it -------------- */
 
 struct yielder {
@@ -1914,6 +1977,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_lists_five_kinds_of_wait),
 		cmocka_unit_test(test_view_while_running),
 		cmocka_unit_test(test_view_from_a_frame),
+		cmocka_unit_test(test_views_from_two_contexts_at_once),
 		cmocka_unit_test(test_view_manual_context),
 		cmocka_unit_test(test_view_unanswered),
 		cmocka_unit_test(test_every_engine_asked_first),
