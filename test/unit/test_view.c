@@ -957,7 +957,7 @@ static void test_limits_named_by_their_wait(void **state)
  * with the primitive as object; when_all, when_any and spawn_on by theirs,
  * spawn_on with the child's engine as object; an awaiter of the user's by
  * its ops' name, "await" when that is NULL. */
-enum { N_SLEEP, N_LATCH, N_GROUP, N_SEND, N_ALL, N_ANY, N_ON, N_MINE, N_ANON, NAMED };
+enum { N_SLEEP, N_LATCH, N_GROUP, N_SEND, N_ALL, N_ANY, N_ON, N_MINE, N_ANON, N_COND, NAMED };
 
 struct named {
 	co_frame co;
@@ -972,6 +972,8 @@ struct named {
 	co_latch *latch;
 	co_waitgroup *wg;
 	co_chan *chan;
+	co_cond *cond;
+	co_mutex *mutex;
 	co_event *ev;
 	int item;
 };
@@ -1001,6 +1003,11 @@ static int named_fn(co_frame *f)
 		CO_AWAIT(f, co_when_any(&n->when, n->kids, 2));
 	} else if (n->how == N_ON) {
 		CO_AWAIT(f, co_spawn_on(&n->when, n->other, n->kids[0]));
+	} else if (n->how == N_COND) {
+		if (co_mutex_trylock(n->mutex) == 0) {
+			CO_AWAIT(f, co_cond_wait(&n->w, n->cond, n->mutex));
+			co_mutex_unlock(n->mutex);
+		}
 	} else {
 		n->mine.ops = n->how == N_MINE ? &mine_ops : &anon_ops;
 		CO_AWAIT(f, &n->mine);
@@ -1011,13 +1018,15 @@ static int named_fn(co_frame *f)
 static void test_other_waits_named(void **state)
 {
 	static const char *const wait[NAMED] = { "sleep", "latch", "wait group", "channel send",
-						 "when_all", "when_any", "spawn_on", "mine", "await" };
+						 "when_all", "when_any", "spawn_on", "mine", "await", "condition" };
 	struct named n[NAMED];
 	co_engine e, other;
 	co_event ev;
 	co_latch latch;
 	co_waitgroup wg;
 	co_chan chan;
+	co_cond cond;
+	co_mutex mutex;
 	int buf[1], got, full = 7;
 	co_view v;
 	(void)state;
@@ -1028,6 +1037,8 @@ static void test_other_waits_named(void **state)
 	assert_int_equal(co_waitgroup_add(&wg, 1), 0);
 	assert_int_equal(co_chan_init(&chan, sizeof(int), 1, buf), 0);
 	assert_int_equal(co_chan_try_send(&chan, &full), 0); /* full: a send waits */
+	assert_int_equal(co_cond_init(&cond), 0);
+	assert_int_equal(co_mutex_init(&mutex), 0);
 	assert_int_equal(co_engine_init(&e, NULL), 0);
 	assert_int_equal(co_engine_init(&other, NULL), 0); /* never runs */
 	memset(n, 0, sizeof n);
@@ -1038,6 +1049,8 @@ static void test_other_waits_named(void **state)
 		n[i].wg = &wg;
 		n[i].chan = &chan;
 		n[i].other = &other;
+		n[i].cond = &cond;
+		n[i].mutex = &mutex;
 		co_init(&n[i].co, named_fn);
 		assert_int_equal(co_engine_spawn(&e, &n[i].co), 0);
 	}
@@ -1063,6 +1076,8 @@ static void test_other_waits_named(void **state)
 			assert_ptr_equal(r->object, &chan);
 		else if (k == N_ON)
 			assert_ptr_equal(r->object, &other);
+		else if (k == N_COND)
+			assert_ptr_equal(r->object, &cond);
 	}
 	co_view_free(&v);
 	/* let every wait end */
@@ -1070,6 +1085,7 @@ static void test_other_waits_named(void **state)
 	assert_int_equal(co_latch_count_down(&latch, 1), 0);
 	assert_int_equal(co_waitgroup_done(&wg), 0);
 	assert_int_equal(co_chan_try_recv(&chan, &got), 0);
+	assert_int_equal(co_cond_signal(&cond), 0);
 	assert_int_equal(co_cancel(&n[N_SLEEP].co), 0);
 	assert_int_equal(co_cancel(&n[N_ON].co), 0); /* its child never started: finished for it */
 	assert_int_equal(co_cancel(&n[N_MINE].co), 0);
@@ -1079,6 +1095,8 @@ static void test_other_waits_named(void **state)
 		assert_true(co_done(&n[i].co));
 	assert_int_equal(co_engine_destroy(&e), 0);
 	assert_int_equal(co_engine_destroy(&other), 0);
+	assert_int_equal(co_mutex_destroy(&mutex), 0); /* the waiter re-took it and let go */
+	assert_int_equal(co_cond_destroy(&cond), 0);
 	co_chan_destroy(&chan);
 	co_waitgroup_destroy(&wg);
 	co_latch_destroy(&latch);
