@@ -13,6 +13,18 @@ import benchlib
 from benchlib import BenchError
 
 
+def verdict(samples):
+    """Whether the (t_s, rss_kb, fds) samples stayed flat: the last third's
+    peak RSS within 10 % plus 1 MiB of the middle third's, its peak of
+    descriptors within 16 of the middle third's. (RSS middle, RSS last, fds
+    middle, fds last, flat)."""
+    n = len(samples)
+    mid, last = samples[n // 3:2 * n // 3] or samples, samples[2 * n // 3:] or samples
+    rm, rl = max(x[1] for x in mid), max(x[1] for x in last)
+    fm, fl = max(x[2] for x in mid), max(x[2] for x in last)
+    return rm, rl, fm, fl, rl <= rm * 1.1 + 1024 and fl <= fm + 16
+
+
 class Soak:
     """The soak."""
 
@@ -44,12 +56,8 @@ class Soak:
             w.writerow(["t_s", "rss_kb", "fds"])
             w.writerows(samples)
         self.say(f"load: {out.strip()}")
-        # flat: the last third within 10 % (RSS) and 16 descriptors of the middle third
-        n = len(samples)
-        mid, last = samples[n // 3:2 * n // 3] or samples, samples[2 * n // 3:] or samples
-        rm, rl = max(x[1] for x in mid), max(x[1] for x in last)
-        fm, fl = max(x[2] for x in mid), max(x[2] for x in last)
-        flat = rl <= rm * 1.1 + 1024 and fl <= fm + 16
-        self.say(f"soak: {n} samples; RSS {rm} -> {rl} kB, fds {fm} -> {fl}: {'flat' if flat else 'GROWING'}")
+        rm, rl, fm, fl, flat = verdict(samples)
+        self.say(f"soak: {len(samples)} samples; RSS {rm} -> {rl} kB, fds {fm} -> {fl}: "
+                 f"{'flat' if flat else 'GROWING'}")
         self.say(f"soak samples: {path}")
         self.say()
