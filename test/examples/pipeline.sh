@@ -15,4 +15,8 @@ done
 if "$pipe" "$tmp/missing" "$tmp/out" 2>/dev/null; then echo "FAIL: missing input accepted"; exit 1; fi
 if "$pipe" "$tmp/in" "$tmp/no/such/dir/out" 2>/dev/null; then echo "FAIL: bad output accepted"; exit 1; fi
 if "$pipe" 2>/dev/null; then echo "FAIL: no arguments accepted"; exit 1; fi
+# a writer that fails (the last input: 1 MiB, more than the channels hold)
+# stops the reader and the workers: the error, not a hang
+if "$pipe" "$tmp/in" /dev/full 2>"$tmp/err"; then echo "FAIL: full device accepted"; exit 1; fi
+grep -q "No space left on device" "$tmp/err" || { echo "FAIL: /dev/full said: $(cat "$tmp/err")"; exit 1; }
 echo "ok: errors reported"
