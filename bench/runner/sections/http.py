@@ -59,7 +59,7 @@ class Http:
             res = {n: [] for n in servers}
             for r in range(self.m["rounds"]):
                 names = list(servers)
-                for n in (names if r % 2 == 0 else names[::-1]):
+                for n in names[r % len(names):] + names[:r % len(names)]:  # rotate every round
                     res[n].append(self.wrk_round(servers[n], c, secs))
                     self.progress(".")
             for n, s in servers.items():
