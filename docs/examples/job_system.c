@@ -297,6 +297,7 @@ struct doomed {
 	co_frame co;
 	co_waiter w;
 	int res;
+	long ended;                     /* the frame it ended in */
 };
 
 static int doomed_fn(co_frame *f)
@@ -306,6 +307,7 @@ static int doomed_fn(co_frame *f)
 	CO_BEGIN(f);
 	CO_AWAIT(f, co_event_wait(&d->w, &never_set));
 	d->res = co_result(f);
+	d->ended = atomic_load(&frame);
 	CO_END(f);
 }
 
@@ -374,6 +376,8 @@ int main(void)
 	}
 	CHECK(err == 0, "the run: %d", err);
 	CHECK(doom.res == -ECANCELED, "the terminated coroutine: %d", doom.res);
+	CHECK(doom.ended == 4, "the coroutine terminated after frame 3 ended in frame %ld",
+	      doom.ended);
 	CHECK(atomic_load(&posted_on) == WORK, "the post ran on job type %d",
 	      atomic_load(&posted_on));
 	co_sched_stop(&sched, CO_STOP_DRAIN);
