@@ -3,7 +3,7 @@
  * cp with coring: SLOTS coroutines each copy one chunk at a time, so up
  * to SLOTS reads (or writes) are in flight at once.
  *
- *   file_copy SRC DST
+ *   file_copy SRC DST      (DST may not be SRC itself: refused, as cp does)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 {
 	struct job job = { 0 };
 	struct slot *slots;
-	struct stat st;
+	struct stat st, dst;
 	co_engine e;
 	int err;
 	int trace_err;
@@ -76,8 +76,18 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	job.out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0777);
-	if (job.out < 0) {
+	/* truncated only once it is known not to be the source (as cp refuses
+	 * to copy a file onto itself) */
+	job.out = open(argv[2], O_WRONLY | O_CREAT | O_CLOEXEC, st.st_mode & 0777);
+	if (job.out < 0 || fstat(job.out, &dst) < 0) {
+		perror(argv[2]);
+		return 1;
+	}
+	if (dst.st_dev == st.st_dev && dst.st_ino == st.st_ino) {
+		fprintf(stderr, "file_copy: %s and %s are the same file\n", argv[1], argv[2]);
+		return 1;
+	}
+	if (S_ISREG(dst.st_mode) && ftruncate(job.out, 0) < 0) {
 		perror(argv[2]);
 		return 1;
 	}

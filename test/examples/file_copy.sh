@@ -15,6 +15,10 @@ done
 "$copy" "$tmp/src" /dev/null || { echo "FAIL: copy to /dev/null"; exit 1; }
 echo "ok: copy to /dev/null"
 if "$copy" "$tmp/missing" "$tmp/dst" 2>/dev/null; then echo "FAIL: missing source accepted"; exit 1; fi
+# a copy onto the source itself is refused, the file left whole (as cp refuses)
+cp "$tmp/src" "$tmp/keep"
+if "$copy" "$tmp/src" "$tmp/src" 2>/dev/null; then echo "FAIL: copy onto itself accepted"; exit 1; fi
+cmp "$tmp/src" "$tmp/keep" || { echo "FAIL: a copy onto itself changed the file"; exit 1; }
 # an error is reported with its cause
 if "$copy" "$tmp/src" /dev/full 2>"$tmp/err"; then echo "FAIL: full device accepted"; exit 1; fi
 grep -q "No space left on device" "$tmp/err" || { echo "FAIL: /dev/full said: $(cat "$tmp/err")"; exit 1; }
