@@ -6,7 +6,8 @@
  * writes every block at its offset. A wait group tells the closer when
  * the last worker is done, so the writer sees the end of the stream.
  *
- *   pipeline IN OUT        (OUT = IN with a-z turned into A-Z)
+ *   pipeline IN OUT        (OUT = IN with a-z turned into A-Z; OUT may not
+ *                          be IN itself: refused)
  *
  *   reader --in--> worker x4 --out--> writer
  */
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <coring/channel.h>
 #include <coring/io.h>
@@ -155,6 +157,7 @@ int main(int argc, char **argv)
 	static struct worker wk[WORKERS];
 	static struct closer cl;
 	static struct writer wr;
+	struct stat in_st, out_st;
 	co_sched s;
 	int err;
 	int trace_err;
@@ -172,8 +175,17 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	p.out_fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (p.out_fd < 0) {
+	/* truncated only once it is known not to be the input */
+	p.out_fd = open(argv[2], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (p.out_fd < 0 || fstat(p.in_fd, &in_st) < 0 || fstat(p.out_fd, &out_st) < 0) {
+		perror(argv[2]);
+		return 1;
+	}
+	if (in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino) {
+		fprintf(stderr, "pipeline: %s and %s are the same file\n", argv[1], argv[2]);
+		return 1;
+	}
+	if (S_ISREG(out_st.st_mode) && ftruncate(p.out_fd, 0) < 0) {
 		perror(argv[2]);
 		return 1;
 	}

@@ -15,6 +15,10 @@ done
 if "$pipe" "$tmp/missing" "$tmp/out" 2>/dev/null; then echo "FAIL: missing input accepted"; exit 1; fi
 if "$pipe" "$tmp/in" "$tmp/no/such/dir/out" 2>/dev/null; then echo "FAIL: bad output accepted"; exit 1; fi
 if "$pipe" 2>/dev/null; then echo "FAIL: no arguments accepted"; exit 1; fi
+# an output that is the input itself is refused, the input left whole
+cp "$tmp/in" "$tmp/keep"
+if "$pipe" "$tmp/in" "$tmp/in" 2>/dev/null; then echo "FAIL: output onto the input accepted"; exit 1; fi
+cmp "$tmp/in" "$tmp/keep" || { echo "FAIL: output onto the input changed it"; exit 1; }
 # a writer that fails (the last input: 1 MiB, more than the channels hold)
 # stops the reader and the workers: the error, not a hang
 if "$pipe" "$tmp/in" /dev/full 2>"$tmp/err"; then echo "FAIL: full device accepted"; exit 1; fi
