@@ -155,52 +155,49 @@ static void register_end(co_engine *e, struct reg_hold *h)
 		co__engine_unborrow(e, h->prev);
 }
 
-int co_engine_register_files(co_engine *e, const int *fds, unsigned n)
+/* One registration with the kernel, between register_begin and
+ * register_end. */
+enum reg_op { REG_FILES, UNREG_FILES, REG_BUFFERS, UNREG_BUFFERS };
+
+static int register_op(co_engine *e, enum reg_op op, const void *arg, unsigned n)
 {
 	struct reg_hold h;
 	int err = register_begin(e, &h);
 
 	if (err)
 		return err;
-	err = fds == NULL || n == 0 ? -EINVAL : io_uring_register_files(&e->ring, fds, n);
+	if ((op == REG_FILES || op == REG_BUFFERS) && (arg == NULL || n == 0))
+		err = -EINVAL;
+	else if (op == REG_FILES)
+		err = io_uring_register_files(&e->ring, arg, n);
+	else if (op == REG_BUFFERS)
+		err = io_uring_register_buffers(&e->ring, arg, n);
+	else if (op == UNREG_FILES)
+		err = io_uring_unregister_files(&e->ring);
+	else
+		err = io_uring_unregister_buffers(&e->ring);
 	register_end(e, &h);
 	return err;
+}
+
+int co_engine_register_files(co_engine *e, const int *fds, unsigned n)
+{
+	return register_op(e, REG_FILES, fds, n);
 }
 
 int co_engine_unregister_files(co_engine *e)
 {
-	struct reg_hold h;
-	int err = register_begin(e, &h);
-
-	if (err)
-		return err;
-	err = io_uring_unregister_files(&e->ring);
-	register_end(e, &h);
-	return err;
+	return register_op(e, UNREG_FILES, NULL, 0);
 }
 
 int co_engine_register_buffers(co_engine *e, const struct iovec *iov, unsigned n)
 {
-	struct reg_hold h;
-	int err = register_begin(e, &h);
-
-	if (err)
-		return err;
-	err = iov == NULL || n == 0 ? -EINVAL : io_uring_register_buffers(&e->ring, iov, n);
-	register_end(e, &h);
-	return err;
+	return register_op(e, REG_BUFFERS, iov, n);
 }
 
 int co_engine_unregister_buffers(co_engine *e)
 {
-	struct reg_hold h;
-	int err = register_begin(e, &h);
-
-	if (err)
-		return err;
-	err = io_uring_unregister_buffers(&e->ring);
-	register_end(e, &h);
-	return err;
+	return register_op(e, UNREG_BUFFERS, NULL, 0);
 }
 
 int co__engine_buf_ring_register(co_engine *e, void *ring, unsigned entries, unsigned short *bgid)
