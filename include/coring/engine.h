@@ -145,8 +145,8 @@ struct co__view_slot;
 #define CO__ENGINE_RESERVED (CO__ENGINE_RESERVED_N > 0 ? CO__ENGINE_RESERVED_N : 1)
 
 /*
- * The engine's own fields (not API: lib/engine/engine_impl.h says who
- * touches which; their order and sizes may change in any minor version,
+ * The engine's own fields (not API: docs/design.md, "Who may touch what",
+ * says who touches which; their order and sizes may change in any minor version,
  * docs/abi.md). The owner thread's first; then, a cache line apart, those
  * other threads write.
  */

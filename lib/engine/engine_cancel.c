@@ -9,7 +9,11 @@
 #include <errno.h>
 #include <sched.h>
 
-#include "engine_impl.h"
+#include "engine_cancel.h"
+#include "engine_state.h"
+#include "engine_frames.h"
+#include "engine_queue.h"
+#include "engine_visit.h"
 #include "common/spin.h"
 
 void co__engine_finish_now(co_engine *e, co_frame *f)

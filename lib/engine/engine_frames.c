@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 #include "common/clock.h"
-#include "engine_impl.h"
+#include "engine_frames.h"
 #include "common/fault.h"
 #include "common/spin.h"
 

@@ -7,7 +7,10 @@
 
 #include <errno.h>
 
-#include "engine_impl.h"
+#include "engine_move.h"
+#include "engine_frames.h"
+#include "engine_queue.h"
+#include "engine_visit.h"
 
 /*
  * Take up to max ready frames from victim's ring into thief's. Only frames

@@ -3,10 +3,11 @@
  * The ready queue (docs/engine.md, "The ready queue"): the inbox other
  * threads push onto, the ck_ring thieves may take from, and the owner's
  * plain FIFO. Its inline halves, which the loop runs for every frame, are
- * in engine_impl.h.
+ * in engine_queue.h.
  */
 
-#include "engine_impl.h"
+#include "engine_queue.h"
+#include "engine_frames.h"
 #include "common/tsan.h"
 
 CO_NO_TSAN int co__engine_ring_push(co_engine *e, co_frame *f)
@@ -46,7 +47,7 @@ CO_NO_TSAN unsigned co__engine_ring_size(co_engine *e)
 
 /* A frame made ready on the owner thread while thieves may look: into the
  * ring, or behind the overflow. (Without stealing, co__engine_push_owner
- * in engine_internal.h queues it locally and never comes here.) */
+ * in engine_queue.h queues it locally and never comes here.) */
 void co__engine_push_ring(co_engine *e, co_frame *f)
 {
 	if (co__likely(e->local_head == NULL) && co__likely(co__engine_ring_push(e, f)))

@@ -12,7 +12,15 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "engine_impl.h"
+#include "engine_setup.h"
+#include "engine_state.h"
+#include "engine_frames.h"
+#include "engine_queue.h"
+#include "engine_visit.h"
+#include "engine_cancel.h"
+#include "engine_stop_list.h"
+#include "engine_wait.h"
+#include "engine_loop.h"
 #include "common/thread_id.h"
 #include "common/fault.h"
 

@@ -4,11 +4,12 @@
  * for lib/io/io.c's links and timeouts): an SQE tagged with an io_info, the
  * next SQE of a link chain, the last SQE handed out, a timespec slot that
  * lives as long as an SQE is queued. The library's own preps take SQEs
- * through co__engine_sqe (engine_internal.h), inlined.
+ * through co__engine_sqe (engine_sqe.h), inlined.
  */
 #include <string.h>
 
-#include "engine_impl.h"
+#include "engine_sqe.h"
+#include "engine_state.h"
 
 struct io_uring_sqe *co_engine_sqe(co_engine *e, co_io_info *info, unsigned tag)
 {
@@ -64,7 +65,7 @@ struct io_uring_sqe *co__engine_sqe_get(co_engine *e)
 	return sqe;
 }
 
-/* co__engine_sqe (engine_internal.h) found the SQ too full to keep room for a
+/* co__engine_sqe (engine_sqe.h) found the SQ too full to keep room for a
  * linked timeout: submit what is queued, then take a slot. */
 struct io_uring_sqe *co__engine_sqe_slow(co_engine *e)
 {

@@ -10,10 +10,10 @@
 #include <sched.h>
 
 #include "common/fault.h"
-#include "engine_impl.h"
+#include "engine_state.h"
 
 /* The engine running on this thread; the layers above read it directly
- * (engine_internal.h) rather than through co_engine_current's PLT call. */
+ * (engine_state.h) rather than through co_engine_current's PLT call. */
 _Thread_local co_engine *co__tls_engine __attribute__((tls_model("initial-exec")));
 
 co_engine *co_engine_current(void)

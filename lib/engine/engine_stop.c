@@ -9,7 +9,11 @@
 #include <errno.h>
 
 #include "common/clock.h"
-#include "engine_impl.h"
+#include "engine_stop.h"
+#include "engine_state.h"
+#include "engine_sqe.h"
+#include "engine_visit.h"
+#include "engine_stop_list.h"
 
 /* Ask e to stop (any thread): refuse spawns from now on, raise the mode,
  * and, for a timed drain, keep the earliest time asked for. */

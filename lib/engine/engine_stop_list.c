@@ -8,7 +8,9 @@
  */
 #include <sched.h>
 
-#include "engine_impl.h"
+#include "engine_stop_list.h"
+#include "engine_state.h"
+#include "engine_visit.h"
 #include "common/spin.h"
 
 /* co_stop_link.linked: which list holds it */

@@ -10,7 +10,10 @@
 #include <errno.h>
 
 #include "common/awaiter.h"
-#include "engine_impl.h"
+#include "engine_turn.h"
+#include "engine_state.h"
+#include "engine_queue.h"
+#include "engine_stop.h"
 
 void co__engine_later(co_engine *e, co_frame *root)
 {

@@ -13,7 +13,11 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "engine_impl.h"
+#include "engine_view.h"
+#include "engine_state.h"
+#include "engine_frames.h"
+#include "engine_queue.h"
+#include "engine_visit.h"
 #include "common/fault.h"
 
 #ifdef CO_WITH_VIEW

@@ -10,7 +10,10 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "engine_impl.h"
+#include "engine_visit.h"
+#include "engine_state.h"
+#include "engine_frames.h"
+#include "engine_queue.h"
 
 int co__engine_visit_begin(co_engine *e)
 {

@@ -4,7 +4,7 @@
  * hand-off from another thread for a while (docs/engine.md, "Staying
  * awake"), then sleeps in the kernel until a completion arrives, or, under
  * valgrind with nothing in flight, in ppoll. The loop's wait
- * (co__engine_wait, inline in engine_impl.h) comes here for a poll only
+ * (co__engine_wait, inline in engine_wait.h) comes here for a poll only
  * with nothing in flight: a server's turn pays two tests for it.
  */
 #include <errno.h>
@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "common/clock.h"
-#include "engine_impl.h"
+#include "engine_wait.h"
+#include "engine_state.h"
+#include "engine_queue.h"
 #include "common/spin.h"
 
 /* Sleep with nothing in flight: only a visitor (a spawn, a post, a stop)

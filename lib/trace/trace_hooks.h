@@ -18,8 +18,8 @@
 #include "common/base.h"
 
 /* Tracing is a service every layer may call: this header depends on no
- * layer's private header, so the engine's own (lib/engine/engine_internal.h) can
- * include it. A hook that records the calling thread's engine names it with
+ * layer's private header, so the engine's own (lib/engine/engine_impl.h, which
+ * all of the engine's headers include) can include it. A hook that records the calling thread's engine names it with
  * co_engine_current(), evaluated only while a session records. */
 
 #ifdef CO_WITH_TRACE

@@ -11,7 +11,8 @@ fails when:
   - a file calls a function defined by a layer below its own, or a service
     calls a layer's internal (co__) function;
   - inside a row whose files are listed from the bottom up (the engine's),
-    a file calls a function of a file listed after it;
+    a file calls a function of a file listed after it, or includes its
+    header (a file's own header, foo.h beside foo.c, takes foo.c's place);
   - an exported co__ function only calls a static function of its file
     (one function under two names);
   - the headers of lib/ and include/coring/ include each other in a cycle.
@@ -51,6 +52,8 @@ for line in section.splitlines():
     row_c = [n for n in names if n.startswith('lib/') and n.endswith('.c')]
     for k, n in enumerate(row_c):
         order_in_row[n] = k
+        if n[:-2] + '.h' in names:  # a file's own header takes its place
+            order_in_row[n[:-2] + '.h'] = k
     for n in names:
         path = n if n.startswith('lib/') else 'include/coring/' + n
         if not (root / path).exists():
@@ -122,6 +125,10 @@ def below(caller, callee):
 
 for f, inc in includes.items():
     for p in inc:
+        if (row_of.get(f) == row_of.get(p) and f in order_in_row and p in order_in_row
+                and order_in_row[p] > order_in_row[f]):
+            problems.append(f'{f} includes {p}, the header of a file above it in {row_of[f][1]} '
+                            '(its row lists its files from the bottom up)')
         if not below(f, p):
             continue
         if row_of[f][2] and p.startswith('include/'):

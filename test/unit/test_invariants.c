@@ -24,7 +24,7 @@
 #include <coring/engine.h>
 #include <coring/io.h>
 
-#include "engine/engine_impl.h"
+#include "engine/engine_internal.h"
 #include "helpers.h"
 
 /* Run fn in a child; it must abort with "coring: <want>" on stderr. */

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_loop.c (not installed): the loop, a run, a tick.
+ */
+#ifndef CORING_LIB_ENGINE_LOOP_H
+#define CORING_LIB_ENGINE_LOOP_H
+
+#include "engine_impl.h"
+
+/* co_engine_tick that calls entered(arg) (NULL: nothing) on the calling
+ * thread once the engine accepted the tick, before any frame runs; a
+ * refused tick never calls it (lib/context/context.c: the thread's current
+ * context and its trace name). */
+int co__engine_tick_as(co_engine *e, void (*entered)(void *arg), void *arg);
+
+/* The wake-up read's completion (co_engine.wake_info.cb). */
+void co__engine_wake_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
+/* Reap the armed eventfd read before the ring goes (invariant 6). */
+void co__engine_wake_disarm(co_engine *e);
+
+#endif
