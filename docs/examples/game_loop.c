@@ -18,6 +18,8 @@
  * --view F: after frame F, the main thread writes what every entity is
  * doing to stderr (coring/view.h): the logic context's frames, read
  * between two ticks, and the workers', which answer from their threads.
+ * An option it does not know, one without its value, N or K under 1 or a
+ * negative F: the usage on stderr, exit 2.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -136,16 +138,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "game_loop: CORING_TRACE: %s\n", strerror(-trace_err));
 		return 2;
 	}
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--entities") == 0)
+	for (int i = 1; i < argc; i += 2) {
+		if (i + 1 == argc)
+			n = 0; /* an option without its value */
+		else if (strcmp(argv[i], "--entities") == 0)
 			n = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--rounds") == 0)
 			rounds = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "--view") == 0)
 			view_at = atol(argv[i + 1]);
+		else
+			n = 0; /* an option it does not know */
 	}
-	if (n < 1 || rounds < 1) {
-		fprintf(stderr, "usage: %s [--entities N] [--rounds K]\n", argv[0]);
+	if (n < 1 || rounds < 1 || view_at < 0) {
+		fprintf(stderr, "usage: %s [--entities N] [--rounds K] [--view F]\n", argv[0]);
 		return 2;
 	}
 	w.main_thread = pthread_self();
