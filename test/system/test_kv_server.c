@@ -623,6 +623,22 @@ static void test_idle_timeout(void **state)
 	assert_int_equal(server_stop(&s, SIGTERM), 0);
 }
 
+/* --idle-timeout 0: never. A connection idle for five of the sweeper's
+ * 100 ms ticks, which any timeout that rounds down to no tick would close
+ * at the first, is still served. */
+static void test_idle_timeout_never(void **state)
+{
+	struct server s = server_start("--idle-timeout", "0", NULL);
+	struct client *c = client_open(s.port);
+
+	(void)state;
+	EXPECT(c, "+PONG", "PING");
+	usleep(500 * 1000);
+	EXPECT(c, "+PONG", "PING");
+	client_close(c);
+	assert_int_equal(server_stop(&s, SIGTERM), 0);
+}
+
 /* A client that pipelines 2,000 INCR in one write. */
 static void *flood(void *arg)
 {
@@ -3042,6 +3058,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_bad_input),
 	cmocka_unit_test(test_request_limits),
 	cmocka_unit_test(test_idle_timeout),
+	cmocka_unit_test(test_idle_timeout_never),
 	cmocka_unit_test(test_sigterm_stop),
 	cmocka_unit_test(test_sigterm_clients_never_read),
 	cmocka_unit_test(test_reply_buffer_limit),
