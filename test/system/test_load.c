@@ -20,6 +20,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -114,8 +115,9 @@ out:
 
 static pid_t server_pid;
 
-/* Start the example server on an ephemeral port; read the port it prints. */
-static void server_start(void)
+/* Start the example server on an ephemeral port, with at most max_fds
+ * descriptors (0: as ours); read the port it prints. */
+static void server_start_limited(rlim_t max_fds)
 {
 	int pfd[2], port = 0;
 	char line[256];
@@ -129,6 +131,8 @@ static void server_start(void)
 		dup2(pfd[1], 2);
 		close(pfd[0]);
 		close(pfd[1]);
+		if (max_fds > 0 && setrlimit(RLIMIT_NOFILE, &(struct rlimit){ max_fds, max_fds }) != 0)
+			_exit(126);
 		execl(server_path, server_path, "--port", "0", (char *)NULL);
 		_exit(127);
 	}
@@ -141,6 +145,11 @@ static void server_start(void)
 	server_addr = (struct sockaddr_in){ .sin_family = AF_INET,
 					    .sin_port = htons((uint16_t)port),
 					    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+}
+
+static void server_start(void)
+{
+	server_start_limited(0);
 }
 
 static int server_fds(void)
@@ -255,6 +264,80 @@ static void test_sigint_stops_it(void **state)
 	close(fd);
 }
 
+/* The server's CPU time so far (user and system), in clock ticks. */
+static long server_cpu_ticks(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)server_pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* after the command's name, which may hold spaces */
+	assert_non_null(p);
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+	assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st),
+			 2);
+	return (long)(ut + st);
+}
+
+static void echo_once(int fd)
+{
+	char buf[4];
+
+	assert_int_equal(send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+	assert_int_equal(recv(fd, buf, 4, MSG_WAITALL), 4);
+	assert_memory_equal(buf, "ping", 4);
+}
+
+/* echo_server.c's accept loop: out of descriptors (EMFILE), it waits for
+ * connections to end rather than retrying at once. With 32 descriptors and
+ * 48 clients, it holds all it can and uses under a tenth of a CPU for a
+ * second (a retry at once spins one); the connections it holds are
+ * served; once they close, the ones left waiting are accepted and served. */
+static void test_out_of_descriptors_waits(void **state)
+{
+	enum { LIMIT = 32, CLIENTS = 48 };
+	int fd[CLIENTS], n, status;
+	long cpu;
+	(void)state;
+
+	server_start_limited(LIMIT);
+	for (int i = 0; i < CLIENTS; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		assert_true(fd[i] >= 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&server_addr, sizeof server_addr), 0);
+	}
+	/* every descriptor taken (the test's timeout is the hang guard) */
+	while ((n = server_fds()) >= 0 && n < LIMIT)
+		usleep(10000);
+	assert_int_equal(n, LIMIT);
+	cpu = server_cpu_ticks();
+	usleep(1000 * 1000);
+	cpu = server_cpu_ticks() - cpu;
+	print_message("      out of descriptors: %ld ticks of CPU in 1 s (%ld a second)\n", cpu,
+		      sysconf(_SC_CLK_TCK));
+	assert_true(cpu * 10 < sysconf(_SC_CLK_TCK)); /* under 0.1 s */
+	echo_once(fd[0]); /* the first was accepted: it is served */
+	for (int i = 0; i < CLIENTS / 2; i++)
+		close(fd[i]);
+	for (int i = CLIENTS / 2; i < CLIENTS; i++)
+		echo_once(fd[i]); /* the last were waiting: accepted now */
+	for (int i = CLIENTS / 2; i < CLIENTS; i++)
+		close(fd[i]);
+	assert_int_equal(kill(server_pid, SIGTERM), 0);
+	assert_int_equal(waitpid(server_pid, &status, 0), server_pid);
+	server_pid = 0;
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* After a failed assertion too: the server must not outlive the test (it
  * holds the test runner's output pipe). */
 static int server_kill(void **state)
@@ -273,6 +356,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_10000_connections, server_kill),
 		cmocka_unit_test_teardown(test_sigint_stops_it, server_kill),
+		cmocka_unit_test_teardown(test_out_of_descriptors_waits, server_kill),
 	};
 	server_path = getenv("CORING_ECHO_SERVER");
 	if (server_path == NULL) {
