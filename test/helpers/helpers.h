@@ -23,6 +23,8 @@
 #include <coring/io.h>
 #include <coring/sync.h>
 
+#include "sanitized.h"
+
 /* Run the case named argv[1] (every case without an argument). With
  * needs_uring, exit 77 (meson: skipped) when io_uring cannot be set up
  * here (no kernel support, disabled by policy, seccomp). A single case
