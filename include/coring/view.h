@@ -62,13 +62,13 @@ typedef struct co_view_frame {
 	int kind;               /* that context's kind (its group); 0 */
 	int state;              /* enum co_view_state */
 	const char *wait;       /* what it waits on ("recv", "event", "mutex",
-	                           "channel recv", "transfer", "next turn",
+	                           "channel recv", "graph", "next turn",
 	                           "spawn_on", "limit", your awaiter's name ...),
 	                           NULL unless waiting */
 	const char *inner;      /* a time limit's await ("recv" in "limit" of a
 	                           recv), else NULL */
-	const void *object;     /* the primitive, graph, context or engine it
-	                           waits on, if the awaiter has one; else NULL */
+	const void *object;     /* the primitive, graph or engine it waits on,
+	                           if the awaiter has one; else NULL */
 	uint64_t since_ns;      /* CLOCK_MONOTONIC at the start of the loop turn
 	                           in which it last ran: it has waited since then */
 } co_view_frame;

@@ -1103,6 +1103,192 @@ static void test_other_waits_named(void **state)
 	assert_int_equal(co_event_destroy(&ev), 0);
 }
 
+/* ---- the waits of the graph, the turn, the stream, the pool; a transfer ---------------- */
+
+/* view.md, the `wait` table: a frame in co_graph_wait is "graph" with the
+ * graph as object; co_next_turn is "next turn"; co_stream_recv and
+ * co_stream_close are "stream recv" and "stream close"; co_pool_run is
+ * "pool job". A frame in co_transfer_to does not wait: to its own context
+ * it is CO_VIEW_NEXT_TURN; to another, once there, CO_VIEW_READY (the view
+ * of a manual context between two ticks takes in what was sent to it).
+ * Each frame parks on manual context M, whose ticks the test drives (a
+ * tick submits at its end and takes completions at the start of the
+ * next: a close waits for its multishot's last completion until then);
+ * the graph's node runs on context T, and the traveller starts there and
+ * moves to M while M is not ticked. */
+enum { M_GRAPH, M_TURN, M_RECV, M_CLOSE, M_POOL, M_SELF, M_AWAY, MODULES };
+
+struct module_waits {
+	co_graph g;
+	co_bufring b;
+	co_pool pool;
+	co_context *m;
+	int sv[2][2], gate[2];
+	atomic_int done;
+};
+
+struct module_waiter {
+	co_frame co;
+	int how, res;
+	struct module_waits *mw;
+	co_waiter w;
+	co_turn turn;
+	co_stream s;
+	co_pool_job job;
+	co_transfer tr;
+};
+
+/* The pool's job: until the test writes the gate. */
+static int gate_job(void *arg)
+{
+	char c;
+
+	return read(*(int *)arg, &c, 1) == 1 ? 0 : -EIO;
+}
+
+static void module_waiter_done(co_frame *f)
+{
+	atomic_fetch_add(&((struct module_waiter *)f)->mw->done, 1);
+}
+
+static int module_waiter_fn(co_frame *f)
+{
+	struct module_waiter *m = (struct module_waiter *)f;
+	CO_BEGIN(f);
+	if (m->how == M_GRAPH) {
+		CO_AWAIT(f, co_graph_wait(&m->w, &m->mw->g));
+	} else if (m->how == M_TURN) {
+		CO_AWAIT(f, co_next_turn(&m->turn));
+	} else if (m->how == M_RECV || m->how == M_CLOSE) {
+		m->res = co_stream_open(&m->s, &m->mw->b, m->mw->sv[m->how == M_CLOSE][0]);
+		if (m->res < 0)
+			CO_RETURN(f, m->res);
+		if (m->how == M_RECV) {
+			CO_AWAIT(f, co_stream_recv(&m->s)); /* end of file once released */
+			m->res = co_result(f);
+		}
+		CO_AWAIT(f, co_stream_close(&m->s));
+	} else if (m->how == M_POOL) {
+		CO_AWAIT(f, co_pool_run(&m->job, &m->mw->pool, gate_job, &m->mw->gate[0]));
+	} else {
+		CO_AWAIT(f, co_transfer_to(&m->tr, m->mw->m));
+	}
+	if (co_result(f) < 0)
+		CO_RETURN(f, co_result(f));
+	CO_RETURN(f, m->res);
+	CO_END(f);
+}
+
+static void test_module_waits_named(void **state)
+{
+	static const co_sched_group groups[2] = { { .manual = 1 }, { .contexts = 1 } };
+	static const char *const wait[MODULES] = { "graph",    "next turn", "stream recv",
+						   "stream close", "pool job", NULL, NULL };
+	static struct module_waits mw;
+	struct module_waiter w[MODULES];
+	struct co_test_idler node_fr;
+	co_graph_node node;
+	co_event ev;
+	co_sched s;
+	co_view v;
+	int ticks = 0;
+	(void)state;
+	NEED_VIEW();
+	alarm(60);
+	memset(&mw, 0, sizeof mw);
+	memset(w, 0, sizeof w);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, mw.sv[i]), 0);
+	assert_int_equal(pipe2(mw.gate, O_CLOEXEC), 0);
+	assert_int_equal(co_event_init(&ev, 0), 0);
+	assert_int_equal(co_pool_init(&mw.pool, 1), 0);
+	assert_int_equal(co_sched_init(&s, &(co_sched_opts){ .groups = groups, .ngroups = 2 }), 0);
+	mw.m = co_sched_pick(&s, 0);
+	assert_non_null(mw.m);
+	/* by M's ticker, before its first tick */
+	assert_int_equal(co_bufring_init(&mw.b, &mw.m->engine, 4, 64), 0);
+	/* the graph: one node on T, held on ev */
+	co_test_idler_init(&node_fr, &ev);
+	assert_int_equal(co_graph_init(&mw.g), 0);
+	assert_int_equal(co_graph_add(&mw.g, &node, &node_fr.co), 0);
+	assert_int_equal(co_graph_spawn_kind(&mw.g, &s, 1), 0);
+	for (int i = 0; i < MODULES; i++) {
+		w[i].how = i;
+		w[i].mw = &mw;
+		co_init(&w[i].co, module_waiter_fn);
+		w[i].co.on_done = module_waiter_done;
+		if (i != M_AWAY)
+			assert_int_equal(co_sched_spawn_kind(&s, 0, &w[i].co), 0);
+	}
+	assert_int_equal(co_context_tick(mw.m), M_AWAY); /* each runs once, and parks */
+	/* the traveller, from T to M, which is not ticked meanwhile */
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &w[M_AWAY].co), 0);
+	for (;;) { /* until it reached M (a hang guard only) */
+		int there = 0;
+
+		assert_int_equal(co_view_sched(&v, &s, CO_VIEW_WAIT), 0);
+		assert_int_equal(v.contexts, 2);
+		assert_int_equal(v.unanswered, 0);
+		for (size_t i = 0; i < v.n; i++)
+			there |= v.frames[i].frame == &w[M_AWAY].co && v.frames[i].context == 0;
+		if (there)
+			break;
+		co_view_free(&v);
+		usleep(1000);
+	}
+	for (int k = 0; k < MODULES; k++) {
+		const co_view_frame *r = NULL;
+
+		for (size_t i = 0; i < v.n; i++)
+			if (v.frames[i].frame == &w[k].co)
+				r = &v.frames[i];
+		assert_non_null(r);
+		assert_int_equal(r->context, 0);
+		if (k == M_SELF || k == M_AWAY) { /* a transfer does not wait */
+			assert_int_equal(r->state, k == M_SELF ? CO_VIEW_NEXT_TURN : CO_VIEW_READY);
+			assert_null(r->wait);
+			assert_null(r->object);
+			continue;
+		}
+		assert_int_equal(r->state, CO_VIEW_WAITING);
+		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
+			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+		assert_null(r->inner);
+		if (k == M_GRAPH)
+			assert_ptr_equal(r->object, &mw.g);
+	}
+	assert_int_equal(v.n, MODULES + 1); /* these and the graph's node on T */
+	co_view_free(&v);
+	/* let every wait end: the node, the peer's end of file, the job */
+	assert_int_equal(co_event_set(&ev), 0);
+	assert_int_equal(shutdown(mw.sv[0][1], SHUT_WR), 0);
+	assert_int_equal(write(mw.gate[1], "x", 1), 1);
+	while (atomic_load(&mw.done) < MODULES) {
+		assert_true(co_context_tick(mw.m) >= 0);
+		if (++ticks > 100)
+			usleep(1000); /* the wakes from T and the pool's worker */
+	}
+	for (int i = 0; i < MODULES; i++) {
+		assert_true(co_done(&w[i].co));
+		assert_int_equal(co_status(&w[i].co), 0);
+	}
+	assert_int_equal(co_graph_done(&mw.g), 1);
+	co_sched_stop(&s, CO_STOP_DRAIN);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_bufring_destroy(&mw.b), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	assert_int_equal(co_graph_destroy(&mw.g), 0);
+	assert_int_equal(co_pool_destroy(&mw.pool), 0);
+	assert_int_equal(co_event_destroy(&ev), 0);
+	for (int i = 0; i < 2; i++) {
+		close(mw.sv[i][0]);
+		close(mw.sv[i][1]);
+	}
+	close(mw.gate[0]);
+	close(mw.gate[1]);
+	alarm(0);
+}
+
 /* ---- the text ------------------------------------------------------------------------ */
 
 static char *read_all(int fd)
@@ -2004,6 +2190,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_view_lone_context),
 	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_other_waits_named),
+		cmocka_unit_test(test_module_waits_named),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_text_line_per_context),
 		cmocka_unit_test(test_view_engine_of_a_context),
