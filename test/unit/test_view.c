@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -1289,6 +1290,109 @@ static void test_module_waits_named(void **state)
 	alarm(0);
 }
 
+/* ---- I/O named by its opcode ------------------------------------------------------ */
+
+/* view.md, the `wait` table: an I/O operation is named by its io_uring
+ * opcode. Each frame parks on one that cannot complete: an accept on a
+ * listener nobody connects to, a read of an empty pipe, a write to a full
+ * pipe, a send on a socket whose buffer is full; and co_after_turns is
+ * "next turn" as co_next_turn is. Then each is cancelled, and finishes. */
+enum { I_ACCEPT, I_READ, I_WRITE, I_SEND, I_TURNS, IOS };
+
+struct io_waiter {
+	co_frame co;
+	int how, fd;
+	co_io io;
+	co_turn turn;
+	char c;
+};
+
+static int io_waiter_fn(co_frame *f)
+{
+	struct io_waiter *w = (struct io_waiter *)f;
+	CO_BEGIN(f);
+	if (w->how == I_ACCEPT)
+		CO_AWAIT(f, co_accept(&w->io, w->fd, NULL, NULL, 0));
+	else if (w->how == I_READ)
+		CO_AWAIT(f, co_read(&w->io, w->fd, &w->c, 1, 0));
+	else if (w->how == I_WRITE)
+		CO_AWAIT(f, co_write(&w->io, w->fd, &w->c, 1, 0));
+	else if (w->how == I_SEND)
+		CO_AWAIT(f, co_send(&w->io, w->fd, &w->c, 1, 0));
+	else
+		CO_AWAIT(f, co_after_turns(&w->turn, 1000));
+	CO_END(f);
+}
+
+/* Fill fd (made non-blocking) until it takes no more. */
+static void fill(int fd)
+{
+	static char junk[4096];
+
+	assert_int_equal(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+	while (write(fd, junk, sizeof junk) > 0)
+		;
+	assert_int_equal(errno, EAGAIN);
+}
+
+static void test_io_waits_named(void **state)
+{
+	static const char *const wait[IOS] = { "accept", "read", "write", "send", "next turn" };
+	struct io_waiter w[IOS];
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	int lfd, rp[2], wp[2], sv[2];
+	co_engine e;
+	co_view v;
+	(void)state;
+	NEED_VIEW();
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "coring-view-%d", (int)getpid());
+	assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof addr), 0); /* abstract */
+	assert_int_equal(listen(lfd, 1), 0);
+	assert_int_equal(pipe2(rp, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(wp, O_CLOEXEC), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fill(wp[1]);
+	fill(sv[0]);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	memset(w, 0, sizeof w);
+	for (int i = 0; i < IOS; i++) {
+		w[i].how = i;
+		w[i].fd = i == I_ACCEPT ? lfd : i == I_READ ? rp[0] : i == I_WRITE ? wp[1] : sv[0];
+		co_init(&w[i].co, io_waiter_fn);
+		assert_int_equal(co_engine_spawn(&e, &w[i].co), 0);
+	}
+	assert_int_equal(co_engine_tick(&e), IOS); /* each parks */
+	assert_int_equal(co_engine_tick(&e), 0);   /* none of it completes */
+	assert_int_equal(co_view_engine(&v, &e, 0), 0);
+	assert_int_equal(v.n, IOS);
+	for (int k = 0; k < IOS; k++) {
+		const co_view_frame *r = NULL;
+
+		for (size_t i = 0; i < v.n; i++)
+			if (v.frames[i].frame == &w[k].co)
+				r = &v.frames[i];
+		assert_non_null(r);
+		assert_int_equal(r->state, CO_VIEW_WAITING);
+		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
+			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+	}
+	co_view_free(&v);
+	for (int i = 0; i < IOS; i++)
+		assert_int_equal(co_cancel(&w[i].co), 0);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	for (int i = 0; i < IOS; i++)
+		assert_true(co_done(&w[i].co));
+	assert_int_equal(co_engine_destroy(&e), 0);
+	close(lfd);
+	for (int i = 0; i < 2; i++) {
+		close(rp[i]);
+		close(wp[i]);
+		close(sv[i]);
+	}
+}
+
 /* ---- the text ------------------------------------------------------------------------ */
 
 static char *read_all(int fd)
@@ -2191,6 +2295,7 @@ int main(int argc, char **argv)
 	cmocka_unit_test(test_limits_named_by_their_wait),
 		cmocka_unit_test(test_other_waits_named),
 		cmocka_unit_test(test_module_waits_named),
+		cmocka_unit_test(test_io_waits_named),
 		cmocka_unit_test(test_text_groups_and_counts),
 		cmocka_unit_test(test_text_line_per_context),
 		cmocka_unit_test(test_view_engine_of_a_context),
