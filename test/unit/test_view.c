@@ -953,6 +953,26 @@ static void test_limits_named_by_their_wait(void **state)
 
 /* ---- the other waits: each named as view.md's table says ------------------------------ */
 
+/* The record of frame f in view v; fails the test where there is none. */
+static const co_view_frame *record_of(const co_view *v, const co_frame *f)
+{
+	const co_view_frame *r = NULL;
+
+	for (size_t i = 0; i < v->n; i++)
+		if (v->frames[i].frame == f)
+			r = &v->frames[i];
+	assert_non_null(r);
+	return r;
+}
+
+/* r waits (CO_VIEW_WAITING) on the wait named name; k names it in a failure. */
+static void expect_waiting_on(const co_view_frame *r, const char *name, int k)
+{
+	assert_int_equal(r->state, CO_VIEW_WAITING);
+	if (r->wait == NULL || strcmp(r->wait, name) != 0)
+		fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", name);
+}
+
 /* view.md, "What a view holds", the `wait` table: a bare co_sleep is
  * "sleep"; a latch, a wait group, a channel send are named by their kind
  * with the primitive as object; when_all, when_any and spawn_on by theirs,
@@ -1059,15 +1079,9 @@ static void test_other_waits_named(void **state)
 	assert_true(co_engine_tick(&e) >= 0);     /* and the when's children too */
 	assert_int_equal(co_view_engine(&v, &e, 0), 0);
 	for (int k = 0; k < NAMED; k++) {
-		const co_view_frame *r = NULL;
+		const co_view_frame *r = record_of(&v, &n[k].co);
 
-		for (size_t i = 0; i < v.n; i++)
-			if (v.frames[i].frame == &n[k].co)
-				r = &v.frames[i];
-		assert_non_null(r);
-		assert_int_equal(r->state, CO_VIEW_WAITING);
-		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
-			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+		expect_waiting_on(r, wait[k], k);
 		assert_null(r->inner);
 		if (k == N_LATCH)
 			assert_ptr_equal(r->object, &latch);
@@ -1238,12 +1252,8 @@ static void test_module_waits_named(void **state)
 		usleep(1000);
 	}
 	for (int k = 0; k < MODULES; k++) {
-		const co_view_frame *r = NULL;
+		const co_view_frame *r = record_of(&v, &w[k].co);
 
-		for (size_t i = 0; i < v.n; i++)
-			if (v.frames[i].frame == &w[k].co)
-				r = &v.frames[i];
-		assert_non_null(r);
 		assert_int_equal(r->context, 0);
 		if (k == M_SELF || k == M_AWAY) { /* a transfer does not wait */
 			assert_int_equal(r->state, k == M_SELF ? CO_VIEW_NEXT_TURN : CO_VIEW_READY);
@@ -1251,9 +1261,7 @@ static void test_module_waits_named(void **state)
 			assert_null(r->object);
 			continue;
 		}
-		assert_int_equal(r->state, CO_VIEW_WAITING);
-		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
-			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+		expect_waiting_on(r, wait[k], k);
 		assert_null(r->inner);
 		if (k == M_GRAPH)
 			assert_ptr_equal(r->object, &mw.g);
@@ -1368,15 +1376,9 @@ static void test_io_waits_named(void **state)
 	assert_int_equal(co_view_engine(&v, &e, 0), 0);
 	assert_int_equal(v.n, IOS);
 	for (int k = 0; k < IOS; k++) {
-		const co_view_frame *r = NULL;
+		const co_view_frame *r = record_of(&v, &w[k].co);
 
-		for (size_t i = 0; i < v.n; i++)
-			if (v.frames[i].frame == &w[k].co)
-				r = &v.frames[i];
-		assert_non_null(r);
-		assert_int_equal(r->state, CO_VIEW_WAITING);
-		if (r->wait == NULL || strcmp(r->wait, wait[k]) != 0)
-			fail_msg("wait %d: %s, not %s", k, r->wait ? r->wait : "NULL", wait[k]);
+		expect_waiting_on(r, wait[k], k);
 	}
 	co_view_free(&v);
 	for (int i = 0; i < IOS; i++)
