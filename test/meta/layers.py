@@ -12,7 +12,9 @@ fails when:
     calls a layer's internal (co__) function;
   - inside a row whose files are listed from the bottom up (the engine's),
     a file calls a function of a file listed after it, or includes its
-    header (a file's own header, foo.h beside foo.c, takes foo.c's place);
+    header (a file's own header, foo.h beside foo.c, takes foo.c's place;
+    a header shared by the row's files, other than its *_internal.h, stands
+    below them all);
   - an exported co__ function only calls a static function of its file
     (one function under two names);
   - the headers of lib/ and include/coring/ include each other in a cycle.
@@ -54,6 +56,14 @@ for line in section.splitlines():
         order_in_row[n] = k
         if n[:-2] + '.h' in names:  # a file's own header takes its place
             order_in_row[n[:-2] + '.h'] = k
+    if len(row_c) > 1:
+        # a shared header of such a row (no file beside it; not the one for
+        # the layers below, *_internal.h) stands below all its files: it
+        # includes none of their headers and calls none of their functions
+        for n in names:
+            if (n.startswith('lib/') and n.endswith('.h') and n not in order_in_row
+                    and not n.endswith('_internal.h')):
+                order_in_row[n] = -1
     for n in names:
         path = n if n.startswith('lib/') else 'include/coring/' + n
         if not (root / path).exists():
