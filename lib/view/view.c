@@ -67,9 +67,6 @@ static void name_wait(co_view_frame *r, const co_awaiter *aw)
 	case CO__AW_WAIT:
 		r->object = ((const co_waiter *)aw)->obj;
 		break;
-	case CO__AW_TRANSFER:
-		r->object = ((const co_transfer *)aw)->target;
-		break;
 	case CO__AW_WHEN: {
 		const co_when *w = (const co_when *)aw;
 
