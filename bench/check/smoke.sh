@@ -47,7 +47,7 @@ stop() { # stop NAME SIGNAL: must exit 0 within 5 s
 }
 
 load() { # load ARGS: echo_load must verify every byte
-	"$B/echo/echo_load" --port "$port" --seconds 0.3 --warmup 0.1 "$@" >"$tmp/load.out" 2>"$tmp/load.err" ||
+	"$B/echo/echo_load" --port "$port" --seconds 0.1 --warmup 0.02 "$@" >"$tmp/load.out" 2>"$tmp/load.err" ||
 		{ echo "FAIL: echo_load $* against $name"; cat "$tmp/load.err"; exit 1; }
 	echo "ok: $name: $(cut -d' ' -f2-8 "$tmp/load.out")"
 }

@@ -181,7 +181,7 @@ def main():
     checks = {"echo_go": check_echo, "echo_tokio": check_echo, "http_go": check_http,
               "handoff_go": lambda exe, _: check_handoff(exe, "go"),
               "handoff_tokio": lambda exe, _: check_handoff(exe, "tokio")}
-    # BENCH_PEERS=0: nothing built, said why (make test's clang build)
+    # BENCH_PEERS=0: nothing built, said why
     with tempfile.TemporaryDirectory(prefix="coring-peers-none-") as none:
         os.environ["BENCH_PEERS"] = "0"
         exe, why = peers.build(none, "handoff_go")

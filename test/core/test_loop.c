@@ -156,7 +156,7 @@ static void test_interrupt_wakes_never_lost(void **state)
 {
 	struct taker t[WAITERS];
 	struct busy busy[3];
-	struct sender s = { .target = pthread_self(), .n = CO_TEST_SANITIZED ? 20000 : 200000 };
+	struct sender s = { .target = pthread_self(), .n = CO_TEST_SANITIZED ? 20000 : 50000 };
 	struct sigaction sa = { .sa_handler = irq_handler };
 	co_loop loop;
 	pthread_t th;
@@ -830,7 +830,7 @@ static void test_isr_queue_from_interrupts(void **state)
 	static void *slots[64];
 	struct consumer c = { .last = 0 };
 	struct busy busy[2];
-	struct sender s = { .target = pthread_self(), .n = CO_TEST_SANITIZED ? 20000 : 200000 };
+	struct sender s = { .target = pthread_self(), .n = CO_TEST_SANITIZED ? 20000 : 50000 };
 	struct sigaction sa = { .sa_handler = irq_put_handler };
 	co_loop loop;
 	struct idle_probe idle = { .loop = &loop };
