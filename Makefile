@@ -50,14 +50,11 @@ build: deps-test
 	@$(MAKE) --no-print-directory build/build.ninja
 	$(MESON) compile -C build
 
+# tools/test_builds.sh compiles and tests them in turn (each next build
+# compiling beside the tests of the one before, at the lowest priority)
 test: deps-test
 	@$(MAKE) --no-print-directory -j4 $(addsuffix /build.ninja,$(TEST_BUILDS))
-	@set -e; for d in $(TEST_BUILDS); do \
-		echo "== $$d"; \
-		$(MESON) compile -C $$d >/dev/null; \
-		$(MESON) test -C $$d --print-errorlogs --num-processes $(JOBS); \
-	done
-	@echo "make test: all build configurations passed"
+	@MESON="$(MESON)" sh tools/test_builds.sh $(JOBS) $(TEST_BUILDS)
 
 build-release/build.ninja:
 	@$(MESON) setup build-release --buildtype=release -Dtests=disabled >/dev/null
