@@ -50,8 +50,9 @@ build: deps-test
 	@$(MAKE) --no-print-directory build/build.ninja
 	$(MESON) compile -C build
 
-# tools/test_builds.sh compiles and tests them in turn (each next build
-# compiling beside the tests of the one before, at the lowest priority)
+# tools/test_builds.sh compiles and tests them in turn: the first build
+# compiles alone, the others one after another beside the tests, at the
+# lowest priority
 test: deps-test
 	@$(MAKE) --no-print-directory -j4 $(addsuffix /build.ninja,$(TEST_BUILDS))
 	@MESON="$(MESON)" sh tools/test_builds.sh $(JOBS) $(TEST_BUILDS)
