@@ -133,9 +133,11 @@ static void sleep_for_irq(void *arg)
 
 	/* interrupts are masked since co_loop_idle looked: nothing can have
 	 * become ready in between */
-	if (p->loop->ready || co__loop_has_pending(p->loop))
-		p->late++;
 	p->sleeps++;
+	if (p->loop->ready || co__loop_has_pending(p->loop)) {
+		p->late++; /* the failure, counted; sleeping now could hang */
+		return;
+	}
 	pthread_sigmask(SIG_SETMASK, NULL, &m);
 	sigdelset(&m, SIGUSR1);
 	sigsuspend(&m); /* unmask and wait, in one step; masked again after */
@@ -402,6 +404,66 @@ static void test_idle_sleeps_only_when_nothing_is_ready(void **state)
 	co_loop_step(&loop);
 	assert_true(co_done(&sl.co));
 	assert_int_equal(slept, 4);
+}
+
+/* An interrupt that lands after co_loop_idle has looked and before it
+ * sleeps: the clock read, the check's last step, raises it. With the mask
+ * held from the check through the sleep it stays pending until the sleep
+ * unmasks (as WFI wakes for it), so the sleep is short and nothing was
+ * ready when it began. Without the mask the handler would run inside the
+ * check, and the loop would go to sleep with the woken frame queued. */
+static int raise_in_now;
+
+static co_tick raising_clock(void)
+{
+	if (raise_in_now) {
+		raise_in_now = 0;
+		raise(SIGUSR1);
+	}
+	return fake_now;
+}
+
+static void test_idle_masks_from_check_to_sleep(void **state)
+{
+	struct sigaction sa = { .sa_handler = irq_handler };
+	struct idle_probe idle;
+	struct sleeper sl = { .ticks = 100, .res = 99 };
+	struct taker t = { .i = 0 };
+	co_loop loop;
+	(void)state;
+
+	sigemptyset(&irq_set);
+	sigaddset(&irq_set, SIGUSR1);
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&handled, 0);
+	atomic_store(&giving, 1);
+	sem_init(&acked, 0, 0);
+	co_loop_init(&loop);
+	idle = (struct idle_probe){ .loop = &loop };
+	fake_now = 0;
+	raise_in_now = 0;
+	assert_int_equal(co_loop_set_clock(&loop, raising_clock, 32), 0);
+	co_notify_init(&notes[0], 1);
+	taken[0] = 0;
+	co_init(&t.co, taker_fn);
+	assert_int_equal(co_loop_spawn(&loop, &t.co), 0);
+	sl.l = &loop;
+	co_init(&sl.co, sleeper_fn); /* a timer not due: the check reads the clock */
+	assert_int_equal(co_loop_spawn(&loop, &sl.co), 0);
+	co_loop_step(&loop);
+	assert_true(co_waiting(&t.co));
+	assert_true(co_waiting(&sl.co));
+
+	raise_in_now = 1;
+	assert_int_equal(co_loop_idle(&loop, sleep_for_irq, &idle), 1);
+	assert_int_equal(raise_in_now, 0); /* the check read the clock */
+	assert_int_equal(idle.sleeps, 1);
+	assert_int_equal(idle.late, 0); /* nothing was ready when it slept */
+	assert_int_equal(atomic_load(&handled), 1);
+	co_loop_step(&loop);
+	assert_int_equal(taken[0], 1);
+	signal(SIGUSR1, SIG_IGN);
+	sem_destroy(&acked);
 }
 
 /* ---- co_loop_timeout, cancellation, errors -------------------------------- */
@@ -1225,6 +1287,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_interrupt_wakes_never_lost),
 		cmocka_unit_test(test_idle_sleeps_only_when_nothing_is_ready),
+		cmocka_unit_test(test_idle_masks_from_check_to_sleep),
 		cmocka_unit_test(test_timers_across_16_bit_wrap),
 		cmocka_unit_test(test_timers_across_32_bit_wrap),
 		cmocka_unit_test(test_next_deadline_in_the_clocks_range),
