@@ -478,7 +478,9 @@ CO_API int co_engine_supports(const co_engine *e, unsigned opcode);
  * buffer buf_index. Call these from a frame of the engine, or while it
  * does not run from the thread that runs it (any thread before its first
  * run). Returns 0, -EINVAL (NULL, n 0, a dead engine), -EBUSY (the engine
- * runs on another thread, or a table is registered already), -EPERM
+ * runs on another thread or is held by a call under way on this one, such
+ * as the on_done of a frame that the cancel stop of a context that never
+ * started finishes; or a table is registered already), -EPERM
  * (another thread owns the ring), -ENXIO (unregister with nothing
  * registered), or the kernel's error (-ENOMEM over RLIMIT_MEMLOCK ...).
  */

@@ -355,14 +355,14 @@ static void test_start_waits_out_a_cancel_stop(void **state)
 
 /* The cancel stop of a context that never started runs its queued frames'
  * on_done on the stopping thread, inside its borrow of the engine. There a
- * destroy of that engine is refused (-EBUSY, as while a run holds it) and
- * a view of it reads it at once (the thread holds it): neither waits for
+ * destroy of that engine and a registration on it are refused (-EBUSY, as
+ * while a run holds it) and a view of it reads it at once (the thread holds it): neither waits for
  * the borrow it runs in, also after a cancel stop of another such context
  * (a borrow inside the borrow) has come and gone. */
 struct inside {
 	co_frame co;
 	co_context *c, *other;
-	int destroy_ret, view_ret, other_ret;
+	int destroy_ret, view_ret, other_ret, register_ret;
 	size_t unanswered;
 };
 
@@ -373,6 +373,7 @@ static void inside_done(co_frame *f)
 
 	in->other_ret = co_context_stop(in->other, CO_STOP_CANCEL);
 	in->destroy_ret = co_context_destroy(in->c);
+	in->register_ret = co_engine_register_files(&in->c->engine, (int[]){ 0 }, 1);
 	if (co_view_available()) {
 		in->view_ret = co_view_engine(&v, &in->c->engine, 20 * 1000000ull);
 		if (in->view_ret == 0) {
@@ -392,7 +393,7 @@ static void test_take_inside_own_borrow_refused(void **state)
 	memset(&in, 0, sizeof in);
 	in.c = &c;
 	in.other = &other;
-	in.destroy_ret = in.view_ret = in.other_ret = 1;
+	in.destroy_ret = in.view_ret = in.other_ret = in.register_ret = 1;
 	assert_int_equal(co_context_init(&c, NULL), 0);
 	assert_int_equal(co_context_init(&other, NULL), 0);
 	co_init(&in.co, never_fn);
@@ -408,6 +409,7 @@ static void test_take_inside_own_borrow_refused(void **state)
 	assert_int_equal(in.other_ret, 0);
 	assert_int_equal(co_status(&queued), -ECANCELED); /* finished by the inner stop */
 	assert_int_equal(in.destroy_ret, -EBUSY);
+	assert_int_equal(in.register_ret, -EBUSY);
 	if (co_view_available()) {
 		assert_int_equal(in.view_ret, 0);
 		assert_int_equal(in.unanswered, 0);
