@@ -1303,13 +1303,15 @@ static void test_module_waits_named(void **state)
 /* view.md, the `wait` table: an I/O operation is named by its io_uring
  * opcode. Each frame parks on one that cannot complete: an accept on a
  * listener nobody connects to, a read of an empty pipe, a write to a full
- * pipe, a send on a socket whose buffer is full; and co_after_turns is
- * "next turn" as co_next_turn is. Then each is cancelled, and finishes. */
-enum { I_ACCEPT, I_READ, I_WRITE, I_SEND, I_TURNS, IOS };
+ * pipe, a send on a socket whose buffer is full, a connect to a listener
+ * whose backlog is full; and co_after_turns is "next turn" as co_next_turn
+ * is. Then each is cancelled, and finishes. */
+enum { I_ACCEPT, I_READ, I_WRITE, I_SEND, I_CONNECT, I_TURNS, IOS };
 
 struct io_waiter {
 	co_frame co;
 	int how, fd;
+	const struct sockaddr_un *to;
 	co_io io;
 	co_turn turn;
 	char c;
@@ -1327,6 +1329,8 @@ static int io_waiter_fn(co_frame *f)
 		CO_AWAIT(f, co_write(&w->io, w->fd, &w->c, 1, 0));
 	else if (w->how == I_SEND)
 		CO_AWAIT(f, co_send(&w->io, w->fd, &w->c, 1, 0));
+	else if (w->how == I_CONNECT)
+		CO_AWAIT(f, co_connect(&w->io, w->fd, (const struct sockaddr *)w->to, sizeof *w->to));
 	else
 		CO_AWAIT(f, co_after_turns(&w->turn, 1000));
 	CO_END(f);
@@ -1345,10 +1349,11 @@ static void fill(int fd)
 
 static void test_io_waits_named(void **state)
 {
-	static const char *const wait[IOS] = { "accept", "read", "write", "send", "next turn" };
+	static const char *const wait[IOS] = { "accept", "read", "write", "send", "connect",
+					       "next turn" };
 	struct io_waiter w[IOS];
-	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	int lfd, rp[2], wp[2], sv[2];
+	struct sockaddr_un addr = { .sun_family = AF_UNIX }, full = { .sun_family = AF_UNIX };
+	int lfd, rp[2], wp[2], sv[2], ffd, first, cfd;
 	co_engine e;
 	co_view v;
 	(void)state;
@@ -1358,6 +1363,16 @@ static void test_io_waits_named(void **state)
 	snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "coring-view-%d", (int)getpid());
 	assert_int_equal(bind(lfd, (struct sockaddr *)&addr, sizeof addr), 0); /* abstract */
 	assert_int_equal(listen(lfd, 1), 0);
+	/* a listener with one connection waiting and a backlog of 0: the next
+	 * connect waits for room */
+	ffd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	first = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	cfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(ffd >= 0 && first >= 0 && cfd >= 0);
+	snprintf(full.sun_path + 1, sizeof full.sun_path - 1, "coring-view-full-%d", (int)getpid());
+	assert_int_equal(bind(ffd, (struct sockaddr *)&full, sizeof full), 0);
+	assert_int_equal(listen(ffd, 0), 0);
+	assert_int_equal(connect(first, (struct sockaddr *)&full, sizeof full), 0);
 	assert_int_equal(pipe2(rp, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(wp, O_CLOEXEC), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -1368,6 +1383,9 @@ static void test_io_waits_named(void **state)
 	for (int i = 0; i < IOS; i++) {
 		w[i].how = i;
 		w[i].fd = i == I_ACCEPT ? lfd : i == I_READ ? rp[0] : i == I_WRITE ? wp[1] : sv[0];
+		if (i == I_CONNECT)
+			w[i].fd = cfd;
+		w[i].to = &full;
 		co_init(&w[i].co, io_waiter_fn);
 		assert_int_equal(co_engine_spawn(&e, &w[i].co), 0);
 	}
@@ -1388,6 +1406,9 @@ static void test_io_waits_named(void **state)
 		assert_true(co_done(&w[i].co));
 	assert_int_equal(co_engine_destroy(&e), 0);
 	close(lfd);
+	close(ffd);
+	close(first);
+	close(cfd);
 	for (int i = 0; i < 2; i++) {
 		close(rp[i]);
 		close(wp[i]);
