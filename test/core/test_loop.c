@@ -92,6 +92,20 @@ static void irq_handler(int sig)
 	}
 }
 
+/* Interrupts are SIGUSR1, handled by irq_handler (which gives); l empty. */
+static void irq_setup(co_loop *l)
+{
+	struct sigaction sa = { .sa_handler = irq_handler };
+
+	sigemptyset(&irq_set);
+	sigaddset(&irq_set, SIGUSR1);
+	sigaction(SIGUSR1, &sa, NULL);
+	atomic_store(&handled, 0);
+	atomic_store(&giving, 1);
+	sem_init(&acked, 0, 0);
+	co_loop_init(l);
+}
+
 struct sender {
 	pthread_t target;
 	unsigned long n;
@@ -159,20 +173,13 @@ static void test_interrupt_wakes_never_lost(void **state)
 	struct taker t[WAITERS];
 	struct busy busy[3];
 	struct sender s = { .target = pthread_self(), .n = CO_TEST_SANITIZED ? 20000 : 50000 };
-	struct sigaction sa = { .sa_handler = irq_handler };
 	co_loop loop;
 	pthread_t th;
 	struct idle_probe idle = { .loop = &loop };
 	unsigned long steps = 0;
 	(void)state;
 
-	sigemptyset(&irq_set);
-	sigaddset(&irq_set, SIGUSR1);
-	sigaction(SIGUSR1, &sa, NULL);
-	atomic_store(&handled, 0);
-	atomic_store(&giving, 1);
-	sem_init(&acked, 0, 0);
-	co_loop_init(&loop);
+	irq_setup(&loop);
 	for (int i = 0; i < WAITERS; i++) {
 		co_notify_init(&notes[i], UINT_MAX);
 		taken[i] = 0;
@@ -425,20 +432,13 @@ static co_tick raising_clock(void)
 
 static void test_idle_masks_from_check_to_sleep(void **state)
 {
-	struct sigaction sa = { .sa_handler = irq_handler };
 	struct idle_probe idle;
 	struct sleeper sl = { .ticks = 100, .res = 99 };
 	struct taker t = { .i = 0 };
 	co_loop loop;
 	(void)state;
 
-	sigemptyset(&irq_set);
-	sigaddset(&irq_set, SIGUSR1);
-	sigaction(SIGUSR1, &sa, NULL);
-	atomic_store(&handled, 0);
-	atomic_store(&giving, 1);
-	sem_init(&acked, 0, 0);
-	co_loop_init(&loop);
+	irq_setup(&loop);
 	idle = (struct idle_probe){ .loop = &loop };
 	fake_now = 0;
 	raise_in_now = 0;
