@@ -445,6 +445,7 @@ static void test_pipelining(void **state)
 
 static void test_inline_commands(void **state)
 {
+	static const char nul_name[] = "ping\0x\r\n*1\r\n$6\r\nping\0x\r\nPING\r\n";
 	struct server s = server_start(NULL);
 	struct client *c = client_open(s.port);
 
@@ -463,6 +464,12 @@ static void test_inline_commands(void **state)
 	expect_reply(c, "$it's \"raw\\n\"");
 	send_str(c, "ECHO \"\"\r\n");
 	expect_reply(c, "$");
+	/* a name with a NUL in it is not the name before the NUL, inline or
+	 * not; the error shows it up to the NUL, as Redis's does */
+	send_raw(c, nul_name, sizeof nul_name - 1);
+	expect_reply(c, "-ERR unknown command 'ping', with args beginning with: ");
+	expect_reply(c, "-ERR unknown command 'ping', with args beginning with: ");
+	expect_reply(c, "+PONG");
 	send_str(c, "ECHO \"a\"b\r\n"); /* a closing quote must end the word */
 	expect_reply(c, "-ERR Protocol error: unbalanced quotes in request");
 	assert_true(at_eof(c));
