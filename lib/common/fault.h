@@ -89,6 +89,8 @@ enum co__fault_point {
 	CO__POINT_REGISTER,    /* a register of files, buffers or a buffer ring from off the engine's
 	                          thread holds the engine borrowed, checks passed, and has not
 	                          asked the kernel yet (lib/engine/engine_setup.c) */
+	CO__POINT_TRACE_ENV,   /* co_trace_env started the recording and has not looked at
+	                          whether its exit handler is registered (lib/trace/trace.c) */
 	CO__POINTS
 };
 

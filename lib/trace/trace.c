@@ -807,7 +807,7 @@ int co_trace_env(void)
 {
 	const char *v = getenv("CORING_TRACE");
 	co_trace_opts o = { .events = CO_TRACE_DEFAULT_EVENTS };
-	static int registered;
+	static atomic_int registered; /* two threads' co_trace_env may both succeed (a stop between) */
 	char *path, *opt, *next;
 	int err;
 
@@ -851,10 +851,9 @@ int co_trace_env(void)
 	free(path);
 	if (err)
 		return err;
-	if (!registered) {
-		registered = 1;
+	co__fault_point(CO__POINT_TRACE_ENV); /* tests: another thread's co_trace_env comes now */
+	if (!atomic_exchange_explicit(&registered, 1, memory_order_relaxed))
 		atexit(stop_at_exit);
-	}
 	return 1;
 }
 

@@ -1752,6 +1752,77 @@ static void test_env(void **state)
 	unsetenv("CORING_TRACE");
 }
 
+/* Two threads' co_trace_env can both succeed: the first's recording is
+ * stopped, and the second's starts, before the first looks at whether the
+ * exit handler is registered. Held open at CO__POINT_TRACE_ENV: the first
+ * stops its recording there and starts the second, which runs its own
+ * co_trace_env while the first goes on. The look is an atomic exchange:
+ * TSan reports a plain flag's race here. Both record, then the exit
+ * handler stops the last recording in a child process. */
+struct env_race {
+	pthread_t t;
+	int second_ret, stop_ret;
+	atomic_int passes;
+};
+
+static void *env_second(void *arg)
+{
+	struct env_race *r = arg;
+
+	r->second_ret = co_trace_env();
+	return NULL;
+}
+
+static void env_at_point(void *arg)
+{
+	struct env_race *r = arg;
+
+	if (atomic_fetch_add(&r->passes, 1) != 0)
+		return; /* the second thread's pass */
+	r->stop_ret = co_trace_stop();
+	if (pthread_create(&r->t, NULL, env_second, r) != 0)
+		r->stop_ret = -1;
+}
+
+static void test_env_from_two_threads(void **state)
+{
+	const char *path = tmp_path("env2.trace");
+	pid_t pid;
+	int status;
+	co_frame f;
+	(void)state;
+	NEED_TRACE();
+	setenv("CORING_TRACE", path, 1);
+	pid = fork(); /* the exit handler runs at the child's exit */
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static struct env_race r;
+		int first;
+
+		co__fault_on_point(CO__POINT_TRACE_ENV, env_at_point, &r);
+		first = co_trace_env();
+		pthread_join(r.t, NULL);
+		co__fault_on_point(CO__POINT_TRACE_ENV, NULL, NULL);
+		if (first != 1 || r.second_ret != 1 || r.stop_ret != 0 || atomic_load(&r.passes) != 2)
+			_exit(3);
+		co_init(&f, gen_fn);
+		co_trace_frame(&f, CO_TRACE_YIELD); /* into the second recording */
+		exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	{
+		struct tfile tf;
+
+		assert_int_equal(tfile_read(path, &tf), 0);
+		assert_int_equal(tf.n, 1); /* the exit handler wrote it */
+		tfile_free(&tf);
+	}
+	unlink(path);
+	unsetenv("CORING_TRACE");
+}
+
 /* ---- built without tracing ------------------------------------------------- */
 
 static void test_compiled_out(void **state)
@@ -1803,6 +1874,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_no_key_left),
 	cmocka_unit_test(test_stop_errors_said),
 	cmocka_unit_test(test_env),
+	cmocka_unit_test(test_env_from_two_threads),
 	cmocka_unit_test(test_compiled_out),
 };
 
