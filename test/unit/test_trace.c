@@ -1761,7 +1761,7 @@ static void test_env(void **state)
  * handler stops the last recording in a child process. */
 struct env_race {
 	pthread_t t;
-	int second_ret, stop_ret;
+	int second_ret, stop_ret, started;
 	atomic_int passes;
 };
 
@@ -1780,8 +1780,7 @@ static void env_at_point(void *arg)
 	if (atomic_fetch_add(&r->passes, 1) != 0)
 		return; /* the second thread's pass */
 	r->stop_ret = co_trace_stop();
-	if (pthread_create(&r->t, NULL, env_second, r) != 0)
-		r->stop_ret = -1;
+	r->started = pthread_create(&r->t, NULL, env_second, r) == 0;
 }
 
 static void test_env_from_two_threads(void **state)
@@ -1801,6 +1800,8 @@ static void test_env_from_two_threads(void **state)
 
 		co__fault_on_point(CO__POINT_TRACE_ENV, env_at_point, &r);
 		first = co_trace_env();
+		if (!r.started)
+			_exit(4);
 		pthread_join(r.t, NULL);
 		co__fault_on_point(CO__POINT_TRACE_ENV, NULL, NULL);
 		if (first != 1 || r.second_ret != 1 || r.stop_ret != 0 || atomic_load(&r.passes) != 2)

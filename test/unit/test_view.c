@@ -1383,9 +1383,10 @@ static void test_io_waits_named(void **state)
 	for (int i = 0; i < IOS; i++) {
 		w[i].how = i;
 		w[i].fd = i == I_ACCEPT ? lfd : i == I_READ ? rp[0] : i == I_WRITE ? wp[1] : sv[0];
-		if (i == I_CONNECT)
+		if (i == I_CONNECT) {
 			w[i].fd = cfd;
-		w[i].to = &full;
+			w[i].to = &full;
+		}
 		co_init(&w[i].co, io_waiter_fn);
 		assert_int_equal(co_engine_spawn(&e, &w[i].co), 0);
 	}
