@@ -214,9 +214,28 @@ void co_test_idler_init(struct co_test_idler *d, co_event *ev)
 }
 
 static char tmp_dir[256];
+static pid_t tmp_dir_owner;
 
+/* At exit of the process that made it (not of a forked child, whose
+ * parent still reads the files): the directory and what a case left. */
 static void tmp_dir_remove(void)
 {
+	DIR *d;
+	struct dirent *e;
+	char p[sizeof tmp_dir + 256 + 2];
+
+	if (getpid() != tmp_dir_owner)
+		return;
+	d = opendir(tmp_dir);
+	if (d) {
+		while ((e = readdir(d)) != NULL) {
+			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+				continue;
+			snprintf(p, sizeof p, "%s/%s", tmp_dir, e->d_name);
+			unlink(p);
+		}
+		closedir(d);
+	}
 	rmdir(tmp_dir);
 }
 
@@ -232,6 +251,7 @@ const char *co_test_tmp_path(const char *prefix, const char *name)
 		snprintf(tmp_dir, sizeof tmp_dir, "%s/%s-XXXXXX",
 			 base && base[0] ? base : "/tmp", prefix);
 		assert_non_null(mkdtemp(tmp_dir));
+		tmp_dir_owner = getpid();
 		atexit(tmp_dir_remove);
 	}
 	snprintf(r, sizeof p[0], "%s/%s", tmp_dir, name);

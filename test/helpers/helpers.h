@@ -72,9 +72,10 @@ struct sockaddr_in co_test_loopback(uint16_t port);
 int co_test_open_fds(void);
 
 /* A fresh file name under a directory of this process's own, made on the
- * first call under $TMPDIR (else /tmp) and removed at exit (empty by then:
- * each case unlinks its files). prefix names the directory; the last 8
- * names returned stay valid. */
+ * first call under $TMPDIR (else /tmp) and removed, with what a case left
+ * in it, at the exit of the process that made it (a forked child's exit
+ * leaves it). prefix names the directory; the last 8 names returned stay
+ * valid. */
 const char *co_test_tmp_path(const char *prefix, const char *name);
 
 /* A frame that yields `yields` times, then counts its run (runs[id]) and,

@@ -1564,6 +1564,7 @@ static void test_stop_errors_said(void **state)
 	assert_int_equal(co_trace_start(&o), 0); /* and with memory: 0 */
 	co_trace_frame(&f, CO_TRACE_YIELD);
 	assert_int_equal(co_trace_stop(), 0);
+	unlink(o.path);
 }
 
 /* The first start makes a thread-specific key (a thread's buffer, told
