@@ -70,8 +70,8 @@ static void test_million_tasks(void **state)
 
 /* ---- submits racing with the end of a run -------------------------------- */
 
-/* Under a sanitizer, whose thread starts cost some 30 times more, 300
- * rounds (its job is the accesses, which every round makes alike). */
+/* Under a sanitizer, which makes each thread start far slower, 300 rounds
+ * (its job there is the accesses, which every round makes alike). */
 #define RACE_ROUNDS (CO_TEST_SANITIZED ? 300 : 1500)
 #define RACERS 3
 #define PER_RACER 4
