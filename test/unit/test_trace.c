@@ -1825,6 +1825,46 @@ static void test_env_from_two_threads(void **state)
 	unsetenv("CORING_TRACE");
 }
 
+/* A case's leftovers go with the directory the test helpers make (a stop
+ * that fails leaves its file, as stop_errors_said's first passes do): a
+ * child makes its own directory, leaves a file in it and exits; the
+ * directory is gone. Run with the other cases in one process, the child
+ * inherits the parent's directory (removed only by the parent): skipped. */
+static void test_tmp_dir_removed_with_leftovers(void **state)
+{
+	char dir[320] = { 0 };
+	const char *mine;
+	struct stat sb;
+	int fds[2], status;
+	pid_t pid;
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		const char *path = co_test_tmp_path("coring-trace", "left");
+		int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		size_t n = strlen(path);
+
+		if (fd < 0 || write(fds[1], path, n) != (ssize_t)n)
+			_exit(3);
+		close(fd);
+		exit(0); /* the helpers' exit handler runs */
+	}
+	close(fds[1]);
+	assert_true(read(fds[0], dir, sizeof dir - 1) > 0);
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	*strrchr(dir, '/') = '\0';
+	mine = co_test_tmp_path("coring-trace", "x");
+	if (strncmp(mine, dir, strlen(dir)) == 0 && mine[strlen(dir)] == '/')
+		skip(); /* the parent's directory, inherited */
+	assert_int_equal(stat(dir, &sb), -1);
+	assert_int_equal(errno, ENOENT);
+}
+
 /* ---- built without tracing ------------------------------------------------- */
 
 static void test_compiled_out(void **state)
@@ -1877,6 +1917,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stop_errors_said),
 	cmocka_unit_test(test_env),
 	cmocka_unit_test(test_env_from_two_threads),
+	cmocka_unit_test(test_tmp_dir_removed_with_leftovers),
 	cmocka_unit_test(test_compiled_out),
 };
 
