@@ -141,7 +141,7 @@ handoff_check "$B/contexts/handoff_pthread" pthread spin hop cond mutex
 echo "ok: handoff --shapes"
 if command -v go >/dev/null; then # as bench/runner/run.py builds it: offline, in the build dir
 	GOCACHE=$(cd "$B" && pwd)/go/cache GOPATH=$(cd "$B" && pwd)/go/path GOFLAGS=-mod=mod GOPROXY=off \
-		GOENV=off go build -o "$tmp/handoff_go" "$(dirname "$0")/../contexts/handoff.go" ||
+		GOENV=off GOTMPDIR="$tmp" go build -o "$tmp/handoff_go" "$(dirname "$0")/../contexts/handoff.go" ||
 		{ echo "FAIL: go build handoff.go"; exit 1; }
 	# shellcheck disable=SC2086
 	handoff_check "$tmp/handoff_go" go $shapes

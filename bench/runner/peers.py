@@ -90,8 +90,14 @@ def build_go(build, name):
     os.makedirs(gdir, exist_ok=True)
     exe = os.path.abspath(benchlib.program(os.path.join(build, "bench"), name))
     os.makedirs(os.path.dirname(exe), exist_ok=True)
+    # go build's work directory in the build dir, not $TMPDIR: a build
+    # killed with the run (run_logged) cannot remove it; the next build does
+    gtmp = os.path.join(gdir, "tmp")
+    shutil.rmtree(gtmp, ignore_errors=True)
+    os.makedirs(gtmp)
     env = dict(os.environ, GOCACHE=os.path.join(gdir, "cache"), GOPATH=os.path.join(gdir, "path"),
-               GOFLAGS="", GOPROXY="off", GOENV="off", GOTOOLCHAIN="local", GO111MODULE="")
+               GOTMPDIR=gtmp, GOFLAGS="", GOPROXY="off", GOENV="off", GOTOOLCHAIN="local",
+               GO111MODULE="")
     log = os.path.join(gdir, f"{name}.log")
     try:
         rc = run_logged([go, "build", "-o", exe, os.path.join(BENCH_SRC, GO_SOURCES[name])], env, gdir, log)
