@@ -42,8 +42,11 @@
  * failure in time (a node's status, or the error of a submit that was
  * refused).
  *
- * While the graph runs, each node frame's on_done and user fields belong
- * to the graph. Frames run once: to run a graph again, co_init its frames.
+ * A node's frame gives its on_done and user fields to the graph when the
+ * node is submitted, and they stay the graph's (a frame that ran keeps
+ * them); a node that never starts (skipped, or refused) leaves its frame
+ * as the caller set it, fresh: it may be spawned elsewhere. Frames run
+ * once: to run a graph again, co_init its frames.
  * Building a graph (add, edges) is not thread-safe and allocates the edge
  * lists; running it allocates nothing.
  */
@@ -108,7 +111,7 @@ CO_API int co_graph_init(co_graph *g);
  * to this graph or another); nodes and frames stay the caller's. After it
  * returned 0 coring does not touch g, its nodes or their frames again:
  * free them at will. The graph is then as if never spawned (co_graph_done
- * and co_graph_wait answer -EINVAL). -EINVAL (NULL), -EBUSY (spawned, and
+ * and co_graph_wait answer -EINVAL; error and finished are 0). -EINVAL (NULL), -EBUSY (spawned, and
  * a node has not finished or been skipped; so also while a frame waits on
  * it in co_graph_wait). Right after the last node, while the context that
  * finished it wakes the graph's waiters, it waits for that wake to end (it
@@ -160,8 +163,17 @@ CO_API int co_graph_succeed(co_graph_node *a, co_graph_node *b);
 CO_API int co_graph_spawn(co_graph *g, co_sched *s);
 CO_API int co_graph_spawn_kind(co_graph *g, co_sched *s, unsigned kind);
 
-/* co_graph_spawn(_kind), then co_sched_run(s). Returns the scheduler's
- * error if it failed, else the graph's first failure, else 0. */
+/*
+ * co_graph_spawn(_kind), then co_sched_run(s). Returns the graph's first
+ * failure, or 0; co_graph_spawn's errors (nothing started); -EBUSY at
+ * once, nothing started, from a thread whose wait would wait for itself:
+ * one that runs one of s's contexts (a task, an on_done), or ticks a
+ * manual context of s (spawn the graph and tick, polling co_graph_done
+ * or co_sched_poll, instead; test_graph run_refused_on_own_thread). Any other error
+ * is co_sched_run's, after the graph started: it may still run (-EDEADLK,
+ * a context's error, a manual context no thread has ticked yet):
+ * co_graph_done answers 0 until it is over, and co_graph_destroy -EBUSY.
+ */
 CO_API int co_graph_run(co_graph *g, co_sched *s);
 CO_API int co_graph_run_kind(co_graph *g, co_sched *s, unsigned kind);
 

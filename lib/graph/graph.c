@@ -12,6 +12,7 @@
 
 #include <coring/graph.h>
 #include "common/fault.h"
+#include "scheduler/scheduler_internal.h"
 #include "waiter/waiter_internal.h"
 
 int co_graph_init(co_graph *g)
@@ -77,6 +78,8 @@ int co_graph_destroy(co_graph *g)
 	g->head = g->tail = NULL;
 	g->n = 0;
 	g->sched = NULL;
+	atomic_store_explicit(&g->error, 0, memory_order_relaxed);
+	atomic_store_explicit(&g->finished, 0, memory_order_relaxed);
 	atomic_store_explicit(&g->phase, GRAPH_IDLE, memory_order_relaxed);
 	return 0;
 }
@@ -149,18 +152,28 @@ static void record(co_graph *g, int err)
 
 static void node_done(co_frame *f);
 
-/* Hand n to the scheduler, on its own kind or the run's default. 0, or
- * the submit's error (n did not start). Once the submit succeeded n may
- * run and finish at once: nothing of n or its graph is read after it. */
+/* Hand n to the scheduler, on its own kind or the run's default; its
+ * frame's on_done and user become the graph's here, not before, so a
+ * node that never starts leaves its frame as the caller set it (it may be
+ * spawned elsewhere). 0, or the submit's error (n did not start, its
+ * frame's fields given back). Once the submit succeeded n may run and
+ * finish at once: nothing of n or its graph is read after it. */
 static int start(co_graph_node *n)
 {
 	co_graph *g = n->graph;
+	co_frame *f = n->frame;
 	unsigned kind = n->own_kind ? n->kind : g->kind;
+	void (*on_done)(co_frame *) = f->on_done;
+	void *user = f->user;
 	int err;
 
 	atomic_store_explicit(&n->state, CO_NODE_SUBMITTED, memory_order_relaxed);
-	err = co_sched_spawn_kind(g->sched, kind, n->frame);
-	if (err < 0) {
+	f->on_done = node_done;
+	f->user = n;
+	err = co_sched_spawn_kind(g->sched, kind, f);
+	if (err < 0) { /* refused: the frame is not the scheduler's */
+		f->on_done = on_done;
+		f->user = user;
 		atomic_store_explicit(&n->state, CO_NODE_SKIPPED, memory_order_relaxed);
 		record(g, err);
 	}
@@ -332,8 +345,6 @@ int co_graph_spawn_kind(co_graph *g, co_sched *s, unsigned kind)
 		atomic_store_explicit(&n->waiting, n->npred, memory_order_relaxed);
 		atomic_store_explicit(&n->failed, 0, memory_order_relaxed);
 		atomic_store_explicit(&n->state, CO_NODE_IDLE, memory_order_relaxed);
-		n->frame->on_done = node_done;
-		n->frame->user = n;
 	}
 	/* The roots, listed first (in order): once the last of them is
 	 * submitted the run may end and g be destroyed, so the submits must
@@ -365,10 +376,19 @@ int co_graph_spawn(co_graph *g, co_sched *s)
 	return co_graph_spawn_kind(g, s, 0);
 }
 
+/* The run's wait would wait for the calling thread (it runs one of s's
+ * contexts, or ticks a manual one): refused before the spawn, so that
+ * -EBUSY means nothing started. */
 int co_graph_run_kind(co_graph *g, co_sched *s, unsigned kind)
 {
-	int err = co_graph_spawn_kind(g, s, kind);
+	int err;
 
+	if (g == NULL || s == NULL)
+		return -EINVAL;
+	err = co__sched_runs_here(s);
+	if (err != 0)
+		return err < 0 ? err : -EBUSY;
+	err = co_graph_spawn_kind(g, s, kind);
 	if (err < 0)
 		return err;
 	err = co_sched_run(s);

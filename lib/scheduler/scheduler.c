@@ -989,6 +989,13 @@ static int runs_here(co_sched *s)
 	return 0;
 }
 
+int co__sched_runs_here(co_sched *s)
+{
+	if (visit(s) < 0)
+		return -EINVAL;
+	return leave(s, runs_here(s));
+}
+
 int co_sched_run(co_sched *s)
 {
 	int ret, waiting = 0;

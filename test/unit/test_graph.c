@@ -979,6 +979,184 @@ static void test_manual_context_awaits(void **state)
 	sched_end(&s);
 }
 
+/*
+ * graph.h: a node that never starts leaves its frame as the caller set it.
+ * a(-EIO) -> b: b is skipped; in a second graph on a stopped scheduler, c
+ * is refused. Both frames keep their own on_done and user; after the
+ * destroy (error and finished back to 0) and the nodes poisoned and
+ * freed, each is spawned on a live scheduler and ends through its own
+ * on_done: with the graph's left in it, b's end would write into the
+ * freed nodes.
+ */
+static atomic_int own_done_calls;
+static int own_marker;
+
+static void own_done(co_frame *f)
+{
+	assert_ptr_equal(f->user, &own_marker);
+	atomic_fetch_add(&own_done_calls, 1);
+}
+
+static void test_skipped_frames_untouched(void **state)
+{
+	co_sched s;
+	co_graph g;
+	co_graph_node *n = malloc(3 * sizeof *n);
+	struct job j[3];
+	(void)state;
+	assert_non_null(n);
+	atomic_store(&own_done_calls, 0);
+	for (int i = 0; i < 3; i++) {
+		job_init(&j[i], i, i == 0 ? -EIO : 0);
+		j[i].co.on_done = own_done;
+		j[i].co.user = &own_marker;
+	}
+	j[0].co.on_done = NULL;
+
+	/* skipped: a fails, b never starts */
+	sched_start(&s);
+	assert_int_equal(co_graph_init(&g), 0);
+	assert_int_equal(co_graph_add(&g, &n[0], &j[0].co), 0);
+	assert_int_equal(co_graph_add(&g, &n[1], &j[1].co), 0);
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	assert_int_equal(co_graph_run(&g, &s), -EIO);
+	assert_int_equal(atomic_load(&n[1].state), CO_NODE_SKIPPED);
+	assert_ptr_equal(j[1].co.on_done, own_done);
+	assert_ptr_equal(j[1].co.user, &own_marker);
+	assert_int_equal(atomic_load(&g.error), -EIO);
+	assert_int_equal(atomic_load(&g.finished), 2);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(atomic_load(&g.error), 0); /* as if never spawned */
+	assert_int_equal(atomic_load(&g.finished), 0);
+	assert_int_equal(co_graph_done(&g), -EINVAL);
+
+	/* refused: c's submit meets a stopped scheduler */
+	co_sched stopped;
+	sched_start(&stopped);
+	assert_int_equal(co_sched_stop(&stopped, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_graph_init(&g), 0);
+	assert_int_equal(co_graph_add(&g, &n[2], &j[2].co), 0);
+	assert_int_equal(co_graph_spawn(&g, &stopped), 0);
+	assert_int_equal(atomic_load(&g.error), -ESHUTDOWN);
+	assert_int_equal(atomic_load(&n[2].state), CO_NODE_SKIPPED);
+	assert_ptr_equal(j[2].co.on_done, own_done);
+	assert_ptr_equal(j[2].co.user, &own_marker);
+	assert_int_equal(co_sched_run(&stopped), 0);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_sched_destroy(&stopped), 0);
+
+	memset(n, 0x5a, 3 * sizeof *n); /* nothing may touch them now */
+	free(n);
+	assert_int_equal(co_sched_spawn(&s, &j[1].co), 0);
+	assert_int_equal(co_sched_spawn(&s, &j[2].co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(atomic_load(&own_done_calls), 2);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
+/*
+ * graph.h, co_graph_run: -EBUSY at once, nothing started, from a thread
+ * whose wait would wait for itself: from a task of the scheduler; from
+ * the thread that ticks a manual context, whether a node would start on
+ * it or not. Without the check before the spawn, the graph would be
+ * running when -EBUSY came back (the task would read co_graph_done 0).
+ */
+struct inner_run {
+	co_frame co;
+	co_graph *g;
+	co_sched *s;
+	int res, done_seen;
+};
+
+static int inner_run_fn(co_frame *f)
+{
+	struct inner_run *r = (struct inner_run *)f;
+	CO_BEGIN(f);
+	r->res = co_graph_run(r->g, r->s);
+	r->done_seen = co_graph_done(r->g);
+	CO_END(f);
+}
+
+static void not_started(co_graph *g, co_graph_node *n, struct job *j, int count)
+{
+	assert_int_equal(co_graph_done(g), -EINVAL);
+	for (int i = 0; i < count; i++) {
+		assert_int_equal(atomic_load(&n[i].state), CO_NODE_IDLE);
+		assert_int_equal(atomic_load(&j[i].runs), 0);
+		assert_null(j[i].co.on_done);
+	}
+}
+
+static void test_run_refused_on_own_thread(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .groups = work_logic, .ngroups = WL };
+	co_context *logic;
+	co_graph g;
+	co_graph_node n[2];
+	struct job j[2];
+	struct inner_run r;
+	(void)state;
+
+	/* from a task on the scheduler */
+	sched_start(&s);
+	assert_int_equal(co_graph_init(&g), 0);
+	for (int i = 0; i < 2; i++) {
+		job_init(&j[i], i, 0);
+		assert_int_equal(co_graph_add(&g, &n[i], &j[i].co), 0);
+	}
+	assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+	memset(&r, 0, sizeof r);
+	r.g = &g;
+	r.s = &s;
+	co_init(&r.co, inner_run_fn);
+	assert_int_equal(co_sched_spawn(&s, &r.co), 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(r.res, -EBUSY);
+	assert_int_equal(r.done_seen, -EINVAL);
+	not_started(&g, n, j, 2);
+	assert_int_equal(co_graph_run(&g, &s), 0); /* from outside: runs */
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(atomic_load(&j[i].runs), 1);
+	assert_int_equal(co_graph_destroy(&g), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+
+	/* from the thread that ticks a manual context (idle): the graph's
+	 * nodes on it (round 0) or on the workers only (round 1); then the
+	 * way that thread runs a graph, spawned and polled as it ticks */
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	logic = co_sched_pick(&s, LOGIC);
+	assert_non_null(logic);
+	assert_true(co_context_tick(logic) >= 0); /* this thread is its ticker */
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(co_graph_init(&g), 0);
+		for (int i = 0; i < 2; i++)
+			job_init(&j[i], i, 0);
+		assert_int_equal(co_graph_add(&g, &n[0], &j[0].co), 0);
+		if (round == 0)
+			assert_int_equal(co_graph_add_kind(&g, &n[1], &j[1].co, LOGIC), 0);
+		else
+			assert_int_equal(co_graph_add(&g, &n[1], &j[1].co), 0);
+		assert_int_equal(co_graph_precede(&n[0], &n[1]), 0);
+		if (round < 2) {
+			assert_int_equal(co_graph_run_kind(&g, &s, WORK), -EBUSY);
+			not_started(&g, n, j, 2);
+			assert_int_equal(co_sched_tasks(&s), 0);
+		} else {
+			assert_int_equal(co_graph_spawn_kind(&g, &s, WORK), 0);
+			while (co_graph_done(&g) != 1)
+				assert_true(co_context_tick(logic) >= 0);
+			for (int i = 0; i < 2; i++)
+				assert_int_equal(atomic_load(&j[i].runs), 1);
+			tick_to_end(&s, logic);
+		}
+		assert_int_equal(co_graph_destroy(&g), 0);
+	}
+	sched_end(&s);
+}
+
 /* ---- done as soon as the waiters are woken ------------------------------------------------ */
 
 /* The last node's context holds the run between the wake of the waiters
@@ -1402,6 +1580,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_refused_submit_fails_node),
 		cmocka_unit_test(test_dead_scheduler_refused),
 		cmocka_unit_test(test_bad_node_kind_leaves_frames_spawnable),
+		cmocka_unit_test(test_skipped_frames_untouched),
+		cmocka_unit_test(test_run_refused_on_own_thread),
 		cmocka_unit_test(test_wait_errors),
 		cmocka_unit_test(test_manual_context_awaits),
 		cmocka_unit_test(test_done_once_waiters_woken),
