@@ -112,7 +112,8 @@ CO_API int co_context_destroy(co_context *c);
  * Drive a manual context (a scheduler group with .manual set) from the
  * program's own loop: one co_engine_tick of its engine, on the thread that
  * always ticks it. Returns the frames resumed, -EINVAL (NULL, not manual),
- * -ESHUTDOWN (it ended: its scheduler was stopped and nothing was left),
+ * -ESHUTDOWN (it ended: its scheduler was stopped and nothing was left,
+ * no frame, no post, no I/O in flight: until then the ticks go on),
  * or co_engine_tick's errors. A refused tick changes nothing: from a frame
  * running on a context (-EBUSY), co_context_current() still names that
  * context; from a thread that is not the ticker (-EPERM), a trace does not

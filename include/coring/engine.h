@@ -137,10 +137,10 @@ struct co__ready_ring;
 struct co__view_slot;
 
 /* The reserved room at the end of the engine's own fields: four pointers'
- * worth, less cancel_again, viewers and posts_closed (on a 64-bit target
- * two pointers, which keep co_engine's size; at least one). */
+ * worth, less cancel_again, viewers, posts_closed and io_due (on a 64-bit
+ * target one pointer, which keeps co_engine's size; at least one). */
 #define CO__ENGINE_RESERVED_N                                                      \
-	(((int)(4 * sizeof(void *)) - (int)(sizeof(uint64_t) + 2 * sizeof(unsigned))) / \
+	(((int)(4 * sizeof(void *)) - (int)(sizeof(uint64_t) + 3 * sizeof(unsigned))) / \
 	 (int)sizeof(void *))
 #define CO__ENGINE_RESERVED (CO__ENGINE_RESERVED_N > 0 ? CO__ENGINE_RESERVED_N : 1)
 
@@ -264,6 +264,9 @@ struct co__view_slot;
 	                                   an answer: destroy waits for them */         \
 	CO__ATOMIC(int) posts_closed;   /* co_engine_post refused: its                  \
 	                                   context's last run is over */                \
+	CO__ATOMIC(unsigned) io_due;    /* inflight as the last run or tick             \
+	                                   left it (the end of a manual                 \
+	                                   context reads it) */                         \
 	void *reserved[CO__ENGINE_RESERVED]; /* room for fields of later                \
 	                                   versions (docs/abi.md) */
 

@@ -152,7 +152,9 @@ int co__context_end_manual(co_context *c, int ticker)
 	co_engine *e = &c->engine;
 	int running = CO_CONTEXT_RUNNING;
 
-	if (co_engine_state(e) != CO_ENGINE_STOPPED ||
+	/* I/O in flight (a time limit's timer on its way out, an acceptor's
+	 * cancel): the next ticks reap it; ended now, nothing would */
+	if (co_engine_state(e) != CO_ENGINE_STOPPED || co__engine_io_due(e) != 0 ||
 	    (co__engine_live(e) != 0 && !(ticker && co__engine_only_stuck(e))))
 		return 0;
 	/* Posts that came before the door closed wait for the next tick. */

@@ -513,6 +513,9 @@ static void leave(co_engine *e)
 #endif
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
+	/* for another thread's look (co__engine_io_due), which the state's
+	 * change below publishes it to */
+	atomic_store_explicit(&e->io_due, e->inflight, memory_order_relaxed);
 	co__tls_engine = NULL;
 	co__engine_transition(e, CO__T_RUN_END);
 }

@@ -13,6 +13,15 @@
  * context and its trace name). */
 int co__engine_tick_as(co_engine *e, void (*entered)(void *arg), void *arg);
 
+/* The SQEs whose CQE was due as e's last run or tick ended (any thread;
+ * read once e's state was seen STOPPED or READY, whose change published
+ * it): a manual context with I/O in flight has not ended, whatever its
+ * frames (lib/context/context.c). */
+static inline unsigned co__engine_io_due(co_engine *e)
+{
+	return atomic_load_explicit(&e->io_due, memory_order_relaxed);
+}
+
 /* The wake-up read's completion (co_engine.wake_info.cb). */
 void co__engine_wake_done(co_engine *e, co_io_info *info, int res, unsigned cqe_flags, unsigned tag);
 /* Reap the armed eventfd read before the ring goes (invariant 6). */

@@ -105,11 +105,13 @@ static int unticked(co_context *c)
 	       co_context_state(c) == CO_CONTEXT_RUNNING;
 }
 
-/* c holds work: live frames, or posts not run yet (co_engine_post: a post
- * counts as pending work). */
+/* c holds work: live frames, posts not run yet (co_engine_post: a post
+ * counts as pending work), or I/O its last tick left in flight (its next
+ * ticks reap it). */
 static int has_work(co_context *c)
 {
-	return co__engine_live(&c->engine) != 0 || co__engine_posts_pending(&c->engine);
+	return co__engine_live(&c->engine) != 0 || co__engine_posts_pending(&c->engine) ||
+	       co__engine_io_due(&c->engine) != 0;
 }
 
 /* How many of s's contexts are unticked (a manual group has one context);
