@@ -181,8 +181,9 @@ struct co_loop {
 	co_timer *timers;          /* private: armed timers, earliest first */
 	co_tick (*now)(void);      /* private: the clock, NULL until set */
 	unsigned char tick_shift;  /* private: 32 - the clock's bits */
-	unsigned char steps;       /* private: steps begun, modulo 256: a step
-	                              sees that a body stepped the loop */
+	unsigned char stepped;     /* private: a step ended since the running
+	                              step resumed its frame: a body stepped
+	                              the loop */
 	unsigned ready;            /* read-only: frames in the FIFO */
 	unsigned live;             /* read-only: spawned frames not yet finished */
 };
@@ -300,7 +301,7 @@ static inline void co_loop_init(co_loop *l)
 	l->timers = NULL;
 	l->now = NULL;
 	l->tick_shift = 0;
-	l->steps = 0;
+	l->stepped = 0;
 	l->ready = 0;
 	l->live = 0;
 }
@@ -340,10 +341,8 @@ static inline void co__loop_fire_timers(co_loop *l);
 static inline unsigned co_loop_step(co_loop *l)
 {
 	unsigned n;
-	unsigned char mine;
 
 	CO__CHECK(l != NULL, "co_loop_step: NULL loop");
-	mine = l->steps = (unsigned char)(l->steps + 1u);
 	if (l->timers)
 		co__loop_fire_timers(l);
 	co__loop_drain(l);
@@ -352,6 +351,7 @@ static inline unsigned co_loop_step(co_loop *l)
 	while (n-- && l->head) { /* a nested step may have run the rest */
 		co_frame *f = co__loop_pop(l);
 		CO_LOOP_TRACE(f, CO_LOOP_TRACE_RESUME);
+		l->stepped = 0;
 		switch (co_resume(f)) {
 		case CO_YIELDED:
 			CO_LOOP_TRACE(f, CO_LOOP_TRACE_YIELD);
@@ -367,9 +367,10 @@ static inline unsigned co_loop_step(co_loop *l)
 			CO_LOOP_TRACE(f, CO_LOOP_TRACE_WAIT);
 			break;
 		}
-		if (l->steps != mine)
+		if (l->stepped)
 			break; /* a body stepped the loop: that step ran the rest */
 	}
+	l->stepped = 1; /* for the step whose body this one ran in, if any */
 	return l->ready + co__loop_woken(l);
 }
 

@@ -1146,7 +1146,9 @@ static void test_step_counts_the_frames_woken(void **state)
  * outer one goes on with those left: none. One co_loop_step from main runs
  * each ready frame once. Without the outer step noticing the nested one,
  * it goes on with the count it took and runs the frames that the nested
- * step ran and sent to the back again: twice in one step. */
+ * step ran and sent to the back again: twice in one step. A body that
+ * steps the loop 256 or 512 times in one resume is noticed as well (a
+ * count of steps modulo 256 was not). */
 static co_loop once_loop;
 
 struct counted {
@@ -1161,8 +1163,11 @@ static int counted_fn(co_frame *f)
 	for (;;) {
 		c->runs++;
 		if (c->nests) {
-			c->nests--;
-			co_loop_step(&once_loop);
+			int k = c->nests;
+
+			c->nests = 0;
+			while (k--)
+				co_loop_step(&once_loop);
 		}
 		CO_YIELD(f);
 	}
@@ -1189,6 +1194,22 @@ static void test_step_nested_runs_each_frame_once(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(c[i].runs, 2);
 	assert_int_equal(once_loop.ready, 3);
+
+	/* c[0], first in the queue, steps the loop k times in its body: c[1]
+	 * and c[2] run k times there, and not once more in the outer step */
+	for (int k = 255; k <= 513; k += k == 257 ? 254 : 1) {
+		co_loop_init(&once_loop);
+		for (int i = 0; i < 3; i++) {
+			c[i].runs = 0;
+			c[i].nests = i == 0 ? k : 0;
+			co_init(&c[i].co, counted_fn);
+			assert_int_equal(co_loop_spawn(&once_loop, &c[i].co), 0);
+		}
+		assert_int_equal(co_loop_step(&once_loop), 3);
+		assert_int_equal(c[0].runs, 1);
+		assert_int_equal(c[1].runs, k);
+		assert_int_equal(c[2].runs, k);
+	}
 }
 
 static void test_step_nested_in_a_body(void **state)
