@@ -211,7 +211,9 @@ struct co__view_slot;
 	                                   waits for a cancel request */                \
 	uint64_t owner;                 /* the owner thread's number                    \
 	                                   (lib/common/thread_id.h) */                  \
-	int has_owner;                                                                  \
+	CO__ATOMIC(int) has_owner;      /* set once, after owner (release):             \
+	                                   a tick from another thread reads it          \
+	                                   without taking the engine */                 \
 	const struct co__engine_hooks *hooks; /* set by a scheduler */                  \
 	void *hook_arg;                                                                 \
 	unsigned short bgid_next;       /* the next buffer group id to try */           \

@@ -256,7 +256,7 @@ static int first_run(co_engine *e)
 			return ret;
 	}
 	e->owner = co__thread_id();
-	e->has_owner = 1;
+	atomic_store_explicit(&e->has_owner, 1, memory_order_release); /* after owner */
 	/* optional: saves an fd lookup per enter; 1 when the fd is registered */
 	co__engine_enter_setup(e, register_ring_fd(&e->ring) == 1);
 	wake_arm(e);
@@ -481,7 +481,15 @@ static int enter(co_engine *e)
 		return -EINVAL; /* DYING: the take below waits for the answer */
 	if (co__tls_engine != NULL)
 		return -EBUSY; /* another engine runs on this thread */
+	/* Not the owner: refused without taking e, which would make the
+	 * owner's own run or tick meanwhile answer -EBUSY (-EBUSY while the
+	 * owner runs it, as the take would say). A thread that comes before
+	 * the first run takes e, and is told below. */
+	if (atomic_load_explicit(&e->has_owner, memory_order_acquire) &&
+	    e->owner != co__thread_id())
+		return co_engine_state(e) == CO_ENGINE_RUNNING ? -EBUSY : -EPERM;
 	ret = co__engine_take(e, CO__T_RUN);
+	co__fault_point(CO__POINT_RUN_TAKEN); /* tests: the owner's tick comes now */
 	if (ret < 0)
 		return ret;
 	/* Only one thread gets here at a time: owner is safe to read. */

@@ -243,6 +243,67 @@ static void test_other_thread_while_owner_runs(void **state)
 	alarm(0);
 }
 
+/* engine.md, "The threading rule": a refused tick changes nothing, so
+ * the owner's own tick is never refused for it. Another thread's tick is
+ * held just after its take (CO__POINT_RUN_TAKEN) while the owner ticks:
+ * the owner's tick runs its frame, the other answers -EPERM. Taking the
+ * engine before looking at its owner, the other thread held it there and
+ * the owner's tick answered -EBUSY. */
+static atomic_int intruder_held, intruder_go;
+static _Thread_local int am_intruder;
+
+static void hold_intruder(void *arg)
+{
+	(void)arg;
+	if (!am_intruder)
+		return;
+	atomic_store(&intruder_held, 1);
+	while (!atomic_load(&intruder_go))
+		sched_yield();
+}
+
+static atomic_int intruder_res = 1;
+
+static void *intruder_tick(void *arg)
+{
+	am_intruder = 1;
+	atomic_store(&intruder_res, co_engine_tick(arg));
+	return NULL;
+}
+
+static void test_refused_tick_leaves_owner_alone(void **state)
+{
+	co_engine e;
+	struct co_test_idler d;
+	co_event ev;
+	pthread_t intruder;
+	(void)state;
+	alarm(30);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	assert_int_equal(co_engine_tick(&e), 0); /* this thread owns it */
+	co_event_init(&ev, 0);
+	co_test_idler_init(&d, &ev);
+	assert_int_equal(co_engine_spawn(&e, &d.co), 0);
+	atomic_store(&intruder_held, 0);
+	atomic_store(&intruder_go, 0);
+	co__fault_on_point(CO__POINT_RUN_TAKEN, hold_intruder, NULL);
+	assert_int_equal(pthread_create(&intruder, NULL, intruder_tick, &e), 0);
+	/* the intruder is refused at once, or holds the engine at the point */
+	WAIT_UNTIL(atomic_load(&intruder_held) || atomic_load(&intruder_res) != 1);
+	assert_int_equal(co_engine_tick(&e), 1); /* runs the idler to its wait */
+	atomic_store(&intruder_go, 1);
+	assert_int_equal(pthread_join(intruder, NULL), 0);
+	co__fault_on_point(CO__POINT_RUN_TAKEN, NULL, NULL);
+	assert_int_equal(atomic_load(&intruder_res), -EPERM);
+	assert_int_equal(atomic_load(&intruder_held), 0); /* it never took it */
+	co_event_set(&ev);
+	while (!co_done(&d.co))
+		assert_true(co_engine_tick(&e) >= 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+	co_event_destroy(&ev);
+	alarm(0);
+}
+
 /* engine.md, "The threading rule": a register from another
  * thread that comes as the engine's first run starts holds the engine
  * from its check to the kernel's answer, and the run waits for it. Held
@@ -1798,6 +1859,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_calls_wait_out_a_busy_destroy),
 		cmocka_unit_test(test_owner_and_destroy_wait_out_a_busy_destroy),
 		cmocka_unit_test(test_sqe_helpers_refuse_other_threads),
+		cmocka_unit_test(test_refused_tick_leaves_owner_alone),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
 }
