@@ -188,7 +188,9 @@ CO_API int co_sched_spawn_to(co_sched *s, unsigned i, co_frame *f);
 CO_API int co_sched_roam(co_frame *f, int on);
 
 /* A context of that kind, chosen by its group's dispatch: where to
- * co_transfer_to, to move work to that kind. NULL for a bad kind or s. */
+ * co_transfer_to, to move work to that kind. NULL for a bad kind or s.
+ * It is s's memory: not to be used once co_sched_destroy(s) returned 0
+ * (a manual context's ticker stops at its tick's -ESHUTDOWN, before). */
 CO_API co_context *co_sched_pick(co_sched *s, unsigned kind);
 
 /*
