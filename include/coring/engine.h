@@ -266,9 +266,9 @@ struct co__view_slot;
 	                                   an answer: destroy waits for them */         \
 	CO__ATOMIC(int) posts_closed;   /* co_engine_post refused: its                  \
 	                                   context's last run is over */                \
-	CO__ATOMIC(unsigned) io_due;    /* inflight as the last run or tick             \
-	                                   left it (the end of a manual                 \
-	                                   context reads it) */                         \
+	CO__ATOMIC(unsigned) io_due;    /* inflight as the last tick left               \
+	                                   it (the end of a manual context              \
+	                                   reads it) */                                 \
 	void *reserved[CO__ENGINE_RESERVED]; /* room for fields of later                \
 	                                   versions (docs/abi.md) */
 

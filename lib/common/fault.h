@@ -91,6 +91,8 @@ enum co__fault_point {
 	                          asked the kernel yet (lib/engine/engine_setup.c) */
 	CO__POINT_TRACE_ENV,   /* co_trace_env started the recording and has not looked at
 	                          whether its exit handler is registered (lib/trace/trace.c) */
+	CO__POINT_TICK_QUIET,  /* a tick found its engine idle and raised its quiet flag; the
+	                          tick has not returned (lib/engine/engine_loop.c) */
 	CO__POINT_RUN_TAKEN,   /* a run or a tick took the engine (or was refused) and has not
 	                          looked at its owner yet (lib/engine/engine_loop.c) */
 	CO__POINTS

@@ -460,6 +460,9 @@ static int tick(co_engine *e)
 		ret = io_uring_submit(&e->ring);
 	if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 		return ret;
+	/* for other threads (co__engine_io_due): before the quiet flag, which
+	 * publishes it to a scheduler's look, and the state's change */
+	atomic_store_explicit(&e->io_due, e->inflight, memory_order_relaxed);
 	if (co__engine_idle(e) && !co__engine_visitor_inside(e) && co__engine_unchanged(e, snap)) {
 		unsigned live = atomic_load_explicit(&e->live, memory_order_seq_cst);
 
@@ -468,6 +471,7 @@ static int tick(co_engine *e)
 		if ((live & CO__LIVE_STOPPED) && CO__LIVE_COUNT(live) != 0)
 			e->stuck = CO__LIVE_COUNT(live);
 		co__engine_quiet_set(e, snap);
+		co__fault_point(CO__POINT_TICK_QUIET); /* tests: a scheduler looks now */
 	}
 	return (int)(e->stats.resumed - resumed);
 }
@@ -521,9 +525,6 @@ static void leave(co_engine *e)
 #endif
 	e->stats.wake_writes = atomic_load_explicit(&e->wake_writes, memory_order_relaxed);
 	io_uring_submit(&e->ring); /* nothing prepared stays unsubmitted */
-	/* for another thread's look (co__engine_io_due), which the state's
-	 * change below publishes it to */
-	atomic_store_explicit(&e->io_due, e->inflight, memory_order_relaxed);
 	co__tls_engine = NULL;
 	co__engine_transition(e, CO__T_RUN_END);
 }

@@ -13,10 +13,10 @@
  * context and its trace name). */
 int co__engine_tick_as(co_engine *e, void (*entered)(void *arg), void *arg);
 
-/* The SQEs whose CQE was due as e's last run or tick ended (any thread;
- * read once e's state was seen STOPPED or READY, whose change published
- * it): a manual context with I/O in flight has not ended, whatever its
- * frames (lib/context/context.c). */
+/* The SQEs whose CQE was due as e's last tick ended (any thread; read
+ * once e's state was seen STOPPED or READY, or its quiet flag raised,
+ * which published it): a manual context with I/O in flight has not
+ * ended, whatever its frames (lib/context/context.c), and has work. */
 static inline unsigned co__engine_io_due(co_engine *e)
 {
 	return atomic_load_explicit(&e->io_due, memory_order_relaxed);

@@ -111,7 +111,7 @@ static int unticked(co_context *c)
 static int has_work(co_context *c)
 {
 	return co__engine_live(&c->engine) != 0 || co__engine_posts_pending(&c->engine) ||
-	       co__engine_io_due(&c->engine) != 0;
+	       (c->manual && co__engine_io_due(&c->engine) != 0);
 }
 
 /* How many of s's contexts are unticked (a manual group has one context);

@@ -1100,75 +1100,6 @@ static void test_ticker_run_with_post_after_stop(void **state)
 
 
 /*
- * context.h: a stopped manual context ends (its tick answers -ESHUTDOWN)
- * once nothing is left on it, its I/O included. A frame's turn wait under
- * a co_timeout: the tick that ends the frame sends the limit's kernel
- * timer a remove, and the next ticks reap their completions. Ended at
- * that tick, no tick would come to reap them: co_sched_destroy answered
- * -EBUSY for good, and the timer's record leaked. In between, the
- * ticker's co_sched_run answers -EBUSY (it has ticks to do) rather than
- * wait for itself, and another thread's run waits for those ticks.
- */
-struct limited_turn {
-	co_frame co;
-	co_turn t;
-	co_limit lim;
-	int res;
-};
-
-static int limited_turn_fn(co_frame *f)
-{
-	struct limited_turn *x = (struct limited_turn *)f;
-	CO_BEGIN(f);
-	CO_AWAIT(f, co_timeout(&x->lim, co_next_turn(&x->t), 10 * CO_S));
-	x->res = co_result(f);
-	CO_END(f);
-}
-
-static void *run_sched(void *arg)
-{
-	return (void *)(intptr_t)co_sched_run((co_sched *)arg);
-}
-
-static void test_manual_ends_after_its_io(void **state)
-{
-	co_sched s;
-	co_context *logic;
-	struct limited_turn x;
-	pthread_t runner;
-	void *ret;
-	int r, ticks = 0;
-	(void)state;
-
-	alarm(10); /* a run that waits for its own ticks never returns */
-	logic = logic_sched(&s, 1); /* this thread ticks it */
-	memset(&x, 0, sizeof x);
-	x.res = 1;
-	co_init(&x.co, limited_turn_fn);
-	assert_int_equal(co_sched_spawn_kind(&s, 1, &x.co), 0);
-	assert_true(co_context_tick(logic) >= 0); /* x waits for the next turn */
-	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
-	assert_true(co_context_tick(logic) >= 0); /* x ends: its timer is removed */
-	assert_true(co_done(&x.co));
-	assert_int_equal(x.res, 0);
-	assert_int_equal(co_status(&x.co), 0);
-	/* the remove went in at that tick's end: its CQEs are due */
-	assert_int_equal(co_context_state(logic), CO_CONTEXT_RUNNING);
-	assert_int_equal(co_sched_run(&s), -EBUSY);
-	assert_int_equal(pthread_create(&runner, NULL, run_sched, &s), 0);
-	while ((r = co_context_tick(logic)) >= 0)
-		assert_true(++ticks < 1000000);
-	assert_int_equal(r, -ESHUTDOWN);
-	assert_int_equal(pthread_join(runner, &ret), 0);
-	assert_int_equal((intptr_t)ret, 0);
-	assert_int_equal(co_context_state(logic), CO_CONTEXT_ENDED);
-	assert_int_equal(logic->engine.inflight, 0);
-	assert_int_equal(co_sched_run(&s), 0);
-	assert_int_equal(co_sched_destroy(&s), 0);
-	alarm(0);
-}
-
-/*
  * scheduler.md, Errors: co_sched_destroy "-EBUSY (..., called on one of
  * its own contexts: a post, a frame, an on_done, a manual context's
  * tick ...); nothing changes". A cancel stop finishes the tasks queued on
@@ -1615,7 +1546,6 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stop_with_post_on_manual),
 	cmocka_unit_test(test_post_on_unticked_manual),
 	cmocka_unit_test(test_ticker_run_with_post_after_stop),
-	cmocka_unit_test(test_manual_ends_after_its_io),
 	cmocka_unit_test(test_destroy_from_stop_on_done),
 	cmocka_unit_test(test_timed_stop_zero_cancels_now),
 	cmocka_unit_test(test_stuck_on_manual_forgotten_after_stop),

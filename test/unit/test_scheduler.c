@@ -19,6 +19,7 @@
 #include <coring/sync.h>
 #include <coring/io.h>
 #include <coring/view.h>
+#include <coring/timeout.h>
 #include "common/fault.h"
 #include "helpers.h"
 
@@ -2405,6 +2406,107 @@ static void test_contexts_on_their_own_lines(void **state)
 	assert_null(co__calloc_aligned(CO_CACHELINE, SIZE_MAX / 4 + 2, 4)); /* 4 B, wrapped */
 }
 
+/*
+ * context.h: a stopped manual context ends (its tick answers -ESHUTDOWN)
+ * once nothing is left on it, its I/O included. A frame's turn wait under
+ * a co_timeout: the tick that ends the frame sends the limit's kernel
+ * timer a remove, and the next ticks reap their completions. Ended at
+ * that tick, no tick would come to reap them: co_sched_destroy answered
+ * -EBUSY for good, and the timer's record leaked. In between, the
+ * ticker's co_sched_run answers -EBUSY (it has ticks to do) rather than
+ * wait for itself, and another thread's run waits for those ticks; it
+ * looks while the last of them holds its quiet engine
+ * (CO__POINT_TICK_QUIET), and answers 0.
+ */
+struct limited_turn {
+	co_frame co;
+	co_turn t;
+	co_limit lim;
+	int res;
+};
+
+static int limited_turn_fn(co_frame *f)
+{
+	struct limited_turn *x = (struct limited_turn *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_timeout(&x->lim, co_next_turn(&x->t), 10 * CO_S));
+	x->res = co_result(f);
+	CO_END(f);
+}
+
+static atomic_int run_returned, hold_quiet_tick;
+
+static void *run_sched(void *arg)
+{
+	void *ret = (void *)(intptr_t)co_sched_run((co_sched *)arg);
+
+	atomic_store(&run_returned, 1);
+	return ret;
+}
+
+/* The tick that reaped the last completions has raised its engine's quiet
+ * flag: the other thread's run looks at the scheduler now, the context
+ * not ended yet (its I/O done, io_due 0 already: a look that read the
+ * flag with the last tick's count would say -EDEADLK). */
+static void quiet_tick_held(void *arg)
+{
+	(void)arg;
+	if (!atomic_load(&hold_quiet_tick))
+		return;
+	while (!atomic_load(&run_returned))
+		sched_yield();
+}
+
+static void test_manual_ends_after_its_io(void **state)
+{
+	co_sched s;
+	co_context *logic;
+	struct limited_turn x;
+	pthread_t runner;
+	void *ret;
+	int r, ticks = 0;
+	(void)state;
+
+	alarm(10); /* a run that waits for its own ticks never returns */
+	{
+		static const co_sched_group g[2] = { { .contexts = 1 }, { .manual = 1 } };
+		co_sched_opts o = { .groups = g, .ngroups = 2 };
+
+		assert_int_equal(co_sched_init(&s, &o), 0);
+	}
+	logic = co_sched_pick(&s, 1);
+	assert_true(co_context_tick(logic) >= 0); /* this thread ticks it */
+	memset(&x, 0, sizeof x);
+	x.res = 1;
+	co_init(&x.co, limited_turn_fn);
+	assert_int_equal(co_sched_spawn_kind(&s, 1, &x.co), 0);
+	assert_true(co_context_tick(logic) >= 0); /* x waits for the next turn */
+	assert_int_equal(co_sched_stop(&s, CO_STOP_DRAIN), 0);
+	assert_true(co_context_tick(logic) >= 0); /* x ends: its timer is removed */
+	assert_true(co_done(&x.co));
+	assert_int_equal(x.res, 0);
+	assert_int_equal(co_status(&x.co), 0);
+	/* the remove went in at that tick's end: its CQEs are due */
+	assert_int_equal(co_context_state(logic), CO_CONTEXT_RUNNING);
+	assert_int_equal(co_sched_run(&s), -EBUSY);
+	atomic_store(&run_returned, 0);
+	atomic_store(&hold_quiet_tick, 1);
+	co__fault_on_point(CO__POINT_TICK_QUIET, quiet_tick_held, NULL);
+	assert_int_equal(pthread_create(&runner, NULL, run_sched, &s), 0);
+	while ((r = co_context_tick(logic)) >= 0)
+		assert_true(++ticks < 1000000);
+	co__fault_on_point(CO__POINT_TICK_QUIET, NULL, NULL);
+	atomic_store(&hold_quiet_tick, 0);
+	assert_int_equal(r, -ESHUTDOWN);
+	assert_int_equal(pthread_join(runner, &ret), 0);
+	assert_int_equal((intptr_t)ret, 0);
+	assert_int_equal(co_context_state(logic), CO_CONTEXT_ENDED);
+	assert_int_equal(logic->engine.inflight, 0);
+	assert_int_equal(co_sched_run(&s), 0);
+	assert_int_equal(co_sched_destroy(&s), 0);
+	alarm(0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -2444,6 +2546,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_post_while_door_closes),
 		cmocka_unit_test(test_post_during_idle_destroy),
 		cmocka_unit_test(test_manual_not_ended_under_its_post),
+		cmocka_unit_test(test_manual_ends_after_its_io),
 		cmocka_unit_test(test_spawn_live_task_refused),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
