@@ -44,7 +44,9 @@
  * ops), a child without a body (co_init given NULL, or zeroed), a
  * co_transfer (it ends by itself, in one turn of the target's loop), the
  * limit's own awaiter or frame (a fresh limit too; one co_limit for two
- * nested limits). A NULL limit, awaiter or child returns NULL
+ * nested limits: what the inner one was around, a sleep or an operation
+ * its prep queued, is cancelled first, and the await ends once it was),
+ * a limit that holds this one. A NULL limit, awaiter or child returns NULL
  * (CO_AWAIT: -EINVAL; a debug build traps, as for any CO_AWAIT of NULL).
  * A frame that does not run on an engine gets -ENXIO; a limit whose timer
  * cannot be allocated, -ENOMEM (the await is not started either; a child

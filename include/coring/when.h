@@ -27,8 +27,11 @@
  * was cut short: when the children the value rests on (every one for
  * when_all, the winner for when_any, the child of co_spawn_on) finished
  * with statuses other than -ECANCELED, their work is done and the value
- * is what it would have been without the cancel. The same under a time
- * limit (co_timeout): its -ETIME replaces only that -ECANCELED.
+ * is what it would have been without the cancel. For when_any, a winner
+ * the cancel cut short (-ECANCELED) gives way to a child that finished
+ * with its work done (the lowest index): the value is that child's index.
+ * The same under a time limit (co_timeout): its -ETIME replaces only
+ * that -ECANCELED.
  *
  * co_spawn_on runs one child on another engine (a context of another kind,
  * say) and waits for it: "do this over there, and tell me".

@@ -140,6 +140,21 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	return 1;
 }
 
+/* when_any's value: the winner's index. Under the awaiting frame's cancel
+ * (or a limit), a winner the cancel cut short (-ECANCELED: it took
+ * nothing) gives way to a child that finished with its work done, if any
+ * did (the lowest index): that work is never reported as not done. */
+static int any_winner(const co_when *w)
+{
+	int winner = atomic_load_explicit(&w->winner, memory_order_relaxed);
+
+	if (w->cancelled && winner >= 0 && co_status(w->kids[winner]) == -ECANCELED)
+		for (unsigned i = 0; i < spawned(w); i++)
+			if (co_status(w->kids[i]) != -ECANCELED)
+				return (int)i;
+	return winner;
+}
+
 /* A cancel (or a limit) of the awaiting frame cut the await short: no child
  * was spawned, or one the value rests on ended with -ECANCELED. Children
  * that finished on their own first keep their statuses, and the await its
@@ -151,7 +166,7 @@ static int when_cut_short(const co_when *w)
 	if (spawned(w) == 0)
 		return 1;
 	if (w->any) {
-		winner = atomic_load_explicit(&w->winner, memory_order_relaxed);
+		winner = any_winner(w);
 		return winner < 0 || co_status(w->kids[winner]) == -ECANCELED;
 	}
 	for (unsigned i = 0; i < spawned(w); i++)
@@ -170,7 +185,7 @@ static int when_resume(co_awaiter *a, co_frame *f)
 	if (w->err)
 		return w->err;
 	if (w->any)
-		return atomic_load_explicit(&w->winner, memory_order_relaxed);
+		return any_winner(w);
 	if (w->target) /* co_spawn_on: the child's own status */
 		return co_status(w->kids[0]);
 	for (unsigned i = 0; i < w->n; i++)

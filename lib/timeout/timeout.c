@@ -284,14 +284,33 @@ static void limit_reset(co_limit *l, uint64_t deadline)
 	l->fired = l->counted = l->pinned = 0;
 }
 
+/* Is l among the limits aw is (a limit) or holds (its inner ones)? Limits
+ * chain through inner only, and no loop is ever made (co_timeout_at
+ * refuses the link that would close one). */
+static int limit_around(const co_awaiter *aw, const co_limit *l)
+{
+	for (; aw && (aw->ops == &limit_ops[0] || aw->ops == &limit_ops[1]);
+	     aw = ((const co_limit *)aw)->inner)
+		if (aw == &l->aw)
+			return 1;
+	return 0;
+}
+
 /* What cannot be limited ends with -EINVAL (never a wait without its
  * limit), in every build: the arguments are not NULL, so no debug trap. */
 co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 {
 	if (l == NULL || aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
-	if (aw == &l->aw || aw->ops == NULL)
-		return co__einval_awaiter(); /* a limit of itself (a fresh one has no ops yet) */
+	if (aw->ops == NULL)
+		return co__einval_awaiter(); /* a fresh limit given itself: no ops yet */
+	/* A limit of itself (one co_limit for two nested limits): refused as
+	 * a whole, and what it is around, a sleep or an operation its prep
+	 * queued, cancelled first, as co_wait_for refuses a limit. */
+	if (aw == &l->aw)
+		return co__wrong_kind(aw);
+	if (limit_around(aw, l))
+		return co__einval_awaiter(); /* l inside aw: a loop of limits */
 	switch (CO__AW_KIND(aw->ops)) {
 	case CO__AW_FAILED:
 		return aw; /* the prep failed: it ends at once with its error */

@@ -490,7 +490,7 @@ static const co_awaiter_ops failed_ops = { failed_ready, failed_ready, failed_re
  * would trap here), and nothing is started. NULL arguments give NULL. */
 static void test_cannot_be_limited(void **state)
 {
-	co_limit l, fresh;
+	co_limit l, l2, fresh;
 	struct gate g;
 	co_transfer tr;
 	co_frame kid;
@@ -514,6 +514,15 @@ static void test_cannot_be_limited(void **state)
 	assert_int_equal(value_at_once(co_timeout(&fresh, &fresh.aw, CO_S), NULL), -EINVAL);
 	assert_non_null(co_timeout(&l, gate(&g), CO_S));
 	assert_int_equal(value_at_once(co_timeout(&l, &l.aw, CO_S), NULL), -EINVAL);
+	/* a loop of limits: l around l2 around l. Refused when the link that
+	 * closes it is asked for; made, the await went round it for good
+	 * (the alarm ends that) */
+	alarm(10);
+	assert_non_null(co_timeout(&l, gate(&g), CO_S));
+	assert_ptr_equal(co_timeout(&l2, &l.aw, CO_S), &l2.aw);
+	assert_int_equal(value_at_once(co_timeout(&l, &l2.aw, CO_S), NULL), -EINVAL);
+	assert_int_equal(value_at_once(co_timeout(&l2, &l2.aw, CO_S), NULL), -EINVAL);
+	alarm(0);
 	assert_int_equal(value_at_once(NULL, co_timeout_task(&fresh, &fresh.co, CO_S)), -EINVAL);
 	sleeper_init(&sl); /* one limit for two nested awaits: the inner never starts */
 	assert_int_equal(value_at_once(NULL, co_timeout_task(&l, co_timeout_task(&l, &sl.co, NEVER),
@@ -1836,19 +1845,21 @@ static void test_refused_keeps_what_completed(void **state)
 	close(k.fds[1]);
 }
 
-/* co_deadline, co_fixed_file and co_wait_for given a limit's own awaiter
+/* co_deadline, co_fixed_file, co_wait_for and co_timeout of the same
+ * co_limit (one limit for two nested limits) given a limit's own awaiter
  * (co_timeout of a read already submitted, or of a sleep: the timer path):
  * the await ends with -EINVAL, and what the limit was around is cancelled
  * and takes nothing: a byte written after the await is still in the pipe
  * once the engine has been into the kernel again, and no sleep of an hour
  * is left in flight (the run ends). Without the limit refused as a whole,
  * the -EINVAL awaiter takes its place and the read, in the kernel already,
- * takes the byte. */
+ * takes the byte (and the frame, freed after its await, is written to by
+ * the read's completion). */
 struct wrong_limit {
 	co_frame co;
 	co_limit lim;
 	co_io io, nop;
-	int fds[2], r[3], k;
+	int fds[2], r[4], k;
 	char c, got;
 };
 
@@ -1858,14 +1869,16 @@ static co_awaiter *wrong_form(struct wrong_limit *w, co_awaiter *aw)
 		return co_wait_for(aw, NEVER);
 	if (w->k == 1)
 		return co_deadline(aw, NEVER);
-	return co_fixed_file(aw);
+	if (w->k == 2)
+		return co_fixed_file(aw);
+	return co_timeout(&w->lim, aw, NEVER);
 }
 
 static int wrong_limit_fn(co_frame *f)
 {
 	struct wrong_limit *w = (struct wrong_limit *)f;
 	CO_BEGIN(f);
-	for (w->k = 0; w->k < 3; w->k++) {
+	for (w->k = 0; w->k < 4; w->k++) {
 		co_read(&w->io, w->fds[0], &w->c, 1, 0);
 		CO_YIELD(f); /* submitted: co_timeout's own timer */
 		CO_AWAIT(f, wrong_form(w, co_timeout(&w->lim, &w->io.aw, NEVER)));
@@ -1887,8 +1900,10 @@ static void test_limit_given_to_kind_forms(void **state)
 	memset(&w, 0, sizeof w);
 	assert_int_equal(pipe2(w.fds, O_NONBLOCK), 0);
 	co_init(&w.co, wrong_limit_fn);
+	alarm(20); /* an hour's sleep left in flight keeps the run */
 	co_test_run1(&w.co);
-	for (int k = 0; k < 3; k++)
+	alarm(0);
+	for (int k = 0; k < 4; k++)
 		assert_int_equal(w.r[k], -EINVAL);
 	assert_int_equal(w.c, 0);
 	close(w.fds[0]);

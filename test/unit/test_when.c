@@ -607,6 +607,96 @@ static void test_spawn_on_result_kept(void **state)
 	assert_int_equal(co_sched_destroy(&s), 0);
 }
 
+/* ---- when_any: a winner cut short does not hide a child's work -------------------------- */
+
+/* when.h: under the awaiting frame's cancel or a limit, "a child's work is
+ * never reported as not done". when_any(a, b) under a limit of 2 ms (or a
+ * cancel): b sleeps an hour and ends first, with -ECANCELED (the first to
+ * finish: the winner); a goes on past the cancel until b has ended, then
+ * returns 7, its work done. The value is a's index, not -ETIME (or
+ * -ECANCELED) on b's account. With a's sleep cut short too, nothing was
+ * done: -ETIME or -ECANCELED. */
+struct any_kid {
+	co_frame co;
+	co_io io;
+	co_frame *after;  /* work: finish once it has ended; NULL: sleep */
+	atomic_int running;
+};
+
+static int any_kid_fn(co_frame *f)
+{
+	struct any_kid *k = (struct any_kid *)f;
+	CO_BEGIN(f);
+	atomic_store(&k->running, 1);
+	if (k->after == NULL) {
+		CO_AWAIT(f, co_sleep(&k->io, NEVER));
+		CO_RETURN(f, co_result(f));
+	}
+	while (!co_done(k->after))
+		CO_YIELD(f);
+	CO_RETURN(f, 7);
+	CO_END(f);
+}
+
+struct any_parent {
+	co_frame co;
+	co_when w;
+	co_limit lim;
+	struct any_kid a, b;
+	co_frame *kids[2];
+	int limit, res;
+};
+
+static int any_parent_fn(co_frame *f)
+{
+	struct any_parent *p = (struct any_parent *)f;
+	CO_BEGIN(f);
+	if (p->limit)
+		CO_AWAIT(f, co_timeout(&p->lim, co_when_any(&p->w, p->kids, 2), 2 * CO_MS));
+	else
+		CO_AWAIT(f, co_when_any(&p->w, p->kids, 2));
+	p->res = co_result(f);
+	CO_END(f);
+}
+
+static void test_when_any_cut_short_winner_gives_way(void **state)
+{
+	co_sched s;
+	co_sched_opts o = { .contexts = 1 };
+
+	(void)state;
+	assert_int_equal(co_sched_init(&s, &o), 0);
+	for (int limit = 0; limit < 2; limit++) {
+		for (int work = 0; work < 2; work++) {
+			struct any_parent p;
+
+			memset(&p, 0, sizeof p);
+			p.limit = limit;
+			p.a.after = work ? &p.b.co : NULL;
+			co_init(&p.a.co, any_kid_fn);
+			co_init(&p.b.co, any_kid_fn);
+			p.kids[0] = &p.a.co;
+			p.kids[1] = &p.b.co;
+			co_init(&p.co, any_parent_fn);
+			assert_int_equal(co_sched_spawn(&s, &p.co), 0);
+			if (!limit) {
+				WAIT_UNTIL(atomic_load(&p.a.running) && atomic_load(&p.b.running));
+				assert_int_equal(co_cancel(&p.co), 0);
+			}
+			assert_int_equal(co_sched_run(&s), 0);
+			assert_int_equal(co_status(&p.b.co), -ECANCELED);
+			if (work) {
+				assert_int_equal(co_status(&p.a.co), 7);
+				assert_int_equal(p.res, 0); /* a's index */
+			} else {
+				assert_int_equal(co_status(&p.a.co), -ECANCELED);
+				assert_int_equal(p.res, limit ? -ETIME : -ECANCELED);
+			}
+		}
+	}
+	assert_int_equal(co_sched_destroy(&s), 0);
+}
+
 /* ---- a frame cancelled before its await; a child without a body ------------------ */
 
 /* sync.md, when_all / when_any: "A frame already asked to cancel spawns
@@ -700,6 +790,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_when_any_winner_while_spawning),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_spawn_on_result_kept),
+		cmocka_unit_test(test_when_any_cut_short_winner_gives_way),
 		cmocka_unit_test(test_cancelled_before_spawns_none),
 	};
 	return co_test_main(argc, argv, tests, sizeof tests / sizeof tests[0], 1);
