@@ -216,7 +216,9 @@ typedef struct co_cond {
 
 /* Errors: -EINVAL (NULL). */
 CO_API int co_cond_init(co_cond *c);
-/* As co_mutex_destroy: -EBUSY while a frame waits on it. */
+/* As co_mutex_destroy: -EBUSY while a frame waits on it, which it does
+ * until it has re-locked its mutex (notified, timed out or cancelled):
+ * destroy c first, then m. */
 CO_API int co_cond_destroy(co_cond *c);
 /*
  * Release m and wait for a notify; re-acquire m before the await returns,

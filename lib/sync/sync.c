@@ -70,8 +70,10 @@ static int try_take(atomic_uint *lk, int (*take)(void *obj), void *obj, int busy
 
 /* A primitive's dead word, under its lock: DEAD once destroyed, plus
  * RELEASING for each release that waits for an engine's look at a frame
- * it released (unlock_wake). A mutex's holds DEAD only (its releases are
- * seen by destroy otherwise: invited, or held for the frame handed it). */
+ * it released (unlock_wake), and a condition variable's for each frame in
+ * its wait that has not re-locked its mutex yet (cond_deliver). A mutex's
+ * holds DEAD only (its releases are seen by destroy otherwise: invited,
+ * or held for the frame handed it). */
 #define DEAD 1
 #define RELEASING 2
 
@@ -763,20 +765,34 @@ int co_cond_destroy(co_cond *c)
  * Runs on the claimer's thread, or on the waiter's engine for a timed wait,
  * with no lock held; the waiter belongs to whoever claimed it.
  */
+/* The frame of a condition wait on c has re-locked its mutex, or is
+ * queued for it (its spinlock held then, so that no hand-off wakes the
+ * frame first): c no longer counts it. After this, nothing touches c for
+ * it: a destroy of c may answer 0 and c be freed. */
+static void cond_relocked(co_cond *c)
+{
+	co__spin_lock(&c->lock);
+	c->dead -= RELEASING;
+	co__spin_unlock(&c->lock);
+}
+
 static void cond_deliver(co_waiter *w)
 {
 	co_mutex *m = w->u.mutex;
+	co_cond *c = w->obj;
 
 	if (m == NULL) { /* handed the mutex by an unlock: done */
 		co__wait_wake_frame(w);
 		return;
 	}
 	if (lock_alive(&m->lock, &m->dead)) {
+		cond_relocked(c);
 		w->res = -EINVAL; /* destroyed under a waiting cond: not held */
 		co__wait_wake_frame(w);
 		return;
 	}
 	if (mutex_barge(m, w->engine)) { /* an overtake, if others wait */
+		cond_relocked(c);
 		co__unlock(m);
 		co__wait_wake_frame(w);
 		return;
@@ -786,6 +802,7 @@ static void cond_deliver(co_waiter *w)
 	w->u.mutex = NULL;
 	atomic_store_explicit(&w->state, CO__W_MUTEX, memory_order_relaxed);
 	co__waitq_push(&m->q, w);
+	cond_relocked(c);
 	co__unlock(m);
 }
 
@@ -810,9 +827,15 @@ static int cond_wait_suspend(co_awaiter *a, co_frame *f)
 		w->res = -EINVAL;
 		return 0;
 	}
+	/* counted until its deliver has re-locked m (or queued it there): a
+	 * notify claims it from c's queue, but it is c's wait until then, and
+	 * c's destroy answers -EBUSY (the caller's destroy of m comes after) */
+	c->dead += RELEASING;
 	held = co__wait_park(w, f, &c->q);
-	if (held != 1)
-		return held; /* did not wait: the caller still holds m */
+	if (held != 1) { /* did not wait: the caller still holds m */
+		cond_relocked(c);
+		return held;
+	}
 	/* Queued on c before m is released, so a notify that follows our
 	 * unlock finds us. A notify may already have claimed us: then we are
 	 * queued on m (still locked), and this unlock may hand it to us. */

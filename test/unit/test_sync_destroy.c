@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <errno.h>
 #include <pthread.h>
@@ -327,6 +328,97 @@ static void test_cond_mutex_destroyed_under_wait(void **state)
 }
 
 /*
+ * sync.h, co_cond_wait / co_cond_destroy: a frame notified out of a timed
+ * condition wait re-locks its mutex on its own engine, after its timer is
+ * removed; until it has, it is still in its wait on c, and c's destroy
+ * answers -EBUSY (the caller's destroy of m comes after c's). The engine's
+ * thread is held by another frame meanwhile, so the re-lock waits: the
+ * notify has returned, c's queue is empty, and the destroy must still
+ * refuse. Answered 0 there, the caller went on to destroy m (free, no
+ * waiter) and free both, and the re-lock wrote into the freed mutex.
+ */
+struct timed_cond {
+	co_frame co;
+	co_waiter w;
+	co_mutex *m;
+	co_cond *c;
+	int res, unlock_res;
+};
+
+static int timed_cond_fn(co_frame *f)
+{
+	struct timed_cond *t = (struct timed_cond *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&t->w, t->m));
+	CO_AWAIT(f, co_wait_for(co_cond_wait(&t->w, t->c, t->m), 3600 * CO_S));
+	t->res = co_result(f);
+	t->unlock_res = co_mutex_unlock(t->m);
+	CO_END(f);
+}
+
+struct thread_holder {
+	co_frame co;
+	atomic_int hold, holding, release;
+};
+
+static int thread_holder_fn(co_frame *f)
+{
+	struct thread_holder *h = (struct thread_holder *)f;
+	CO_BEGIN(f);
+	while (!atomic_load(&h->hold))
+		CO_YIELD(f);
+	atomic_store(&h->holding, 1); /* keeps the engine's thread */
+	WAIT_UNTIL(atomic_load(&h->release));
+	CO_END(f);
+}
+
+static void test_cond_counts_frame_until_relocked(void **state)
+{
+	co_engine e;
+	co_test_runner r;
+	co_mutex *m = malloc(sizeof *m);
+	co_cond *c = malloc(sizeof *c);
+	struct timed_cond t;
+	struct thread_holder h;
+	(void)state;
+	assert_non_null(m);
+	assert_non_null(c);
+	assert_int_equal(co_mutex_init(m), 0);
+	assert_int_equal(co_cond_init(c), 0);
+	assert_int_equal(co_engine_init(&e, NULL), 0);
+	memset(&t, 0, sizeof t);
+	t.m = m;
+	t.c = c;
+	t.res = t.unlock_res = 1;
+	co_init(&t.co, timed_cond_fn);
+	memset(&h, 0, sizeof h);
+	co_init(&h.co, thread_holder_fn);
+	assert_int_equal(co_engine_spawn(&e, &t.co), 0);
+	assert_int_equal(co_engine_spawn(&e, &h.co), 0);
+	co_test_runner_start(&r, &e, CO_RUN_UNTIL_STOP);
+	/* m free again: t parked on c (it queues itself before unlocking) */
+	WAIT_UNTIL(co_mutex_trylock(m) == 0);
+	assert_int_equal(co_mutex_unlock(m), 0);
+	atomic_store(&h.hold, 1);
+	WAIT_UNTIL(atomic_load(&h.holding));
+	assert_int_equal(co_cond_signal(c), 0);
+	assert_int_equal(co_cond_destroy(c), -EBUSY); /* t has not re-locked m */
+	atomic_store(&h.release, 1);
+	WAIT_UNTIL(co_done(&t.co));
+	assert_int_equal(t.res, 0);
+	assert_int_equal(t.unlock_res, 0); /* it held m */
+	assert_int_equal(co_cond_destroy(c), 0);
+	assert_int_equal(co_mutex_destroy(m), 0);
+	memset(m, 0x5a, sizeof *m); /* nothing may touch them now */
+	memset(c, 0x5a, sizeof *c);
+	free(m);
+	free(c);
+	assert_int_equal(co_engine_stop(&e, CO_STOP_DRAIN), 0);
+	assert_int_equal(co_test_runner_join(&r), 0);
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
+/*
  * sync.md, "Freeing a primitive": a release (an unlock, a set, a count
  * down, a semaphore's release, a notify) claimed a frame parked on e while
  * e's look at that frame (a cancel, held open at CO__POINT_WAIT_VISIT) may
@@ -454,6 +546,7 @@ static void test_destroy_while_release_waits_for_look(void **state)
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_destroy_rules),
 	cmocka_unit_test(test_cond_mutex_destroyed_under_wait),
+	cmocka_unit_test(test_cond_counts_frame_until_relocked),
 	cmocka_unit_test(test_every_wait_on_destroyed),
 	cmocka_unit_test(test_destroy_while_release_waits_for_look),
 };
