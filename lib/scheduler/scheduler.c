@@ -107,11 +107,12 @@ static int unticked(co_context *c)
 
 /* c holds work: live frames, posts not run yet (co_engine_post: a post
  * counts as pending work), or I/O its last tick left in flight (its next
- * ticks reap it). */
+ * ticks reap it; only a manual context is ticked, so only its count is
+ * ever set). */
 static int has_work(co_context *c)
 {
 	return co__engine_live(&c->engine) != 0 || co__engine_posts_pending(&c->engine) ||
-	       (c->manual && co__engine_io_due(&c->engine) != 0);
+	       co__engine_io_due(&c->engine) != 0;
 }
 
 /* How many of s's contexts are unticked (a manual group has one context);

@@ -303,7 +303,7 @@ co_awaiter *(co_timeout_at)(co_limit *l, co_awaiter *aw, uint64_t deadline)
 	if (l == NULL || aw == NULL)
 		return NULL; /* the await ends with -EINVAL (debug: trap) */
 	if (aw->ops == NULL)
-		return co__einval_awaiter(); /* a fresh limit given itself: no ops yet */
+		return co__einval_awaiter(); /* no ops: zeroed, or a fresh limit given itself */
 	/* A limit of itself (one co_limit for two nested limits): refused as
 	 * a whole, and what it is around, a sleep or an operation its prep
 	 * queued, cancelled first, as co_wait_for refuses a limit. */
