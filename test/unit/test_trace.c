@@ -520,7 +520,7 @@ static void test_transfer(void **state)
 	n = of_frame(&tf, &h.co, &ev);
 	/* the spawn (this thread), then context 0's events, then 1's */
 	{
-		struct tev on0[8], on1[8], here[8];
+		struct tev on0[8] = { 0 }, on1[8] = { 0 }, here[8] = { 0 };
 		size_t n0 = 0, n1 = 0, nh = 0;
 
 		for (size_t i = 0; i < n; i++) {
