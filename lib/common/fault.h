@@ -95,6 +95,8 @@ enum co__fault_point {
 	                          tick has not returned (lib/engine/engine_loop.c) */
 	CO__POINT_RUN_TAKEN,   /* a run or a tick took the engine (or was refused) and has not
 	                          looked at its owner yet (lib/engine/engine_loop.c) */
+	CO__POINT_RING_REFILLED, /* an engine moved a frame of its overflow into its ready ring,
+	                          where thieves may take it (lib/engine/engine_queue.c) */
 	CO__POINTS
 };
 

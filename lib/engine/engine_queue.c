@@ -7,6 +7,7 @@
  */
 
 #include "engine_queue.h"
+#include "common/fault.h"
 #include "engine_frames.h"
 #include "common/tsan.h"
 
@@ -57,11 +58,25 @@ void co__engine_push_ring(co_engine *e, co_frame *f)
 }
 
 /* Move overflow into the ring as it has room, oldest first (the ring's
- * frames are older still), so that thieves can reach it. */
+ * frames are older still), so that thieves can reach it. Each frame
+ * leaves the overflow before its push: once in the ring, a thief may take
+ * it, run it and reuse its link, or its on_done free it, so nothing of it
+ * is read after. One the full ring refuses goes back to the head. */
 void co__engine_ring_refill(co_engine *e)
 {
-	while (e->local_head && co__engine_ring_push(e, e->local_head))
-		co__engine_local_pop(e);
+	co_frame *f;
+
+	while ((f = co__engine_local_pop(e)) != NULL) {
+		if (!co__engine_ring_push(e, f)) {
+			f->next = e->local_head;
+			e->local_head = f;
+			if (e->local_tail == NULL)
+				e->local_tail = f;
+			e->local_n++;
+			return;
+		}
+		co__fault_point(CO__POINT_RING_REFILLED); /* tests: a thief takes f now */
+	}
 }
 
 /* Queue what other threads pushed, oldest first. */

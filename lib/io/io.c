@@ -29,7 +29,10 @@ enum {
 	K_UNSUP = 1u << 3,    /* co_sqe: the kernel lacks the operation; a nop
 	                         went in its place, the await ends with
 	                         -EOPNOTSUPP */
-	K_SIGNAL = 1u << 4,   /* co_signals_wait: the value is the signal */
+	K_MAPPED = 1u << 4,   /* the value is mapped from the result by the
+	                         operation: co_signals_wait's is the signal,
+	                         co_cancel_io's 0 for the count the kernel
+	                         answers when it ended a futex or waitid wait */
 	K_DRAIN = 1u << 5,    /* co_sqe: IOSQE_IO_DRAIN refused; a nop went in
 	                         its place, the await ends with -EINVAL.
 	                         With K_NOLIMIT: co_fixed_file applied late,
@@ -240,18 +243,25 @@ static int io_resume(co_awaiter *a, co_frame *f)
 	}
 	if ((io->kind & K_SLEEP) && io->res == -ETIME)
 		return 0;
-	if ((io->kind & K_SIGNAL) && io->res >= 0) {
-		co_signals *s = co__container_of(io, co_signals, io);
+	if ((io->kind & K_MAPPED) && io->res >= 0) {
+		co_signals *s;
+
+		/* a cancel that ended a futex or waitid wait: the kernel's
+		 * count of what it ended (1) */
+		if (io->op == IORING_OP_ASYNC_CANCEL)
+			return 0;
+		s = co__container_of(io, co_signals, io);
 		return io->res == (int)sizeof s->info ? (int)s->info.ssi_signo : -EIO;
 	}
 	/* An io-wq worker that ran it was told of a cancel by a signal: the
 	 * kernel says -EINTR (a splice, -ERESTARTSYS, which is not for user
 	 * space). */
 	res = io->res == -KERNEL_ERESTARTSYS && (io->kind & K_RESTART) ? -EINTR : io->res;
-	/* the timeout fired: its cancel ended the operation (-ETIME), or
-	 * missed it and the library's own did (io_again) */
-	if ((io->kind & K_DEADLINE) &&
-	    (io->tres == -ETIME || io->tres == -ENOENT || io->tres == -EALREADY) &&
+	/* the timeout fired: its cancel ended the operation (-ETIME; for a
+	 * futex or waitid wait the kernel's cancel says how many it ended,
+	 * so the timeout's result is that count, 1), or missed it and the
+	 * library's own did (io_again) */
+	if ((io->kind & K_DEADLINE) && (io->tres == -ETIME || io->tres > 0 || cancel_missed(io->tres)) &&
 	    (res == -ECANCELED || res == -EINTR))
 		return -ETIME;
 	if ((io->kind & K_AGAIN) && res == -EINTR)
@@ -372,7 +382,7 @@ static inline void io_start(co_io *io, unsigned kind, unsigned char op)
 	unsigned char bytes[4] = { 1, (unsigned char)kind, op, 0 };
 
 	io->aw.ops = kind == 0				     ? &io_ops_plain
-		     : kind & ~(K_SLEEP | K_SIGNAL | K_RESTART) ? &io_ops
+		     : kind & ~(K_SLEEP | K_MAPPED | K_RESTART) ? &io_ops
 								 : &io_ops_parks;
 	io->info.cb = io_done;
 	io->frame = NULL;
@@ -745,7 +755,7 @@ co_awaiter *co_signals_wait(co_signals *s)
 		return NULL;
 	if (s->magic != SIGNALS_OPEN || s->fd < 0)
 		return io_fail(&s->io, -EBADF);
-	IO_PREP(&s->io, K_SIGNAL,
+	IO_PREP(&s->io, K_MAPPED,
 		io_uring_prep_read(sqe, s->fd, &s->info, sizeof s->info, (uint64_t)-1));
 }
 
@@ -916,7 +926,7 @@ co_awaiter *co_cancel_io(co_io *io, co_io *target)
 {
 	if (target == NULL)
 		return io_fail(io, -EINVAL);
-	IO_PREP(io, 0, io_uring_prep_cancel(sqe, &target->info, 0));
+	IO_PREP(io, K_MAPPED, io_uring_prep_cancel(sqe, &target->info, 0));
 }
 
 int co__io_link_timeout(co_awaiter *aw, uint64_t ns)

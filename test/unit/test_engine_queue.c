@@ -116,6 +116,62 @@ static void test_ready_ring_past_capacity(void **state)
 	ready_past_capacity(0);
 }
 
+/* The refill of the ring from the overflow reads nothing of a frame once
+ * it is in the ring: a thief may take it there, run it and reuse its
+ * link, or free it. The fault point right after each push stands in for
+ * that thief: it takes every frame of the ring (the ring's consumers are
+ * the owner and the thieves), scribbles over their links as a thief's
+ * queue would, and puts them back in order. Every frame still runs once,
+ * in order (a refill that read the pushed frame's link would lose the
+ * overflow behind it, or follow the scribble). */
+#define SCRIBBLE ((co_frame *)(uintptr_t)0x5a5a5a5a5a5a5a5aull)
+static co_engine *thief_victim;
+static int thief_took;
+
+static void thief_scribbles(void *arg)
+{
+	co_frame *taken[8];
+	unsigned n = 0;
+
+	(void)arg;
+	while (n < 8 && (taken[n] = co__engine_ring_pop(thief_victim)) != NULL)
+		taken[n++]->next = SCRIBBLE;
+	for (unsigned i = 0; i < n; i++)
+		assert_true(co__engine_ring_push(thief_victim, taken[i]));
+	thief_took += n != 0;
+}
+
+static void test_refill_reads_no_pushed_frame(void **state)
+{
+	enum { N = 64 };
+	co_engine e;
+	co_engine_opts o = { .ready_size = 4, .batch = 2 }; /* a ring of 3, a few frames a turn */
+	struct co_test_task t[N];
+	atomic_int runs[N] = { 0 };
+	int order[N];
+	atomic_int n = 0;
+	(void)state;
+	assert_int_equal(co_engine_init(&e, &o), 0);
+	co__engine_set_hooks(&e, &stealing, NULL);
+	for (int i = 0; i < N; i++) {
+		t[i] = (struct co_test_task){ .id = i, .runs = runs, .order = order, .n = &n };
+		co_init(&t[i].co, co_test_task_fn);
+		assert_int_equal(co_engine_spawn(&e, &t[i].co), 0);
+	}
+	thief_victim = &e;
+	thief_took = 0;
+	co__fault_on_point(CO__POINT_RING_REFILLED, thief_scribbles, NULL);
+	assert_int_equal(co_engine_run(&e, CO_RUN_UNTIL_IDLE), 0);
+	co__fault_on_point(CO__POINT_RING_REFILLED, NULL, NULL);
+	assert_true(thief_took > 0); /* the refill ran, with frames in the ring */
+	assert_int_equal(atomic_load(&n), N);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(atomic_load(&runs[i]), 1);
+		assert_int_equal(order[i], i);
+	}
+	assert_int_equal(co_engine_destroy(&e), 0);
+}
+
 /* ---- other threads -------------------------------------------------------- */
 
 struct stopper {
@@ -518,6 +574,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_round_robin),
 		cmocka_unit_test(test_ready_ring_past_capacity),
+		cmocka_unit_test(test_refill_reads_no_pushed_frame),
 		cmocka_unit_test(test_spawn_from_other_thread_wakes),
 		cmocka_unit_test(test_many_producers_tiny_ring),
 		cmocka_unit_test(test_tiny_rings_lose_nothing),

@@ -1074,6 +1074,84 @@ static void test_ftruncate_and_waitid(void **state)
 	unlink(o.a);
 }
 
+/* A limit on a waitid, and a cancel of one: the kernel's cancel of a
+ * waitid (as of a futex wait) answers how many it ended, 1, where other
+ * operations' answer 0. The child waits on a pipe until the end. */
+struct waits {
+	co_frame co;
+	co_io io, io2;
+	co_limit lim;
+	siginfo_t info;
+	pid_t pid;
+	int r[5];
+};
+
+struct waitid_kid {
+	co_frame co;
+	co_io io;
+	siginfo_t info;
+	pid_t pid;
+};
+
+static int waitid_kid_fn(co_frame *f)
+{
+	struct waitid_kid *k = (struct waitid_kid *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_waitid(&k->io, P_PID, (id_t)k->pid, &k->info, WEXITED));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static struct waitid_kid waitid_kid;
+
+static int waits_fn(co_frame *f)
+{
+	struct waits *w = (struct waits *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_deadline(co_waitid(&w->io, P_PID, (id_t)w->pid, &w->info, WEXITED), 20 * CO_MS));
+	w->r[0] = co_result(f);
+	CO_AWAIT(f, co_timeout(&w->lim, co_waitid(&w->io, P_PID, (id_t)w->pid, &w->info, WEXITED),
+			       20 * CO_MS));
+	w->r[1] = co_result(f);
+	/* another frame waits; our cancel ends its wait */
+	memset(&waitid_kid, 0, sizeof waitid_kid);
+	waitid_kid.pid = w->pid;
+	co_init(&waitid_kid.co, waitid_kid_fn);
+	w->r[2] = co_engine_spawn(co_engine_current(), &waitid_kid.co);
+	CO_AWAIT(f, co_sleep(&w->io, 5 * CO_MS)); /* its waitid is in */
+	CO_AWAIT(f, co_cancel_io(&w->io, &waitid_kid.io));
+	w->r[3] = co_result(f);
+	CO_AWAIT(f, co_sleep(&w->io, CO_MS)); /* its end */
+	w->r[4] = co_status(&waitid_kid.co);
+	CO_END(f);
+}
+
+static void test_waitid_limit_and_cancel(void **state)
+{
+	struct waits w;
+	int p[2];
+	char c;
+	(void)state;
+	memset(&w, 0, sizeof w);
+	assert_int_equal(pipe(p), 0);
+	w.pid = fork();
+	assert_true(w.pid >= 0);
+	if (w.pid == 0) {
+		close(p[1]);
+		_exit(read(p[0], &c, 1) == 0 ? 0 : 1); /* until the parent closes */
+	}
+	close(p[0]);
+	co_init(&w.co, waits_fn);
+	co_test_run1(&w.co);
+	close(p[1]);
+	assert_int_equal(waitpid(w.pid, NULL, 0), w.pid); /* none of the waits reaped it */
+	assert_int_equal(w.r[0], -ETIME);
+	assert_int_equal(w.r[1], -ETIME);
+	assert_int_equal(w.r[2], 0);
+	assert_int_equal(w.r[3], 0);
+	assert_int_equal(w.r[4], -ECANCELED);
+}
+
 /* ---- registered files and buffers ---------------------------------------- */
 
 static char fixed_buf[4096];
@@ -1538,6 +1616,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_period_huge),
 	cmocka_unit_test(test_period_after_a_limited_wait),
 	cmocka_unit_test(test_ftruncate_and_waitid),
+	cmocka_unit_test(test_waitid_limit_and_cancel),
 	cmocka_unit_test(test_registered_files_and_buffers),
 	cmocka_unit_test(test_register_while_stopping),
 	cmocka_unit_test(test_signals),
