@@ -31,7 +31,8 @@
  * the cancel cut short (-ECANCELED) gives way to a child that finished
  * with its work done (the lowest index): the value is that child's index.
  * The same under a time limit (co_timeout): its -ETIME replaces only
- * that -ECANCELED.
+ * that -ECANCELED. A cancel stop of the awaiting frame's engine cancels
+ * the children wherever they run, the same way.
  *
  * co_spawn_on runs one child on another engine (a context of another kind,
  * say) and waits for it: "do this over there, and tell me".
@@ -63,6 +64,8 @@ typedef struct co_when {
 	co_engine *engine;            /* private: its engine */
 	CO__ATOMIC(unsigned) left;             /* private: children not finished */
 	CO__ATOMIC(int) winner;            /* private: when_any: first finished, or -1 */
+	co_stop_link stop_link;       /* private: on its engine's list while it
+	                                 waits: a cancel stop cancels the children */
 } co_when;
 
 /*

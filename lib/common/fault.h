@@ -97,6 +97,8 @@ enum co__fault_point {
 	                          looked at its owner yet (lib/engine/engine_loop.c) */
 	CO__POINT_RING_REFILLED, /* an engine moved a frame of its overflow into its ready ring,
 	                          where thieves may take it (lib/engine/engine_queue.c) */
+	CO__POINT_MUTEX_INVITED, /* an unlock let go of the mutex's lock and has not woken what it
+	                          claimed (an invited waiter's retry, a hand-off) (lib/sync/sync.c) */
 	CO__POINTS
 };
 

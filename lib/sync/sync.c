@@ -397,7 +397,9 @@ static int mutex_lock_suspend(co_awaiter *a, co_frame *f)
  * at the bound), else back to the head of the queue, unless the frame was
  * cancelled meanwhile. The mutex cannot be destroyed while the retry is
  * due (invited). */
-static void mutex_retry(co_waiter *w)
+static void mutex_retry_post(co_post *p);
+
+static void mutex_retry(co_waiter *w, int foreign)
 {
 	co_mutex *m = w->obj;
 	int waiting = 0, timed = 0, handed;
@@ -409,6 +411,17 @@ static void mutex_retry(co_waiter *w)
 		mutex_hold(m, w->engine, 0);
 	if (handed || mutex_take_or_mark(m, w->engine)) {
 		w->res = 0;
+	} else if (foreign) {
+		/* On the unlocker's thread (a frame that follows its waker):
+		 * a waiter goes back to its queue only on its own engine's
+		 * thread, where a cancel's look at it and a cancel stop's run
+		 * (lib/waiter/waiter.c), never between the two. The
+		 * invitation stays on its way, as a retry posted there. */
+		m->invited = MUTEX_RETRY;
+		co__unlock(m);
+		w->post.fn = mutex_retry_post;
+		co_engine_post(w->engine, &w->post);
+		return;
 	} else { /* held, MX_SLOW set: back to the head of the queue */
 		waiting = co__wait_repark(w);
 		/* Read under the lock: once it is released, an unlock on
@@ -427,7 +440,7 @@ static void mutex_retry(co_waiter *w)
 
 static void mutex_retry_post(co_post *p)
 {
-	mutex_retry(co__container_of(p, co_waiter, post));
+	mutex_retry(co__container_of(p, co_waiter, post), 0);
 }
 
 /* A claimed lock waiter: handed the mutex (0), timed out or cancelled:
@@ -435,13 +448,17 @@ static void mutex_retry_post(co_post *p)
  * turn (a timed waiter's comes from that engine already, after its timer's
  * CQE), so that frames running meanwhile may take the free mutex. A frame
  * that follows its waker (co_sched_roam) retries here, on the unlocker's
- * thread, and runs next on the unlocker's context. */
+ * thread, and runs next on the unlocker's context if it took the mutex;
+ * if a later arrival took it first, its retry goes to its engine after
+ * all. */
 static void mutex_deliver(co_waiter *w)
 {
 	if (w->res != MUTEX_RETRY) {
 		co__wait_wake_frame(w);
-	} else if (w->engine == NULL || w->timer_done || co__engine_may_follow(w->engine, w->frame)) {
-		mutex_retry(w);
+	} else if (w->engine == NULL || w->timer_done) {
+		mutex_retry(w, 0);
+	} else if (co__engine_may_follow(w->engine, w->frame)) {
+		mutex_retry(w, 1);
 	} else {
 		w->post.fn = mutex_retry_post;
 		co_engine_post(w->engine, &w->post);
@@ -519,6 +536,7 @@ int co_mutex_unlock(co_mutex *m)
 		mx_set(m, 0, 0); /* free; MX_SLOW while a retry is due or waiters stay */
 	}
 	co__unlock(m);
+	co__fault_point(CO__POINT_MUTEX_INVITED); /* tests: a later arrival barges now */
 	co__wake_all(&l);
 	return 0;
 }

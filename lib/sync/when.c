@@ -29,13 +29,20 @@ static void cancel_others(co_when *w, const co_frame *except)
 			co_cancel(w->kids[i]);
 }
 
-/* The last child finished: wake the awaiting frame, then drop its park
- * count (the order is explained in lib/waiter/waiter.c, co__wait_wake_frame). */
+/* The last count of left dropped (the last child finished, or the look of
+ * a cancel stop ended): off the engine's stop list, wake the awaiting
+ * frame, then drop its park count (the order is explained in
+ * lib/waiter/waiter.c, co__wait_wake_frame). A stop that took w off its
+ * list first may be looking at left (when_stop_cancel): wait for that look
+ * to end, a few instructions, before w may go. */
 static void finish(co_when *w)
 {
 	co_engine *e = w->engine;
 	co_frame *p = w->frame;
 
+	if (!co__engine_stop_list_remove(e, &w->stop_link))
+		while (atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
+			co__cpu_relax();
 	co_wake(p); /* w may be gone from here on */
 	co_engine_unpark(e);
 }
@@ -80,6 +87,13 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 		w->err = -ENXIO;
 		return 0;
 	}
+	/* The same under a cancel stop of e, shield or not, as a sync wait:
+	 * the stop looked at its list of waits already, and children
+	 * spawned now, on another engine, would hold it. */
+	if (co__engine_cancelling(e)) {
+		w->cancelled = 1;
+		return 0;
+	}
 	/* Each child must be fresh, and there once: mark them as we go (they
 	 * are nobody else's yet), then take the marks off. */
 	for (i = 0; i < w->n; i++) {
@@ -100,7 +114,10 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	 * however fast the children end */
 	atomic_store_explicit(&w->left, w->n + 1, memory_order_relaxed);
 	atomic_store_explicit(&w->winner, -1, memory_order_relaxed);
-	co_engine_park(e); /* before any child can finish */
+	/* parked, and listed for a cancel stop of e, which cancels the
+	 * children wherever they run (when_stop_cancel): before any child
+	 * can finish */
+	co__engine_park_wait(e, &w->stop_link);
 	for (i = 0; i < w->n; i++) {
 		co_frame *k = w->kids[i];
 		int err;
@@ -134,6 +151,8 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	 * finished already. */
 	missing = w->n - i + 1;
 	if (atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
+		/* no stop looked meanwhile: it runs on this thread */
+		co__engine_stop_list_remove(e, &w->stop_link);
 		co_engine_unpark(e);
 		return 0;
 	}
@@ -214,6 +233,34 @@ static int when_cancel(co_awaiter *a, co_frame *f)
 static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_cancel,
 					     CO__AW_WHEN, "when" };
 
+/*
+ * A cancel stop of the awaiting frame's engine, on its thread, w taken off
+ * the stop list (visit set): the children are cancelled wherever they run
+ * (another context, an engine that does not run: when_cancel), as
+ * co_cancel of the frame would, shield or not, as the stop ends every
+ * wait. Unless the last child has finished already (left 0: its finish
+ * wakes the frame, once this look ends), the look takes a count of left
+ * first, as the suspend does, so that w outlives the cancel however fast
+ * the children end (a child that never started is finished inside it);
+ * the last count, this one or a child's, finishes the await.
+ */
+static void when_stop_cancel(co_stop_link *link)
+{
+	co_when *w = co__container_of(link, co_when, stop_link);
+	unsigned left = atomic_load_explicit(&w->left, memory_order_acquire);
+
+	while (left != 0 && !atomic_compare_exchange_weak_explicit(&w->left, &left, left + 1,
+								   memory_order_acq_rel,
+								   memory_order_acquire))
+		;
+	atomic_store_explicit(&w->stop_link.visit, 0, memory_order_seq_cst);
+	if (left == 0)
+		return;
+	when_cancel(&w->aw, w->frame);
+	if (atomic_fetch_sub_explicit(&w->left, 1, memory_order_acq_rel) == 1)
+		finish(w);
+}
+
 static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int any)
 {
 	if (w == NULL)
@@ -230,6 +277,7 @@ static co_awaiter *when_prep(co_when *w, co_frame *const *kids, unsigned n, int 
 	w->engine = NULL;
 	atomic_init(&w->left, 0);
 	atomic_init(&w->winner, -1);
+	co__stop_link_init(&w->stop_link, when_stop_cancel);
 	return &w->aw;
 }
 

@@ -13,8 +13,8 @@
 #include <coring/engine.h>
 #include <coring/version.h>
 
-/* 0.3 on LP64 (x86-64, AArch64) with liburing 2.x's struct io_uring. */
-#define ENGINE_SIZE_0_3 896u
+/* 0.4 on LP64 (x86-64, AArch64) with liburing 2.x's struct io_uring. */
+#define ENGINE_SIZE_0_4 896u
 
 int main(void)
 {
@@ -27,8 +27,8 @@ int main(void)
 			MESON_PROJECT_VERSION);
 		return 1;
 	}
-	if (sizeof(void *) == 8 && sizeof(co_engine) != ENGINE_SIZE_0_3) {
-		fprintf(stderr, "co_engine is %zu bytes, 0.3's %u\n", sizeof(co_engine), ENGINE_SIZE_0_3);
+	if (sizeof(void *) == 8 && sizeof(co_engine) != ENGINE_SIZE_0_4) {
+		fprintf(stderr, "co_engine is %zu bytes, 0.4's %u\n", sizeof(co_engine), ENGINE_SIZE_0_4);
 		return 1;
 	}
 	if (offsetof(co_engine, batch) != 0 || offsetof(co_engine, stats) >= offsetof(co_engine, runner)) {

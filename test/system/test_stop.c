@@ -1484,6 +1484,218 @@ static void test_hard_linked_op_ends_in_grace(void **state)
 	}
 }
 
+/* A frame awaiting a child that runs on another engine: co_spawn_on to an
+ * engine that runs (the child waits on an event nobody sets) or to one
+ * that never runs (the child never starts), and a when_all child that
+ * moved to another context (co_transfer_to). Each way of ending the wait
+ * reaches the child where it is: its wait ends with -ECANCELED (or it is
+ * finished unstarted), and so does the await. */
+static co_event elsewhere_ev;
+
+struct elsewhere_kid {
+	co_frame co;
+	co_waiter w;
+	co_transfer tr;
+	co_context *to; /* a context to move to first, or NULL */
+	int shielded;   /* holds the cancel off while it waits */
+	atomic_int waiting;
+};
+
+static int elsewhere_kid_fn(co_frame *f)
+{
+	struct elsewhere_kid *k = (struct elsewhere_kid *)f;
+	CO_BEGIN(f);
+	if (k->to) {
+		CO_AWAIT(f, co_transfer_to(&k->tr, k->to));
+		if (co_result(f) != 0)
+			CO_RETURN(f, co_result(f));
+	}
+	if (k->shielded)
+		co_shield(f);
+	atomic_store(&k->waiting, 1);
+	CO_AWAIT(f, co_event_wait(&k->w, &elsewhere_ev));
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+struct elsewhere {
+	co_frame co;
+	co_when w;
+	co_frame *kids[1];
+	co_engine *on; /* co_spawn_on's engine, or NULL: when_all */
+	struct elsewhere_kid kid;
+	co_io io;
+	int shielded, slept; /* shielded: begins the await after a long sleep */
+	atomic_int waiting, done, status;
+};
+
+static int elsewhere_fn(co_frame *f)
+{
+	struct elsewhere *x = (struct elsewhere *)f;
+	CO_BEGIN(f);
+	if (x->shielded) {
+		co_shield(f);
+		atomic_store(&x->waiting, 1);
+		CO_AWAIT(f, co_sleep(&x->io, 3600 * CO_S));
+		x->slept = co_result(f);
+	}
+	atomic_store(&x->waiting, 1);
+	if (x->on) {
+		CO_AWAIT(f, co_spawn_on(&x->w, x->on, &x->kid.co));
+	} else {
+		x->kids[0] = &x->kid.co;
+		CO_AWAIT(f, co_when_all(&x->w, x->kids, 1));
+	}
+	CO_RETURN(f, co_result(f));
+	CO_END(f);
+}
+
+static void elsewhere_done(co_frame *f)
+{
+	struct elsewhere *x = (struct elsewhere *)f;
+
+	atomic_store(&x->status, co_status(f));
+	atomic_fetch_add(&x->done, 1);
+}
+
+static void elsewhere_init(struct elsewhere *x, co_engine *on, co_context *to)
+{
+	memset(x, 0, sizeof *x);
+	x->on = on;
+	x->kid.to = to;
+	co_init(&x->kid.co, elsewhere_kid_fn);
+	co_init(&x->co, elsewhere_fn);
+	x->co.on_done = elsewhere_done;
+}
+
+static void *run_until_stop(void *arg)
+{
+	co_engine_run(arg, CO_RUN_UNTIL_STOP);
+	return NULL;
+}
+
+/* A watched engine whose frame awaits a child on another engine, which
+ * runs on a thread of its own (runs) or never runs. */
+struct elsewhere_rig {
+	struct watched w;
+	struct elsewhere x;
+	co_engine other;
+	int runs;
+	pthread_t th;
+};
+
+static void rig_init(struct elsewhere_rig *r, int runs)
+{
+	r->runs = runs;
+	assert_int_equal(co_engine_init(&r->other, NULL), 0);
+	if (runs)
+		assert_int_equal(pthread_create(&r->th, NULL, run_until_stop, &r->other), 0);
+	elsewhere_init(&r->x, &r->other, NULL);
+}
+
+static void rig_run(struct elsewhere_rig *r, int mode)
+{
+	watched_start(&r->w, mode);
+	assert_int_equal(co_engine_spawn(&r->w.e, &r->x.co), 0);
+	watched_run(&r->w);
+}
+
+static void rig_down(struct elsewhere_rig *r)
+{
+	assert_int_equal(co_engine_destroy(&r->w.e), 0);
+	if (r->runs) {
+		assert_int_equal(co_engine_stop(&r->other, CO_STOP_DRAIN), 0);
+		assert_int_equal(pthread_join(r->th, NULL), 0);
+	}
+	assert_int_equal(co_engine_destroy(&r->other), 0);
+}
+
+static void test_child_elsewhere_ends_in_grace(void **state)
+{
+	struct elsewhere_rig r;
+	(void)state;
+	assert_int_equal(co_event_init(&elsewhere_ev, 0), 0);
+	for (int runs = 0; runs < 2; runs++)
+		for (int how = 0; how < STUCK_HOWS; how++) {
+			rig_init(&r, runs);
+			rig_run(&r, how == BY_CO_CANCEL ? CO_RUN_UNTIL_IDLE : CO_RUN_UNTIL_STOP);
+			if (runs)
+				WAIT_UNTIL(atomic_load(&r.x.kid.waiting));
+			else
+				WAIT_UNTIL(atomic_load(&r.w.e.parked) == 1); /* its await began */
+			stop_and_watch(&r.w, &r.x.co, (enum stuck_how)how,
+				       runs ? "co_spawn_on, child waits on another engine"
+					    : "co_spawn_on, child on an engine that never runs");
+			assert_int_equal(atomic_load(&r.x.done), 1);
+			assert_int_equal(atomic_load(&r.x.status), -ECANCELED);
+			assert_int_equal(co_status(&r.x.kid.co), -ECANCELED);
+			assert_int_equal(atomic_load(&r.x.kid.waiting), runs); /* unstarted: never ran */
+			rig_down(&r);
+		}
+	/* a shielded frame that begins such an await once a cancel stop has
+	 * begun: -ECANCELED at once, nothing spawned (the stop has looked at
+	 * its waits already: a child spawned now would hold it) */
+	rig_init(&r, 1);
+	r.x.shielded = 1;
+	rig_run(&r, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&r.x.waiting));
+	stop_and_watch(&r.w, &r.x.co, BY_CANCEL_STOP, "shielded, awaits a child elsewhere in the stop");
+	assert_int_equal(r.x.slept, -ECANCELED);
+	assert_int_equal(atomic_load(&r.x.status), -ECANCELED);
+	assert_int_equal(atomic_load(&r.x.kid.waiting), 0); /* never spawned */
+	rig_down(&r);
+	/* a child that holds the cancel off (co_shield) holds the stop: the
+	 * await is not given up past the grace (the child is the caller's, and
+	 * runs on); it ends, and the run returns, once the child finished (its
+	 * status stays readable; the frame, woken past the grace, is finished
+	 * for it) */
+	rig_init(&r, 1);
+	r.x.kid.shielded = 1;
+	rig_run(&r, CO_RUN_UNTIL_STOP);
+	WAIT_UNTIL(atomic_load(&r.x.kid.waiting));
+	assert_int_equal(co_engine_stop(&r.w.e, CO_STOP_CANCEL), 0);
+	WAIT_UNTIL(co_cancelled(&r.x.kid.co)); /* the stop reached it */
+	usleep(4 * STUCK_GRACE / CO_US);
+	assert_false(atomic_load(&r.w.returned));
+	assert_int_equal(atomic_load(&r.x.done), 0);
+	assert_int_equal(co_event_set(&elsewhere_ev), 0);
+	assert_int_equal(pthread_join(r.w.th, NULL), 0);
+	assert_int_equal(r.w.ret, 0);
+	assert_int_equal(co_status(&r.x.kid.co), 0); /* the event came */
+	assert_int_equal(atomic_load(&r.x.done), 1); /* woken past the grace: finished for it */
+	assert_int_equal(atomic_load(&r.x.status), -ECANCELED);
+	assert_int_equal(co_event_reset(&elsewhere_ev), 0);
+	rig_down(&r);
+	/* a when_all child that moved to another context: the cancel stop of
+	 * the awaiting frame's context reaches it there */
+	for (int timed = 0; timed < 2; timed++) {
+		co_context c1, c2;
+		co_engine_opts o = { .cancel_grace_ns = STUCK_GRACE };
+		struct elsewhere x;
+
+		assert_int_equal(co_context_init(&c1, &o), 0);
+		assert_int_equal(co_context_init(&c2, NULL), 0);
+		elsewhere_init(&x, NULL, &c2);
+		assert_int_equal(co_context_start(&c1, CO_RUN_UNTIL_STOP), 0);
+		assert_int_equal(co_context_start(&c2, CO_RUN_UNTIL_STOP), 0);
+		assert_int_equal(co_context_spawn(&c1, &x.co), 0);
+		WAIT_UNTIL(atomic_load(&x.kid.waiting));
+		if (timed)
+			assert_int_equal(co_engine_stop_timed(&c1.engine, STUCK_DRAIN), 0);
+		else
+			assert_int_equal(co_context_stop(&c1, CO_STOP_CANCEL), 0);
+		assert_int_equal(co_context_join(&c1), 0); /* the test's timeout: a hang */
+		assert_int_equal(atomic_load(&x.done), 1);
+		assert_int_equal(atomic_load(&x.status), -ECANCELED);
+		assert_int_equal(co_status(&x.kid.co), -ECANCELED);
+		assert_int_equal(co_context_stop(&c2, CO_STOP_DRAIN), 0);
+		assert_int_equal(co_context_join(&c2), 0);
+		assert_int_equal(co_context_destroy(&c1), 0);
+		assert_int_equal(co_context_destroy(&c2), 0);
+	}
+	assert_int_equal(co_event_destroy(&elsewhere_ev), 0);
+}
+
 static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_cancel_stop_ends_every_wait),
 	cmocka_unit_test(test_cancel_stop_from_inside),
@@ -1506,6 +1718,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_blocked_splice_ends_in_grace),
 	cmocka_unit_test(test_pool_job_ends_in_grace),
 	cmocka_unit_test(test_hard_linked_op_ends_in_grace),
+	cmocka_unit_test(test_child_elsewhere_ends_in_grace),
 };
 
 CO_TEST_MAIN(tests, 1)

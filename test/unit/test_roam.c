@@ -788,6 +788,78 @@ static void test_mutex_waiter_reparked_then_claimed_elsewhere(void **state)
 	assert_int_equal(co_mutex_destroy(&rmx), 0);
 }
 
+/* ---- a roaming mutex waiter's retry that finds the mutex taken ------------------- */
+
+/* The unlock comes from a frame of context 0, so the invited waiter, of
+ * context 1, may follow it and retries on context 0's thread; a later
+ * arrival (this thread) takes the free mutex first (CO__POINT_MUTEX_INVITED).
+ * The waiter goes back to its queue on its own engine's thread only, where
+ * a cancel's look at it and a cancel stop run: never between them
+ * (CO__POINT_MUTEX_REPARKED names the engine that re-parked it). */
+static atomic_int arm_barge, barged;
+static co_engine *_Atomic reparked_on;
+
+/* Waits for rmx (a struct releaser: a waiter and a result). */
+static int mx_locker_fn(co_frame *f)
+{
+	struct releaser *x = (struct releaser *)f;
+	CO_BEGIN(f);
+	CO_AWAIT(f, co_mutex_lock(&x->w, &rmx));
+	x->res = co_result(f);
+	if (x->res == 0)
+		co_mutex_unlock(&rmx);
+	CO_END(f);
+}
+
+static void barge_in(void *arg)
+{
+	(void)arg;
+	if (atomic_exchange(&arm_barge, 0))
+		atomic_store(&barged, co_mutex_trylock(&rmx) == 0);
+}
+
+static void note_reparked(void *arg)
+{
+	(void)arg;
+	atomic_store(&reparked_on, co_engine_current());
+}
+
+static void test_mutex_retry_elsewhere_reparks_at_home(void **state)
+{
+	static struct releaser waiter;
+	static struct releaser unlocker; /* context 0: the test's lock, let go */
+	(void)state;
+	need_view();
+	memset(&waiter, 0, sizeof waiter);
+	memset(&unlocker, 0, sizeof unlocker);
+	atomic_store(&barged, 0);
+	atomic_store(&reparked_on, NULL);
+	assert_int_equal(co_mutex_init(&rmx), 0);
+	assert_int_equal(co_event_init(&unlock_now, 0), 0);
+	co__fault_on_point(CO__POINT_MUTEX_INVITED, barge_in, NULL);
+	co__fault_on_point(CO__POINT_MUTEX_REPARKED, note_reparked, NULL);
+	sched_up(2, 1);
+	assert_int_equal(co_mutex_trylock(&rmx), 0); /* held by this thread */
+	spawn_to(1, &waiter.co, mx_locker_fn, 1);
+	spawn_to(0, &unlocker.co, releaser_fn, 0);
+	wait_parked(1, &waiter.co, "mutex");
+	wait_parked(0, &unlocker.co, "event");
+	atomic_store(&arm_barge, 1);
+	assert_int_equal(co_event_set(&unlock_now), 0);
+	WAIT_UNTIL(atomic_load(&reparked_on) != NULL);
+	assert_true(atomic_load(&barged)); /* the retry found the mutex taken */
+	assert_ptr_equal(atomic_load(&reparked_on), eng(1)); /* at home */
+	wait_parked(1, &waiter.co, "mutex");
+	assert_int_equal(co_mutex_unlock(&rmx), 0); /* now it takes it */
+	sched_down();
+	co__fault_on_point(CO__POINT_MUTEX_INVITED, NULL, NULL);
+	co__fault_on_point(CO__POINT_MUTEX_REPARKED, NULL, NULL);
+	assert_int_equal(unlocker.res, 0);
+	assert_int_equal(waiter.res, 0);
+	assert_int_equal(co_mutex_destroy(&rmx), 0);
+	assert_int_equal(co_event_destroy(&unlock_now), 0);
+}
+
 /* ---- a fan-out still spreads ---------------------------------------------------- */
 
 #define FAN 64
@@ -1037,6 +1109,7 @@ static const struct CMUnitTest tests[] = {
 	cmocka_unit_test(test_stopped_waker_takes_nothing),
 	cmocka_unit_test(test_woken_inside_suspend_stays),
 	cmocka_unit_test(test_mutex_waiter_reparked_then_claimed_elsewhere),
+	cmocka_unit_test(test_mutex_retry_elsewhere_reparks_at_home),
 	cmocka_unit_test(test_fan_out_spreads),
 	cmocka_unit_test(test_stress),
 	cmocka_unit_test(test_stress_cancel_stop),
