@@ -30,21 +30,29 @@ static void cancel_others(co_when *w, const co_frame *except)
 }
 
 /* The last count of left dropped (the last child finished, or the look of
- * a cancel stop ended): off the engine's stop list, wake the awaiting
- * frame, then drop its park count (the order is explained in
- * lib/waiter/waiter.c, co__wait_wake_frame). A stop that took w off its
- * list first may be looking at left (when_stop_cancel): wait for that look
- * to end, a few instructions, before w may go. */
+ * a cancel stop ended): wake the awaiting frame, then drop its park count
+ * (the order is explained in lib/waiter/waiter.c, co__wait_wake_frame).
+ * w stays on the engine's stop list until the frame's resume takes it off
+ * (when_unlist): on the engine's thread, so that the lock's line stays
+ * there (a child on another context finishes here). */
 static void finish(co_when *w)
 {
 	co_engine *e = w->engine;
 	co_frame *p = w->frame;
 
-	if (!co__engine_stop_list_remove(e, &w->stop_link))
+	co_wake(p);
+	co_engine_unpark(e);
+}
+
+/* Off the stop list, at the await's end (on the frame's engine, or the
+ * context it followed its waker to). A stop that took w off the list
+ * first may be looking at left (when_stop_cancel): wait for that look to
+ * end, a few instructions, before w may go. */
+static void when_unlist(co_when *w)
+{
+	if (!co__engine_stop_list_remove(w->engine, &w->stop_link))
 		while (atomic_load_explicit(&w->stop_link.visit, memory_order_seq_cst))
 			co__cpu_relax();
-	co_wake(p); /* w may be gone from here on */
-	co_engine_unpark(e);
 }
 
 /* A child's on_done, on the engine thread that finished it. */
@@ -151,9 +159,7 @@ static int when_suspend(co_awaiter *a, co_frame *f)
 	 * finished already. */
 	missing = w->n - i + 1;
 	if (atomic_fetch_sub_explicit(&w->left, missing, memory_order_acq_rel) == missing) {
-		/* no stop looked meanwhile: it runs on this thread */
-		co__engine_stop_list_remove(e, &w->stop_link);
-		co_engine_unpark(e);
+		co_engine_unpark(e); /* the resume takes w off the stop list */
 		return 0;
 	}
 	return 1;
@@ -199,6 +205,8 @@ static int when_resume(co_awaiter *a, co_frame *f)
 	co_when *w = (co_when *)a;
 
 	(void)f;
+	if (w->engine) /* it waited: listed */
+		when_unlist(w);
 	if (w->cancelled && when_cut_short(w))
 		return -ECANCELED;
 	if (w->err)
@@ -238,8 +246,8 @@ static const co_awaiter_ops when_ops = { NULL, when_suspend, when_resume, when_c
  * the stop list (visit set): the children are cancelled wherever they run
  * (another context, an engine that does not run: when_cancel), as
  * co_cancel of the frame would, shield or not, as the stop ends every
- * wait. Unless the last child has finished already (left 0: its finish
- * wakes the frame, once this look ends), the look takes a count of left
+ * wait. Unless the last child has finished already (left 0: the frame is
+ * woken, and its resume waits for this look to end), the look takes a count of left
  * first, as the suspend does, so that w outlives the cancel however fast
  * the children end (a child that never started is finished inside it);
  * the last count, this one or a child's, finishes the await.
